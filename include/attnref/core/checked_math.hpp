@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file checked_math.hpp
+/// Overflow-checked int64 arithmetic. Sizes and offsets are products of caller-supplied
+/// numbers; an overflow must become an error, never a wrapped value that indexes memory.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+namespace attnref {
+
+/// `*out = a * b`; returns false (and leaves `*out` unspecified) on int64 overflow.
+constexpr bool checked_mul(std::int64_t a, std::int64_t b, std::int64_t* out) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  return !__builtin_mul_overflow(a, b, out);
+#else
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  if (a == 0 || b == 0) {
+    *out = 0;
+    return true;
+  }
+  if ((a == -1 && b == kMin) || (b == -1 && a == kMin)) return false;
+  if (a > 0 ? (b > 0 ? a > kMax / b : b < kMin / a) : (b > 0 ? a < kMin / b : a < kMax / b))
+    return false;
+  *out = a * b;
+  return true;
+#endif
+}
+
+/// `*out = a + b`; returns false on int64 overflow.
+constexpr bool checked_add(std::int64_t a, std::int64_t b, std::int64_t* out) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  return !__builtin_add_overflow(a, b, out);
+#else
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  if ((b > 0 && a > kMax - b) || (b < 0 && a < kMin - b)) return false;
+  *out = a + b;
+  return true;
+#endif
+}
+
+/// ceil(a / b) for a >= 0, b > 0 (callers validate the signs first).
+constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) noexcept {
+  return a / b + (a % b != 0 ? 1 : 0);
+}
+
+}  // namespace attnref

@@ -1,0 +1,265 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file status.hpp
+/// `Status`: the result of every check. A literal type (usable in `static_assert`) that holds an
+/// error code, the JAX check id it mirrors, the offending values and two format strings; the
+/// message and hint are rendered only when asked for, so a passing check never allocates.
+///
+/// Example:
+/// @code
+///   attnref::Status s = attnref::check_heads(8, 6);
+///   if (!s.ok()) std::cerr << s.message() << "\n" << s.hint() << "\n";
+/// @endcode
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "attnref/core/dtype.hpp"
+
+namespace attnref {
+
+/// What went wrong, named after the rule, not after the kernel. One code can stand for several
+/// JAX checks (GQA divisibility is P2 in paged, S5 in splash, R6 in ragged); `Status::jax_check`
+/// says which one.
+enum class ErrorCode : int {
+  kOk = 0,
+  // Shapes, strides and buffers (any family).
+  kNegativeExtent,       ///< an extent is negative
+  kNullData,             ///< a null pointer with a non-zero number of elements
+  kNegativeStride,       ///< an element stride is negative
+  kSizeOverflow,         ///< a size or offset overflows int64
+  kOutOfBuffer,          ///< extents x strides reach past the buffer size the caller gave
+  kRankMismatch,         ///< a tensor has the wrong number of dimensions
+  kShapeMismatch,        ///< two tensors that must agree in shape do not
+  kBatchMismatch,        ///< a per-sequence tensor's batch size differs from q's
+  kDtypeNotSupported,    ///< an element type the rule does not allow
+  // Heads and dimensions.
+  kInvalidHeadCount,     ///< a head count is zero or negative
+  kGqaNotDivisible,      ///< query heads are not a multiple of KV heads
+  kHeadDimMismatch,      ///< q's head_dim differs from K/V's
+  kInvalidHeadDim,       ///< a head_dim is zero or negative
+  // Blocking and TPU tiling (mostly the `jax` profile).
+  kInvalidBlockSize,     ///< a block size is zero or negative
+  kBlockNotDivisible,    ///< a block size does not divide what it must divide
+  kBlockTooLarge,        ///< a block is larger than the axis it tiles
+  kTilingRule,           ///< a TPU lane/sublane rule (multiple of 128, XLA tiling)
+  kMegacoreOddKvHeads,   ///< megacore 'kv_head' with an odd KV head count
+  kMegacoreOddBatch,     ///< megacore 'batch' with an odd batch size
+  kInvalidMegacoreMode,  ///< megacore mode is none of the allowed values
+  // Page tables and lengths (metadata tier).
+  kInvalidPageSize,      ///< page size is zero or negative
+  kPageIndexOutOfRange,  ///< a live page index is outside [0, total_pages)
+  kLengthOutOfRange,     ///< a length is negative or past the page table's capacity
+  kPageTableTooNarrow,   ///< pages_per_sequence cannot hold the longest sequence
+  kInvalidCuQLens,       ///< cu_q_lens does not start at 0, decreases or leaves the token buffer
+  kNumSeqsOutOfRange,    ///< num_seqs outside [0, max_num_seqs]
+  kTokenBudgetExceeded,  ///< more query tokens than the token buffer holds
+  kQueryLongerThanKv,    ///< a sequence has more query tokens than KV tokens
+  // Options.
+  kInvalidSoftCap,       ///< soft cap is 0 or not finite
+  kInvalidMaskValue,     ///< mask value is NaN, +-inf or positive
+  kInvalidScale,         ///< sm_scale (or a dequantization scale) is not finite
+  kInvalidSlidingWindow, ///< sliding window is zero or negative
+  kQuantizationMismatch, ///< only one of K/V is quantized, or scales given without int8 pages
+  kScalesShape,          ///< dequantization scales have the wrong shape
+  // Splash masks.
+  kMaskShape,            ///< a mask's shape does not fit (Sq, Skv) or its rank is wrong
+  kMaskHeadCount,        ///< a mask has neither 1 nor num_q_heads heads
+  kSegmentIdsShape,      ///< segment ids do not match the sequence length
+  kSinksShape,           ///< sinks are not [num_q_heads]
+  kInvalidMaskParameter, ///< a mask constructor argument is invalid (chunk size, window, ...)
+  kMissingBackwardBlocks,///< backward requested without backward block sizes
+  // Data tier.
+  kNonFiniteData,        ///< NaN or Inf in the region the kernel reads
+  // Files and command line (attnref-run).
+  kBadFile,              ///< a .npy file is unreadable or malformed
+};
+
+/// Stable snake_case name of an error code, as printed by attnref-run: `gqa_not_divisible`.
+constexpr const char* error_code_name(ErrorCode c) noexcept {
+  switch (c) {
+    case ErrorCode::kOk: return "ok";
+    case ErrorCode::kNegativeExtent: return "negative_extent";
+    case ErrorCode::kNullData: return "null_data";
+    case ErrorCode::kNegativeStride: return "negative_stride";
+    case ErrorCode::kSizeOverflow: return "size_overflow";
+    case ErrorCode::kOutOfBuffer: return "out_of_buffer";
+    case ErrorCode::kRankMismatch: return "rank_mismatch";
+    case ErrorCode::kShapeMismatch: return "shape_mismatch";
+    case ErrorCode::kBatchMismatch: return "batch_mismatch";
+    case ErrorCode::kDtypeNotSupported: return "dtype_not_supported";
+    case ErrorCode::kInvalidHeadCount: return "invalid_head_count";
+    case ErrorCode::kGqaNotDivisible: return "gqa_not_divisible";
+    case ErrorCode::kHeadDimMismatch: return "head_dim_mismatch";
+    case ErrorCode::kInvalidHeadDim: return "invalid_head_dim";
+    case ErrorCode::kInvalidBlockSize: return "invalid_block_size";
+    case ErrorCode::kBlockNotDivisible: return "block_not_divisible";
+    case ErrorCode::kBlockTooLarge: return "block_too_large";
+    case ErrorCode::kTilingRule: return "tiling_rule";
+    case ErrorCode::kMegacoreOddKvHeads: return "megacore_odd_kv_heads";
+    case ErrorCode::kMegacoreOddBatch: return "megacore_odd_batch";
+    case ErrorCode::kInvalidMegacoreMode: return "invalid_megacore_mode";
+    case ErrorCode::kInvalidPageSize: return "invalid_page_size";
+    case ErrorCode::kPageIndexOutOfRange: return "page_index_out_of_range";
+    case ErrorCode::kLengthOutOfRange: return "length_out_of_range";
+    case ErrorCode::kPageTableTooNarrow: return "page_table_too_narrow";
+    case ErrorCode::kInvalidCuQLens: return "invalid_cu_q_lens";
+    case ErrorCode::kNumSeqsOutOfRange: return "num_seqs_out_of_range";
+    case ErrorCode::kTokenBudgetExceeded: return "token_budget_exceeded";
+    case ErrorCode::kQueryLongerThanKv: return "query_longer_than_kv";
+    case ErrorCode::kInvalidSoftCap: return "invalid_soft_cap";
+    case ErrorCode::kInvalidMaskValue: return "invalid_mask_value";
+    case ErrorCode::kInvalidScale: return "invalid_scale";
+    case ErrorCode::kInvalidSlidingWindow: return "invalid_sliding_window";
+    case ErrorCode::kQuantizationMismatch: return "quantization_mismatch";
+    case ErrorCode::kScalesShape: return "scales_shape";
+    case ErrorCode::kMaskShape: return "mask_shape";
+    case ErrorCode::kMaskHeadCount: return "mask_head_count";
+    case ErrorCode::kSegmentIdsShape: return "segment_ids_shape";
+    case ErrorCode::kSinksShape: return "sinks_shape";
+    case ErrorCode::kInvalidMaskParameter: return "invalid_mask_parameter";
+    case ErrorCode::kMissingBackwardBlocks: return "missing_backward_blocks";
+    case ErrorCode::kNonFiniteData: return "non_finite_data";
+    case ErrorCode::kBadFile: return "bad_file";
+  }
+  return "unknown";
+}
+
+/// The result of a check. `ok()` or an error with code, JAX check id, values and text.
+///
+/// Message and hint are format strings with placeholders filled from the stored values:
+/// `{0}`..`{7}` integer values, `{r0}` `{r1}` real values (Python float repr),
+/// `{d0}`..`{d7}` the dtype name of an integer value holding a `DType`,
+/// `{k0}`..`{k7}` the divisors of an integer value ("1, 2, 4, 8"), `{f}` the field name.
+class Status {
+ public:
+  using Ints = std::array<std::int64_t, 8>;
+  using Reals = std::array<double, 2>;
+
+  /// Success.
+  constexpr Status() noexcept = default;
+
+  /// An error. Format strings must be string literals (they are stored, not copied).
+  constexpr Status(ErrorCode code, const char* jax_check, const char* message_format,
+                   const char* hint_format, Ints ints = {}, Reals reals = {},
+                   const char* field = "") noexcept
+      : code_(code),
+        jax_check_(jax_check),
+        message_format_(message_format),
+        hint_format_(hint_format),
+        ints_(ints),
+        reals_(reals),
+        field_(field) {}
+
+  constexpr bool ok() const noexcept { return code_ == ErrorCode::kOk; }
+  constexpr ErrorCode code() const noexcept { return code_; }
+  /// The JAX check this mirrors ("P2", "S5", "R16"), or "" for attnref's own checks.
+  constexpr const char* jax_check() const noexcept { return jax_check_; }
+  /// The i-th offending integer value (0 <= i < 8).
+  constexpr std::int64_t value(int i) const noexcept { return ints_[static_cast<size_t>(i)]; }
+  /// The i-th offending real value (0 <= i < 2).
+  constexpr double real(int i) const noexcept { return reals_[static_cast<size_t>(i)]; }
+  /// The name of the offending tensor or option, "" if none.
+  constexpr const char* field() const noexcept { return field_; }
+
+  /// The rendered message; "ok" for success.
+  std::string message() const { return ok() ? std::string("ok") : render(message_format_); }
+  /// How to fix it; "" when there is nothing to add.
+  std::string hint() const { return ok() ? std::string() : render(hint_format_); }
+  /// `error[<code>] <message>` and, when present, ` (hint: <hint>)`.
+  std::string to_string() const {
+    if (ok()) return "ok";
+    std::string s = "error[";
+    s += error_code_name(code_);
+    s += "] ";
+    s += message();
+    const std::string h = hint();
+    if (!h.empty()) s += " (hint: " + h + ")";
+    return s;
+  }
+
+ private:
+  static void append_int(std::string& out, std::int64_t v) { out += std::to_string(v); }
+
+  /// Python's float repr: the shortest round-tripping digits, and ".0" for integral values.
+  static void append_real(std::string& out, double v) {
+    char buf[40];
+    if (std::isnan(v)) {
+      out += "nan";
+      return;
+    }
+    if (std::isinf(v)) {
+      out += v > 0 ? "inf" : "-inf";
+      return;
+    }
+    for (int precision = 1; precision <= 17; ++precision) {
+      std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+      if (std::strtod(buf, nullptr) == v) break;
+    }
+    std::string s(buf);
+    if (s.find_first_of(".en") == std::string::npos) s += ".0";
+    out += s;
+  }
+
+  static void append_divisors(std::string& out, std::int64_t n) {
+    bool first = true;
+    for (std::int64_t d = 1; d <= n && d > 0; ++d) {
+      if (n % d != 0) continue;
+      if (!first) out += ", ";
+      append_int(out, d);
+      first = false;
+    }
+  }
+
+  std::string render(const char* format) const {
+    std::string out;
+    for (const char* p = format; *p != '\0'; ++p) {
+      if (*p != '{') {
+        out += *p;
+        continue;
+      }
+      const char* close = p + 1;
+      while (*close != '\0' && *close != '}') ++close;
+      if (*close == '\0') {  // unmatched brace: print literally
+        out += p;
+        break;
+      }
+      const std::string key(p + 1, close);
+      p = close;
+      if (key == "f") {
+        out += field_;
+      } else if (key.size() == 1 && key[0] >= '0' && key[0] <= '7') {
+        append_int(out, ints_[static_cast<size_t>(key[0] - '0')]);
+      } else if (key.size() == 2 && key[1] >= '0' && key[1] <= '7') {
+        const size_t i = static_cast<size_t>(key[1] - '0');
+        if (key[0] == 'r' && i < 2) append_real(out, reals_[i]);
+        if (key[0] == 'd') out += dtype_name(static_cast<DType>(ints_[i]));
+        if (key[0] == 'k') append_divisors(out, ints_[i]);
+      } else {
+        out += "{" + key + "}";
+      }
+    }
+    return out;
+  }
+
+  ErrorCode code_ = ErrorCode::kOk;
+  const char* jax_check_ = "";
+  const char* message_format_ = "";
+  const char* hint_format_ = "";
+  Ints ints_{};
+  Reals reals_{};
+  const char* field_ = "";
+};
+
+/// Returns from the enclosing function when `expr` is an error Status.
+#define ATTNREF_RETURN_IF_ERROR(expr)                     \
+  do {                                                    \
+    const ::attnref::Status attnref_status_ = (expr);     \
+    if (!attnref_status_.ok()) return attnref_status_;    \
+  } while (false)
+
+}  // namespace attnref

@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file tensor_view.hpp
+/// `TensorView<T, Rank>`: a non-owning pointer + extents + **element** strides (not bytes), and
+/// `check_view`, which proves that every element the extents describe lies inside the buffer.
+/// A layout is just a choice of strides, so one kernel serves every KV-cache layout.
+///
+/// Example:
+/// @code
+///   std::vector<float> q(8 * 32 * 128);
+///   attnref::TensorView<const float, 3> q_view(q.data(), {8, 32, 128});  // row-major
+/// @endcode
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "attnref/core/checked_math.hpp"
+#include "attnref/core/status.hpp"
+
+namespace attnref {
+
+/// Row-major element strides for `extents`. A product that overflows saturates at INT64_MAX;
+/// `check_view` then reports the overflow instead of indexing with a wrapped stride.
+template <size_t Rank>
+constexpr std::array<std::int64_t, Rank> row_major_strides(
+    const std::array<std::int64_t, Rank>& extents) noexcept {
+  std::array<std::int64_t, Rank> strides{};
+  std::int64_t s = 1;
+  for (size_t i = Rank; i-- > 0;) {
+    strides[i] = s;
+    std::int64_t next = 0;
+    const std::int64_t e = extents[i] > 0 ? extents[i] : 1;
+    s = checked_mul(s, e, &next) ? next : std::numeric_limits<std::int64_t>::max();
+  }
+  return strides;
+}
+
+/// A non-owning strided view of `Rank` dimensions over elements of type `T`.
+template <class T, size_t Rank>
+struct TensorView {
+  static_assert(Rank >= 1, "a view has at least one dimension");
+  using element_type = T;
+  static constexpr size_t kRank = Rank;
+
+  T* data = nullptr;                       ///< first element (offset 0)
+  std::array<std::int64_t, Rank> extents{};  ///< size of each dimension
+  std::array<std::int64_t, Rank> strides{};  ///< element strides of each dimension
+  std::int64_t buffer_size = -1;  ///< elements the caller's buffer holds; -1 = not known
+
+  constexpr TensorView() noexcept = default;
+
+  /// Row-major (C order) view.
+  constexpr TensorView(T* data_, const std::array<std::int64_t, Rank>& extents_,
+                       std::int64_t buffer_size_ = -1) noexcept
+      : data(data_),
+        extents(extents_),
+        strides(row_major_strides<Rank>(extents_)),
+        buffer_size(buffer_size_) {}
+
+  /// View with explicit element strides (any layout).
+  constexpr TensorView(T* data_, const std::array<std::int64_t, Rank>& extents_,
+                       const std::array<std::int64_t, Rank>& strides_,
+                       std::int64_t buffer_size_ = -1) noexcept
+      : data(data_), extents(extents_), strides(strides_), buffer_size(buffer_size_) {}
+
+  /// A view of `T` converts to a view of `const T`.
+  template <class U, class = std::enable_if_t<std::is_same<const U, T>::value &&
+                                              !std::is_same<U, T>::value>>
+  constexpr TensorView(const TensorView<U, Rank>& other) noexcept  // NOLINT(implicit)
+      : data(other.data),
+        extents(other.extents),
+        strides(other.strides),
+        buffer_size(other.buffer_size) {}
+
+  constexpr std::int64_t extent(size_t i) const noexcept { return extents[i]; }
+  constexpr std::int64_t stride(size_t i) const noexcept { return strides[i]; }
+  /// True when the view describes no memory at all (a default-constructed optional input).
+  constexpr bool empty_view() const noexcept { return data == nullptr && numel_or_zero() == 0; }
+
+  /// Product of the extents (0 when any is <= 0). Only meaningful after `check_view`.
+  constexpr std::int64_t numel_or_zero() const noexcept {
+    std::int64_t n = 1;
+    for (size_t i = 0; i < Rank; ++i) {
+      if (extents[i] <= 0) return 0;
+      if (!checked_mul(n, extents[i], &n)) return 0;
+    }
+    return n;
+  }
+
+  /// Element offset of an index tuple. Unchecked: validate the view and the indices first.
+  template <class... I>
+  constexpr std::int64_t offset(I... idx) const noexcept {
+    static_assert(sizeof...(I) == Rank, "one index per dimension");
+    const std::int64_t index[] = {static_cast<std::int64_t>(idx)...};
+    std::int64_t off = 0;
+    for (size_t i = 0; i < Rank; ++i) off += index[i] * strides[i];
+    return off;
+  }
+
+  /// Element access. Unchecked: validate the view and the indices first.
+  template <class... I>
+  constexpr T& operator()(I... idx) const noexcept {
+    return data[offset(idx...)];
+  }
+};
+
+/// Validates a view: extents and strides non-negative, element count and largest offset within
+/// int64, data non-null when elements exist, and (when `buffer_size >= 0`) every element
+/// inside the buffer. `name` names the tensor in the message.
+template <class T, size_t Rank>
+constexpr Status check_view(const TensorView<T, Rank>& v, const char* name) noexcept {
+  std::int64_t numel = 1;
+  std::int64_t last = 0;  // largest element offset
+  for (size_t i = 0; i < Rank; ++i) {
+    const auto dim = static_cast<std::int64_t>(i);
+    if (v.extents[i] < 0) {
+      return Status(ErrorCode::kNegativeExtent, "", "{f} has a negative extent {0} in dimension {1}",
+                    "extents must be >= 0", {v.extents[i], dim}, {}, name);
+    }
+    if (v.strides[i] < 0) {
+      return Status(ErrorCode::kNegativeStride, "", "{f} has a negative stride {0} in dimension {1}",
+                    "attnref views take non-negative element strides; reverse the data instead",
+                    {v.strides[i], dim}, {}, name);
+    }
+    if (!checked_mul(numel, v.extents[i], &numel)) {
+      return Status(ErrorCode::kSizeOverflow, "",
+                    "{f}: the number of elements overflows int64 at dimension {0}",
+                    "check the extents; one of them is not a real size", {dim}, {}, name);
+    }
+  }
+  if (numel == 0) return Status();
+  for (size_t i = 0; i < Rank; ++i) {
+    std::int64_t reach = 0;
+    if (!checked_mul(v.extents[i] - 1, v.strides[i], &reach) || !checked_add(last, reach, &last)) {
+      return Status(ErrorCode::kSizeOverflow, "",
+                    "{f}: the largest element offset overflows int64 at dimension {0}",
+                    "check the extents and strides", {static_cast<std::int64_t>(i)}, {}, name);
+    }
+  }
+  if (v.data == nullptr) {
+    return Status(ErrorCode::kNullData, "", "{f} has {0} elements but a null data pointer",
+                  "pass the buffer's pointer, or zero extents for an absent tensor", {numel}, {},
+                  name);
+  }
+  if (v.buffer_size >= 0 && last >= v.buffer_size) {
+    return Status(ErrorCode::kOutOfBuffer, "",
+                  "{f}: extents and strides reach element offset {0}, past the buffer of {1} "
+                  "elements",
+                  "the strides do not match the buffer's layout, or the buffer is too small",
+                  {last, v.buffer_size}, {}, name);
+  }
+  return Status();
+}
+
+}  // namespace attnref

@@ -1,0 +1,362 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file paged.hpp
+/// Paged attention (decode): the argument descriptor and its checks in three tiers.
+///  - shapes (O(1)): JAX's P1..P10 in JAX's order (P4, P7..P10 only under `Profile::kJax`),
+///    then attnref's safety checks on views and options;
+///  - metadata (O(batch + pages)): every length within capacity, every live page index in range;
+///  - data (opt-in, O(live elements)): no NaN/Inf in q or in the K/V rows that lengths make live.
+///
+/// Example:
+/// @code
+///   attnref::PagedAttentionArgs<float> args;
+///   args.q = {q.data(), {batch, 32, 128}};
+///   args.k_pages = attnref::kv_pages_view(k.data(), attnref::KvLayout::kJax, 8, pages, 16, 128);
+///   args.v_pages = attnref::kv_pages_view(v.data(), attnref::KvLayout::kJax, 8, pages, 16, 128);
+///   args.lengths = {lengths.data(), {batch}};
+///   args.page_indices = {table.data(), {batch, pages_per_seq}};
+///   if (attnref::Status s = attnref::check_paged(args, attnref::Profile::kJax); !s.ok()) ...
+/// @endcode
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <type_traits>
+
+#include "attnref/core/checked_math.hpp"
+#include "attnref/core/dtype.hpp"
+#include "attnref/core/error.hpp"
+#include "attnref/core/profile.hpp"
+#include "attnref/core/status.hpp"
+#include "attnref/core/tensor_view.hpp"
+#include "attnref/validate/heads.hpp"
+
+namespace attnref {
+
+/// JAX's DEFAULT_MASK_VALUE, -0.7 * float32 max, rounded to float32.
+inline constexpr float kDefaultMaskValue = -2.3819763e+38f;
+
+/// JAX's megacore split. No numerical effect; only the `jax` profile checks it (P8..P10).
+enum class MegacoreMode : int { kNone = 0, kKvHead = 1, kBatch = 2 };
+
+/// Everything one paged-attention (decode) call reads. Views only; nothing is owned.
+/// `Q` and `KV` are float, double, Eigen::half or Eigen::bfloat16; `KV` may be int8_t with
+/// float scales. `Index` is int32_t (what JAX requires) or int64_t.
+template <class Q, class KV = Q, class Index = std::int32_t>
+struct PagedAttentionArgs {
+  static_assert(is_float_dtype<Q>, "q must be float, double, Eigen::half or Eigen::bfloat16");
+  static_assert(is_float_dtype<KV> || std::is_same<KV, std::int8_t>::value,
+                "K/V pages must be a float type or int8_t (with scales)");
+  static_assert(is_index_dtype<Index>, "lengths and page_indices must be int32_t or int64_t");
+  using q_type = Q;
+  using kv_type = KV;
+  using index_type = Index;
+  static constexpr bool kQuantized = std::is_same<KV, std::int8_t>::value;
+
+  TensorView<const Q, 3> q;                  ///< [batch, num_q_heads, head_dim]
+  TensorView<const KV, 4> k_pages;           ///< [num_kv_heads, total_pages, page_size, head_dim]
+  TensorView<const KV, 4> v_pages;           ///< [num_kv_heads, total_pages, page_size, head_dim]
+  TensorView<const Index, 1> lengths;        ///< [batch]
+  TensorView<const Index, 2> page_indices;   ///< [batch, pages_per_sequence]
+  TensorView<const float, 4> k_scales;       ///< int8 only: [num_kv_heads, total_pages, page_size, 1 or head_dim]
+  TensorView<const float, 4> v_scales;       ///< int8 only: same as k_scales
+  float sm_scale = 1.0f;                     ///< multiplies q.k (JAX has no scale: 1.0)
+  std::optional<float> soft_cap;             ///< c in c * tanh(x / c), applied before masking
+  float mask_value = kDefaultMaskValue;      ///< JAX's additive mask; validated, no effect here
+  std::int64_t pages_per_compute_block = 1;  ///< blocking hint; never changes the result
+  MegacoreMode megacore_mode = MegacoreMode::kNone;
+  bool round_kv_to_bf16 = false;  ///< TPU fidelity: round float K/V to bf16 as JAX's kernel does
+
+  std::int64_t batch() const noexcept { return q.extents[0]; }
+  std::int64_t num_q_heads() const noexcept { return q.extents[1]; }
+  std::int64_t head_dim() const noexcept { return q.extents[2]; }
+  std::int64_t num_kv_heads() const noexcept { return k_pages.extents[0]; }
+  std::int64_t total_pages() const noexcept { return k_pages.extents[1]; }
+  std::int64_t page_size() const noexcept { return k_pages.extents[2]; }
+  std::int64_t pages_per_sequence() const noexcept { return page_indices.extents[1]; }
+};
+
+namespace detail {
+
+template <size_t N>
+constexpr bool same_extents(const std::array<std::int64_t, N>& a,
+                            const std::array<std::int64_t, N>& b) noexcept {
+  for (size_t i = 0; i < N; ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
+/// Soft cap: absent, or finite and non-zero.
+inline Status check_soft_cap(const std::optional<float>& soft_cap, const char* jax_check = "") {
+  if (soft_cap && (*soft_cap == 0.0f || !std::isfinite(*soft_cap))) {
+    return Status(ErrorCode::kInvalidSoftCap, jax_check,
+                  "soft_cap={r0} must not be 0.0 and must be finite.",
+                  "leave soft_cap unset to turn the soft cap off (JAX's kernel divides by it)", {},
+                  {static_cast<double>(*soft_cap)}, "soft_cap");
+  }
+  return Status();
+}
+
+/// Mask value: finite and negative (NaN, +-inf, 0 and positive values do not mask).
+inline Status check_mask_value(float mask_value) {
+  if (!std::isfinite(mask_value) || !(mask_value < 0.0f)) {
+    return Status(ErrorCode::kInvalidMaskValue, "",
+                  "mask_value={r0} must be a finite negative number.",
+                  "use the default -2.3819763e+38 (-0.7 * float32 max)", {},
+                  {static_cast<double>(mask_value)}, "mask_value");
+  }
+  return Status();
+}
+
+/// sm_scale: finite.
+inline Status check_sm_scale(float sm_scale) {
+  if (!std::isfinite(sm_scale)) {
+    return Status(ErrorCode::kInvalidScale, "", "sm_scale={r0} must be finite.",
+                  "pass 1/sqrt(head_dim) for standard attention, or 1.0 as JAX does", {},
+                  {static_cast<double>(sm_scale)}, "sm_scale");
+  }
+  return Status();
+}
+
+/// Scales of int8 pages: [Hkv, P, S, 1] or [Hkv, P, S, D], given for both K and V.
+template <class Args>
+Status check_paged_scales(const Args& a) {
+  const bool has_k = !a.k_scales.empty_view();
+  const bool has_v = !a.v_scales.empty_view();
+  if (!Args::kQuantized) {
+    if (has_k || has_v) {
+      return Status(ErrorCode::kQuantizationMismatch, "",
+                    "k_scales/v_scales were given but the K/V pages are not int8",
+                    "pass int8 pages with their scales, or drop the scales");
+    }
+    return Status();
+  }
+  if (!has_k || !has_v) {
+    return Status(ErrorCode::kQuantizationMismatch, "",
+                  "int8 K/V pages need both k_scales and v_scales; got k_scales: {0}, v_scales: {1}",
+                  "quantize K and V together (scales [num_kv_heads, total_pages, page_size, 1])",
+                  {has_k ? 1 : 0, has_v ? 1 : 0});
+  }
+  for (const auto* s : {&a.k_scales, &a.v_scales}) {
+    const char* name = s == &a.k_scales ? "k_scales" : "v_scales";
+    ATTNREF_RETURN_IF_ERROR(check_view(*s, name));
+    const auto& e = s->extents;
+    const auto& p = a.k_pages.extents;
+    if (e[0] != p[0] || e[1] != p[1] || e[2] != p[2] || (e[3] != 1 && e[3] != p[3])) {
+      return Status(ErrorCode::kScalesShape, "",
+                    "{f} has shape ({0}, {1}, {2}, {3}); expected ({4}, {5}, {6}, 1) or ({4}, "
+                    "{5}, {6}, {7})",
+                    "one scale per token per head ([..., 1]) or one per element ([..., head_dim])",
+                    {e[0], e[1], e[2], e[3], p[0], p[1], p[2], p[3]}, {}, name);
+    }
+  }
+  return Status();
+}
+
+/// The last page (exclusive) a kernel reads for a sequence of `length` tokens. Under the `jax`
+/// profile JAX's kernel DMAs whole compute blocks, so pages up to the block end must be valid.
+constexpr std::int64_t live_pages(std::int64_t length, std::int64_t page_size,
+                                  std::int64_t pages_per_sequence, std::int64_t pages_per_block,
+                                  Profile profile) noexcept {
+  const std::int64_t pages = ceil_div(length, page_size);
+  if (profile != Profile::kJax || pages_per_block <= 0) return pages;
+  const std::int64_t blocks = ceil_div(pages, pages_per_block);
+  const std::int64_t end = blocks * pages_per_block;
+  return end < pages_per_sequence ? end : pages_per_sequence;
+}
+
+}  // namespace detail
+
+/// Shape tier: O(1), reads no tensor data. JAX's checks in JAX's order, then the safety checks.
+template <class Q, class KV, class Index>
+Status check_paged_shapes(const PagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
+  const auto& k = a.k_pages.extents;
+  const auto& v = a.v_pages.extents;
+  if (!detail::same_extents(k, v)) {
+    return Status(ErrorCode::kShapeMismatch, "P1",
+                  "k_pages and v_pages must have the same shape. Got ({0}, {1}, {2}, {3}) and "
+                  "({4}, {5}, {6}, {7})",
+                  "K and V pages share one pool shape [num_kv_heads, total_pages, page_size, "
+                  "head_dim]",
+                  {k[0], k[1], k[2], k[3], v[0], v[1], v[2], v[3]});
+  }
+  ATTNREF_RETURN_IF_ERROR(check_heads(a.num_q_heads(), a.num_kv_heads(), "P2"));
+  ATTNREF_RETURN_IF_ERROR(check_head_dim(a.head_dim(), k[3], "P3"));
+  const std::int64_t pps = a.pages_per_sequence();
+  const std::int64_t ppcb = a.pages_per_compute_block;
+  if (ppcb <= 0) {
+    return Status(ErrorCode::kInvalidBlockSize, "", "pages_per_compute_block must be positive. Got {0}.",
+                  "use a divisor of pages_per_sequence ({1}), e.g. 1", {ppcb, pps},
+                  {}, "pages_per_compute_block");
+  }
+  if (profile == Profile::kJax && pps % ppcb != 0) {
+    return Status(ErrorCode::kBlockNotDivisible, "P4",
+                  "pages_per_sequence must be divisible by pages_per_compute_block. Got {1} pages "
+                  "per sequence and pages_per_compute_block {0}.",
+                  "pick pages_per_compute_block among the divisors of {1}: {k1}", {ppcb, pps});
+  }
+  if (a.lengths.extents[0] != a.batch()) {
+    return Status(ErrorCode::kBatchMismatch, "P5",
+                  "`lengths` and `q` must have the same batch size. Got {0} and {1}.",
+                  "lengths holds one entry per sequence: shape ({1},)",
+                  {a.lengths.extents[0], a.batch()});
+  }
+  if (a.page_indices.extents[0] != a.batch()) {
+    return Status(ErrorCode::kBatchMismatch, "P6",
+                  "`page_indices` and `q` must have the same batch size. Got {0} and {1}.",
+                  "page_indices holds one row per sequence: shape ({1}, pages_per_sequence)",
+                  {a.page_indices.extents[0], a.batch()});
+  }
+  if (profile == Profile::kJax && dtype_of<Index> != DType::kInt32) {
+    return Status(ErrorCode::kDtypeNotSupported, "P7", "The dtype of `lengths` must be int32. Got {d0}",
+                  "JAX's kernel takes int32 lengths; the reference profile also accepts int64",
+                  {static_cast<std::int64_t>(dtype_of<Index>)});
+  }
+  if (profile == Profile::kJax) {
+    const auto mode = static_cast<int>(a.megacore_mode);
+    if (mode == static_cast<int>(MegacoreMode::kKvHead) && a.num_kv_heads() % 2 != 0) {
+      return Status(ErrorCode::kMegacoreOddKvHeads, "P8",
+                    "number of KV heads must be even when megacore_mode is 'kv_head'",
+                    "num_kv_heads is {0}; use megacore_mode 'batch' or none", {a.num_kv_heads()});
+    }
+    if (mode == static_cast<int>(MegacoreMode::kBatch) && a.batch() % 2 != 0) {
+      return Status(ErrorCode::kMegacoreOddBatch, "P9",
+                    "batch size must be even when megacore_mode is 'batch'",
+                    "batch size is {0}; pad the batch or use megacore_mode 'kv_head' or none",
+                    {a.batch()});
+    }
+    if (mode < 0 || mode > 2) {
+      return Status(ErrorCode::kInvalidMegacoreMode, "P10",
+                    "megacore_mode must be one of ['kv_head', 'batch', None]",
+                    "got the value {0}; use MegacoreMode::kNone, kKvHead or kBatch", {mode});
+    }
+  }
+  // attnref's safety checks (no JAX id).
+  ATTNREF_RETURN_IF_ERROR(check_view(a.q, "q"));
+  ATTNREF_RETURN_IF_ERROR(check_view(a.k_pages, "k_pages"));
+  ATTNREF_RETURN_IF_ERROR(check_view(a.v_pages, "v_pages"));
+  ATTNREF_RETURN_IF_ERROR(check_view(a.lengths, "lengths"));
+  ATTNREF_RETURN_IF_ERROR(check_view(a.page_indices, "page_indices"));
+  if (a.page_size() <= 0) {
+    return Status(ErrorCode::kInvalidPageSize, "", "page_size must be positive. Got {0}.",
+                  "page_size is dimension 2 of the logical [num_kv_heads, total_pages, page_size, "
+                  "head_dim] pages",
+                  {a.page_size()});
+  }
+  std::int64_t capacity = 0;
+  if (!checked_mul(pps, a.page_size(), &capacity)) {
+    return Status(ErrorCode::kSizeOverflow, "",
+                  "pages_per_sequence ({0}) x page_size ({1}) overflows int64",
+                  "check page_indices' second dimension", {pps, a.page_size()});
+  }
+  ATTNREF_RETURN_IF_ERROR(detail::check_paged_scales(a));
+  ATTNREF_RETURN_IF_ERROR(detail::check_soft_cap(a.soft_cap));
+  ATTNREF_RETURN_IF_ERROR(detail::check_mask_value(a.mask_value));
+  ATTNREF_RETURN_IF_ERROR(detail::check_sm_scale(a.sm_scale));
+  return Status();
+}
+
+/// Metadata tier: O(batch + pages). Reads lengths and page_indices (only after the shape tier
+/// has proven their views valid): `0 <= lengths[b] <= pages_per_sequence * page_size`, and every
+/// page the kernel reads is in `[0, total_pages)`. Pages past a sequence's length are not read
+/// (under `kJax`, pages up to the end of the last compute block are, as JAX DMAs them).
+/// Precondition: `check_paged_shapes(a, profile).ok()`.
+template <class Q, class KV, class Index>
+Status check_paged_metadata(const PagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
+  const std::int64_t page_size = a.page_size();
+  const std::int64_t pps = a.pages_per_sequence();
+  const std::int64_t capacity = pps * page_size;  // no overflow: proven by the shape tier
+  const std::int64_t total_pages = a.total_pages();
+  for (std::int64_t b = 0; b < a.batch(); ++b) {
+    const std::int64_t length = a.lengths(b);
+    if (length < 0 || length > capacity) {
+      return Status(ErrorCode::kLengthOutOfRange, "",
+                    "lengths[{0}]={1} is outside [0, {2}] (pages_per_sequence {3} x page_size {4})",
+                    "a sequence holds at most pages_per_sequence * page_size tokens; widen "
+                    "page_indices or fix the length",
+                    {b, length, capacity, pps, page_size}, {}, "lengths");
+    }
+    const std::int64_t live = detail::live_pages(length, page_size, pps,
+                                                 a.pages_per_compute_block, profile);
+    for (std::int64_t j = 0; j < live; ++j) {
+      const std::int64_t page = a.page_indices(b, j);
+      if (page < 0 || page >= total_pages) {
+        return Status(ErrorCode::kPageIndexOutOfRange, "",
+                      "page_indices[{0}, {1}]={2} is outside [0, {3}) (total_pages)",
+                      "page {1} of sequence {0} is read because lengths[{0}]={4}; point it at an "
+                      "allocated page",
+                      {b, j, page, total_pages, length}, {}, "page_indices");
+      }
+    }
+  }
+  return Status();
+}
+
+/// Shape tier, then metadata tier. The kernels call this with `Profile::kReference`.
+template <class Q, class KV, class Index>
+Status check_paged(const PagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
+  ATTNREF_RETURN_IF_ERROR(check_paged_shapes(a, profile));
+  return check_paged_metadata(a, profile);
+}
+
+/// Data tier (opt-in): NaN/Inf in q, or in the K/V rows (and scales) that lengths make live.
+/// Padding past each length may hold anything. Precondition: `check_paged(a, profile).ok()`.
+template <class Q, class KV, class Index>
+Status check_paged_data(const PagedAttentionArgs<Q, KV, Index>& a) {
+  for (std::int64_t b = 0; b < a.batch(); ++b)
+    for (std::int64_t h = 0; h < a.num_q_heads(); ++h)
+      for (std::int64_t d = 0; d < a.head_dim(); ++d)
+        if (!element_is_finite(a.q(b, h, d))) {
+          return Status(ErrorCode::kNonFiniteData, "", "q[{0}, {1}, {2}] is not finite",
+                        "the query itself is bad; look at the layer that produced it", {b, h, d},
+                        {}, "q");
+        }
+  const std::int64_t page_size = a.page_size();
+  for (std::int64_t b = 0; b < a.batch(); ++b) {
+    const std::int64_t length = a.lengths(b);
+    for (std::int64_t t = 0; t < length; ++t) {
+      const std::int64_t page = a.page_indices(b, t / page_size);
+      const std::int64_t slot = t % page_size;
+      for (std::int64_t h = 0; h < a.num_kv_heads(); ++h) {
+        for (std::int64_t d = 0; d < a.head_dim(); ++d) {
+          const bool k_ok = element_is_finite(a.k_pages(h, page, slot, d));
+          const bool v_ok = element_is_finite(a.v_pages(h, page, slot, d));
+          if (!k_ok || !v_ok) {
+            return Status(ErrorCode::kNonFiniteData, "",
+                          "{f} is not finite at sequence {0}, token {1} (page {2}, slot {3}), kv "
+                          "head {4}, dim {5}",
+                          "a live cache row holds NaN/Inf: an unwritten or corrupted page",
+                          {b, t, page, slot, h, d}, {}, k_ok ? "v_pages" : "k_pages");
+          }
+        }
+        if constexpr (PagedAttentionArgs<Q, KV, Index>::kQuantized) {
+          for (std::int64_t d = 0; d < a.k_scales.extents[3]; ++d) {
+            const bool k_ok = std::isfinite(a.k_scales(h, page, slot, d));
+            const bool v_ok = std::isfinite(a.v_scales(h, page, slot, d));
+            if (!k_ok || !v_ok) {
+              return Status(ErrorCode::kNonFiniteData, "",
+                            "{f} is not finite at sequence {0}, token {1} (page {2}, slot {3}), "
+                            "kv head {4}, index {5}",
+                            "a live scale is NaN/Inf", {b, t, page, slot, h, d}, {},
+                            k_ok ? "v_scales" : "k_scales");
+            }
+          }
+        }
+      }
+    }
+  }
+  return Status();
+}
+
+/// Throwing wrapper of `check_paged`: throws `ShapeError` (or calls the error handler).
+template <class Q, class KV, class Index>
+void validate_paged(const PagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
+  throw_if_error(check_paged(a, profile));
+}
+
+/// Throwing wrapper of `check_heads`.
+inline void validate_heads(std::int64_t num_q_heads, std::int64_t num_kv_heads) {
+  throw_if_error(check_heads(num_q_heads, num_kv_heads));
+}
+
+}  // namespace attnref
