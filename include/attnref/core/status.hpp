@@ -185,9 +185,10 @@ class Status {
  private:
   static void append_int(std::string& out, std::int64_t v) { out += std::to_string(v); }
 
-  /// Python's float repr: the shortest round-tripping digits, and ".0" for integral values.
+  /// Python's float repr of the shortest digits that round-trip: through float32 when the value
+  /// is a float32 (most options are), else through double. Scientific notation outside
+  /// [1e-4, 1e16), and ".0" for integral values, as Python prints them.
   static void append_real(std::string& out, double v) {
-    char buf[40];
     if (std::isnan(v)) {
       out += "nan";
       return;
@@ -196,13 +197,31 @@ class Status {
       out += v > 0 ? "inf" : "-inf";
       return;
     }
-    for (int precision = 1; precision <= 17; ++precision) {
-      std::snprintf(buf, sizeof buf, "%.*g", precision, v);
-      if (std::strtod(buf, nullptr) == v) break;
+    const bool is_float = static_cast<double>(static_cast<float>(v)) == v;
+    char buf[48];
+    int precision = 1;
+    for (; precision < 17; ++precision) {
+      std::snprintf(buf, sizeof buf, "%.*e", precision - 1, v);
+      if (is_float ? std::strtof(buf, nullptr) == static_cast<float>(v)
+                   : std::strtod(buf, nullptr) == v)
+        break;
     }
-    std::string s(buf);
-    if (s.find_first_of(".en") == std::string::npos) s += ".0";
-    out += s;
+    std::snprintf(buf, sizeof buf, "%.*e", precision - 1, v);
+    const std::string sci(buf);
+    const size_t e = sci.find('e');
+    const int exponent = std::atoi(sci.c_str() + e + 1);
+    if (exponent < -4 || exponent >= 16) {
+      std::string mantissa = sci.substr(0, e);
+      char exp_buf[16];
+      std::snprintf(exp_buf, sizeof exp_buf, "e%c%02d", exponent < 0 ? '-' : '+',
+                    exponent < 0 ? -exponent : exponent);
+      out += mantissa + exp_buf;
+      return;
+    }
+    const int decimals = precision - 1 - exponent;
+    std::snprintf(buf, sizeof buf, "%.*f", decimals > 0 ? decimals : 0, v);
+    out += buf;
+    if (decimals <= 0) out += ".0";
   }
 
   static void append_divisors(std::string& out, std::int64_t n) {

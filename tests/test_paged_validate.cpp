@@ -1,0 +1,327 @@
+// Paged-attention validators: JAX's P1..P10 (each failing and passing), attnref's safety checks,
+// the metadata tier and the data tier, under both profiles.
+#include <gtest/gtest.h>
+
+#include <attnref/core/kv_layout.hpp>
+#include <attnref/validate/paged.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace {
+
+using attnref::ErrorCode;
+using attnref::Profile;
+using attnref::Status;
+using attnref::TensorView;
+
+/// Owns buffers for a valid batch: B=2, Hq=8, Hkv=2, D=4, 10 pages of 4 tokens, 3 pages/seq.
+template <class KV = float, class Index = std::int32_t>
+struct Batch {
+  std::int64_t b = 2, hq = 8, hkv = 2, d = 4, pages = 10, s = 4, pps = 3;
+  std::vector<float> q = std::vector<float>(b * hq * d, 0.5f);
+  std::vector<KV> k = std::vector<KV>(hkv * pages * s * d, KV(1));
+  std::vector<KV> v = std::vector<KV>(hkv * pages * s * d, KV(2));
+  std::vector<float> k_scales = std::vector<float>(hkv * pages * s, 1.0f);
+  std::vector<float> v_scales = std::vector<float>(hkv * pages * s, 1.0f);
+  std::vector<Index> lengths{5, 12};
+  std::vector<Index> table{0, 1, 9, 2, 3, 4};
+  attnref::PagedAttentionArgs<float, KV, Index> args;
+
+  Batch() { rebuild(); }
+  void rebuild() {
+    args.q = {q.data(), {b, hq, d}};
+    args.k_pages = {k.data(), {hkv, pages, s, d}};
+    args.v_pages = {v.data(), {hkv, pages, s, d}};
+    args.lengths = {lengths.data(), {b}};
+    args.page_indices = {table.data(), {b, pps}};
+    if constexpr (std::is_same<KV, std::int8_t>::value) {
+      args.k_scales = {k_scales.data(), {hkv, pages, s, 1}};
+      args.v_scales = {v_scales.data(), {hkv, pages, s, 1}};
+    }
+  }
+};
+
+void expect_error(const Status& s, ErrorCode code, const char* jax, const std::string& message) {
+  EXPECT_EQ(s.code(), code) << s.to_string();
+  EXPECT_EQ(std::string(s.jax_check()), jax);
+  EXPECT_EQ(s.message(), message);
+  EXPECT_FALSE(s.hint().empty());
+}
+
+TEST(PagedValidate, ValidBatchPassesBothProfilesAndAllTiers) {
+  Batch<> batch;
+  EXPECT_TRUE(attnref::check_paged(batch.args, Profile::kJax).ok());
+  EXPECT_TRUE(attnref::check_paged(batch.args, Profile::kReference).ok());
+  EXPECT_TRUE(attnref::check_paged_data(batch.args).ok());
+  EXPECT_NO_THROW(attnref::validate_paged(batch.args, Profile::kJax));
+}
+
+TEST(PagedValidate, P1KvShapes) {
+  Batch<> batch;
+  batch.args.v_pages.extents[1] = 9;
+  expect_error(attnref::check_paged(batch.args, Profile::kReference), ErrorCode::kShapeMismatch, "P1",
+               "k_pages and v_pages must have the same shape. Got (2, 10, 4, 4) and (2, 9, 4, 4)");
+}
+
+TEST(PagedValidate, P2GqaRatio) {
+  Batch<> batch;
+  batch.hq = 5;
+  batch.rebuild();
+  expect_error(attnref::check_paged(batch.args, Profile::kJax), ErrorCode::kGqaNotDivisible, "P2",
+               "Number of Q heads must be divisible by number of KV heads. Got 5 and 2.");
+  batch.hq = 7;
+  batch.rebuild();
+  Status s = attnref::check_paged(batch.args, Profile::kReference);
+  EXPECT_EQ(s.code(), ErrorCode::kGqaNotDivisible);
+  EXPECT_EQ(s.hint(), "valid num_kv_heads for 7 query heads: 1, 7");
+}
+
+TEST(PagedValidate, P3HeadDim) {
+  Batch<> batch;
+  batch.args.q.extents[2] = 8;
+  expect_error(attnref::check_paged(batch.args, Profile::kReference), ErrorCode::kHeadDimMismatch,
+               "P3", "head_dim of Q must be the same as that of K/V. Got 8 and 4.");
+}
+
+TEST(PagedValidate, P4BlockDivisibilityOnlyUnderJaxWithCorrectedWording) {
+  Batch<> batch;
+  batch.args.pages_per_compute_block = 2;  // 3 pages per sequence
+  expect_error(attnref::check_paged(batch.args, Profile::kJax), ErrorCode::kBlockNotDivisible, "P4",
+               "pages_per_sequence must be divisible by pages_per_compute_block. Got 3 pages per "
+               "sequence and pages_per_compute_block 2.");
+  EXPECT_EQ(attnref::check_paged(batch.args, Profile::kJax).hint(),
+            "pick pages_per_compute_block among the divisors of 3: 1, 3");
+  EXPECT_TRUE(attnref::check_paged(batch.args, Profile::kReference).ok());
+  batch.args.pages_per_compute_block = 3;
+  EXPECT_TRUE(attnref::check_paged(batch.args, Profile::kJax).ok());
+  batch.args.pages_per_compute_block = 0;  // JAX: ZeroDivisionError; here a clear error
+  expect_error(attnref::check_paged(batch.args, Profile::kReference), ErrorCode::kInvalidBlockSize,
+               "", "pages_per_compute_block must be positive. Got 0.");
+}
+
+TEST(PagedValidate, P5LengthsBatch) {
+  Batch<> batch;
+  batch.args.lengths.extents[0] = 1;
+  expect_error(attnref::check_paged(batch.args, Profile::kReference), ErrorCode::kBatchMismatch,
+               "P5", "`lengths` and `q` must have the same batch size. Got 1 and 2.");
+}
+
+TEST(PagedValidate, P6PageIndicesBatch) {
+  Batch<> batch;
+  batch.args.page_indices.extents[0] = 3;
+  expect_error(attnref::check_paged(batch.args, Profile::kReference), ErrorCode::kBatchMismatch,
+               "P6", "`page_indices` and `q` must have the same batch size. Got 3 and 2.");
+}
+
+TEST(PagedValidate, P7Int32LengthsUnderJaxOnly) {
+  Batch<float, std::int64_t> batch;
+  expect_error(attnref::check_paged(batch.args, Profile::kJax), ErrorCode::kDtypeNotSupported, "P7",
+               "The dtype of `lengths` must be int32. Got int64");
+  EXPECT_TRUE(attnref::check_paged(batch.args, Profile::kReference).ok());
+}
+
+TEST(PagedValidate, P8P9P10MegacoreUnderJaxOnly) {
+  Batch<> batch;
+  batch.hkv = 1;
+  batch.rebuild();
+  batch.args.megacore_mode = attnref::MegacoreMode::kKvHead;
+  expect_error(attnref::check_paged(batch.args, Profile::kJax), ErrorCode::kMegacoreOddKvHeads, "P8",
+               "number of KV heads must be even when megacore_mode is 'kv_head'");
+  EXPECT_TRUE(attnref::check_paged(batch.args, Profile::kReference).ok());
+
+  Batch<> odd_batch;
+  odd_batch.b = 1;
+  odd_batch.rebuild();
+  odd_batch.args.megacore_mode = attnref::MegacoreMode::kBatch;
+  expect_error(attnref::check_paged(odd_batch.args, Profile::kJax), ErrorCode::kMegacoreOddBatch, "P9",
+               "batch size must be even when megacore_mode is 'batch'");
+  EXPECT_TRUE(attnref::check_paged(odd_batch.args, Profile::kReference).ok());
+
+  Batch<> even;
+  even.args.megacore_mode = attnref::MegacoreMode::kBatch;
+  EXPECT_TRUE(attnref::check_paged(even.args, Profile::kJax).ok());
+  even.args.megacore_mode = attnref::MegacoreMode::kKvHead;
+  EXPECT_TRUE(attnref::check_paged(even.args, Profile::kJax).ok());
+  even.args.megacore_mode = static_cast<attnref::MegacoreMode>(7);
+  expect_error(attnref::check_paged(even.args, Profile::kJax), ErrorCode::kInvalidMegacoreMode, "P10",
+               "megacore_mode must be one of ['kv_head', 'batch', None]");
+}
+
+TEST(PagedValidate, JaxOrderIsKept) {
+  // P1 and P2 both broken: P1 is reported, as JAX checks it first.
+  Batch<> batch;
+  batch.hq = 7;
+  batch.rebuild();
+  batch.args.v_pages.extents[0] = 1;
+  EXPECT_EQ(std::string(attnref::check_paged(batch.args, Profile::kJax).jax_check()), "P1");
+}
+
+TEST(PagedValidate, SafetyChecksOnViewsAndOptions) {
+  {
+    Batch<> batch;
+    batch.args.q.data = nullptr;
+    expect_error(attnref::check_paged(batch.args, Profile::kReference), ErrorCode::kNullData, "",
+                 "q has 64 elements but a null data pointer");
+  }
+  {
+    Batch<> batch;
+    batch.args.k_pages.buffer_size = 100;
+    expect_error(attnref::check_paged(batch.args, Profile::kReference), ErrorCode::kOutOfBuffer, "",
+                 "k_pages: extents and strides reach element offset 319, past the buffer of 100 "
+                 "elements");
+  }
+  {
+    Batch<> batch;
+    batch.args.k_pages.extents[2] = 0;
+    batch.args.v_pages.extents[2] = 0;
+    expect_error(attnref::check_paged(batch.args, Profile::kReference), ErrorCode::kInvalidPageSize,
+                 "", "page_size must be positive. Got 0.");
+  }
+  {
+    Batch<> batch;
+    batch.args.soft_cap = 0.0f;
+    expect_error(attnref::check_paged(batch.args, Profile::kJax), ErrorCode::kInvalidSoftCap, "",
+                 "soft_cap=0.0 must not be 0.0 and must be finite.");
+    batch.args.soft_cap = std::numeric_limits<float>::infinity();
+    EXPECT_EQ(attnref::check_paged(batch.args, Profile::kJax).message(),
+              "soft_cap=inf must not be 0.0 and must be finite.");
+    batch.args.soft_cap = 30.0f;
+    EXPECT_TRUE(attnref::check_paged(batch.args, Profile::kJax).ok());
+  }
+  {
+    Batch<> batch;
+    batch.args.mask_value = std::numeric_limits<float>::quiet_NaN();
+    expect_error(attnref::check_paged(batch.args, Profile::kReference), ErrorCode::kInvalidMaskValue,
+                 "", "mask_value=nan must be a finite negative number.");
+    batch.args.mask_value = 1.0f;
+    EXPECT_EQ(attnref::check_paged(batch.args, Profile::kReference).message(),
+              "mask_value=1.0 must be a finite negative number.");
+    batch.args.mask_value = -1e30f;
+    EXPECT_TRUE(attnref::check_paged(batch.args, Profile::kReference).ok());
+  }
+  {
+    Batch<> batch;
+    batch.args.sm_scale = std::numeric_limits<float>::infinity();
+    expect_error(attnref::check_paged(batch.args, Profile::kReference), ErrorCode::kInvalidScale, "",
+                 "sm_scale=inf must be finite.");
+  }
+  {
+    Batch<> batch;  // capacity product overflows int64
+    std::int64_t huge = std::int64_t{1} << 40;
+    batch.args.page_indices.extents[1] = huge;
+    batch.args.page_indices.strides = {0, 0};
+    batch.args.k_pages.extents[2] = huge;
+    batch.args.v_pages.extents[2] = huge;
+    batch.args.k_pages.strides[2] = 0;
+    batch.args.v_pages.strides[2] = 0;
+    expect_error(attnref::check_paged(batch.args, Profile::kReference), ErrorCode::kSizeOverflow, "",
+                 "pages_per_sequence (1099511627776) x page_size (1099511627776) overflows int64");
+  }
+}
+
+TEST(PagedValidate, QuantizedPagesNeedBothScalesOfTheRightShape) {
+  Batch<std::int8_t> batch;
+  EXPECT_TRUE(attnref::check_paged(batch.args, Profile::kJax).ok());
+  batch.args.v_scales = {};
+  expect_error(attnref::check_paged(batch.args, Profile::kReference),
+               ErrorCode::kQuantizationMismatch, "",
+               "int8 K/V pages need both k_scales and v_scales; got k_scales: 1, v_scales: 0");
+  batch.rebuild();
+  batch.args.k_scales.extents[3] = 3;
+  expect_error(attnref::check_paged(batch.args, Profile::kReference), ErrorCode::kScalesShape, "",
+               "k_scales has shape (2, 10, 4, 3); expected (2, 10, 4, 1) or (2, 10, 4, 4)");
+  Batch<> floats;
+  floats.args.k_scales = {floats.k_scales.data(), {2, 10, 4, 1}};
+  expect_error(attnref::check_paged(floats.args, Profile::kReference),
+               ErrorCode::kQuantizationMismatch, "",
+               "k_scales/v_scales were given but the K/V pages are not int8");
+}
+
+TEST(PagedValidate, MetadataLengthsAndPageIndices) {
+  struct Case {
+    std::vector<std::int32_t> lengths, table;
+    ErrorCode code;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{-1, 12}, {0, 1, 9, 2, 3, 4}, ErrorCode::kLengthOutOfRange,
+       "lengths[0]=-1 is outside [0, 12] (pages_per_sequence 3 x page_size 4)"},
+      {{5, 13}, {0, 1, 9, 2, 3, 4}, ErrorCode::kLengthOutOfRange,
+       "lengths[1]=13 is outside [0, 12] (pages_per_sequence 3 x page_size 4)"},
+      {{5, 12}, {0, -1, 9, 2, 3, 4}, ErrorCode::kPageIndexOutOfRange,
+       "page_indices[0, 1]=-1 is outside [0, 10) (total_pages)"},
+      {{5, 12}, {0, 1, 9, 2, 3, 10}, ErrorCode::kPageIndexOutOfRange,
+       "page_indices[1, 2]=10 is outside [0, 10) (total_pages)"},
+      {{5, 12}, {0, 1, 9, 2, 2147483647, 4}, ErrorCode::kPageIndexOutOfRange,
+       "page_indices[1, 1]=2147483647 is outside [0, 10) (total_pages)"},
+  };
+  for (const Case& c : cases) {
+    Batch<> batch;
+    batch.lengths = c.lengths;
+    batch.table = c.table;
+    batch.rebuild();
+    expect_error(attnref::check_paged(batch.args, Profile::kReference), c.code, "", c.message);
+  }
+}
+
+TEST(PagedValidate, PagesPastTheLengthAreNotChecked) {
+  Batch<> batch;
+  batch.lengths = {4, 0};  // sequence 0 reads page 0 only, sequence 1 nothing
+  batch.table = {0, -1, 123456, -7, -7, -7};
+  batch.rebuild();
+  EXPECT_TRUE(attnref::check_paged(batch.args, Profile::kReference).ok());
+  // Under the jax profile the whole compute block is DMA'd, so its pages must be valid too.
+  batch.args.pages_per_compute_block = 3;
+  const Status s = attnref::check_paged(batch.args, Profile::kJax);
+  EXPECT_EQ(s.code(), ErrorCode::kPageIndexOutOfRange);
+  EXPECT_EQ(s.message(), "page_indices[0, 1]=-1 is outside [0, 10) (total_pages)");
+}
+
+TEST(PagedValidate, DataTierScansOnlyTheLiveRegion) {
+  Batch<> batch;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Page 5 is never referenced; slot 1 of page 9 is past lengths[0]=5 (tokens 0..3 on page 0,
+  // token 4 at slot 0 of page 1).
+  for (std::int64_t i = 0; i < batch.d; ++i) {
+    batch.k[((0 * batch.pages + 5) * batch.s + 0) * batch.d + i] = nan;
+    batch.v[((1 * batch.pages + 1) * batch.s + 1) * batch.d + i] = nan;
+  }
+  EXPECT_TRUE(attnref::check_paged_data(batch.args).ok());
+  batch.v[((1 * batch.pages + 1) * batch.s + 0) * batch.d + 2] = nan;  // token 4, kv head 1
+  expect_error(attnref::check_paged_data(batch.args), ErrorCode::kNonFiniteData, "",
+               "v_pages is not finite at sequence 0, token 4 (page 1, slot 0), kv head 1, dim 2");
+  Batch<> bad_q;
+  bad_q.q[9] = -std::numeric_limits<float>::infinity();
+  expect_error(attnref::check_paged_data(bad_q.args), ErrorCode::kNonFiniteData, "",
+               "q[0, 2, 1] is not finite");
+}
+
+TEST(PagedValidate, WorksOnEveryLayout) {
+  Batch<> batch;
+  for (auto layout : {attnref::KvLayout::kJax, attnref::KvLayout::kNhd, attnref::KvLayout::kHnd}) {
+    batch.args.k_pages = attnref::kv_pages_view<const float>(batch.k.data(), layout, 2, 10, 4, 4,
+                                                             static_cast<std::int64_t>(batch.k.size()));
+    batch.args.v_pages = attnref::kv_pages_view<const float>(batch.v.data(), layout, 2, 10, 4, 4,
+                                                             static_cast<std::int64_t>(batch.v.size()));
+    EXPECT_TRUE(attnref::check_paged(batch.args, Profile::kJax).ok()) << attnref::to_string(layout);
+  }
+}
+
+TEST(PagedValidate, ThrowingWrapperCarriesTheStatus) {
+  Batch<> batch;
+  batch.lengths[1] = 99;
+  try {
+    attnref::validate_paged(batch.args, Profile::kReference);
+    FAIL() << "expected ShapeError";
+  } catch (const attnref::ShapeError& e) {
+    EXPECT_EQ(e.status().code(), ErrorCode::kLengthOutOfRange);
+    EXPECT_NE(std::string(e.what()).find("lengths[1]=99"), std::string::npos);
+  }
+  EXPECT_THROW(attnref::validate_heads(8, 6), attnref::ShapeError);
+}
+
+}  // namespace
