@@ -1,0 +1,441 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file ragged.hpp
+/// Ragged paged attention (continuous batching: prefill and decode rows in one batch): the
+/// argument descriptor and its checks in three tiers.
+///  - shapes (O(1)): JAX's static checks R12, R13, R1..R11 in JAX's order (R12/R13 are bare
+///    asserts in JAX and get real messages here; R5 and R14 only under `Profile::kJax`), then
+///    attnref's safety checks on views and options;
+///  - metadata (O(max_num_seqs + pages)): JAX's dynamic checks R15..R18 in JAX's order, plus the
+///    ones JAX omits: num_seqs >= 0, kv_lens >= 0, cu_q_lens starting at 0 and non-decreasing,
+///    every page a live sequence reads in [0, total_pages);
+///  - data (opt-in): no NaN/Inf in the live query rows or the live K/V rows.
+///
+/// Example:
+/// @code
+///   attnref::RaggedPagedAttentionArgs<float> args;
+///   args.q = {q.data(), {max_tokens, 32, 128}};                  // [T, Hq, D]
+///   args.kv_pages = {kv.data(), {pages, 16, 2 * 8, 128}};        // [P, S, 2*Hkv, D]
+///   args.kv_lens = {kv_lens.data(), {max_seqs}};
+///   args.page_indices = {table.data(), {max_seqs, pages_per_seq}};
+///   args.cu_q_lens = {cu_q_lens.data(), {max_seqs + 1}};
+///   args.num_seqs = {&num_seqs, {1}};
+///   args.sliding_window = 128;
+///   if (attnref::Status s = attnref::check_ragged(args, attnref::Profile::kJax); !s.ok()) ...
+/// @endcode
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <type_traits>
+
+#include "attnref/core/checked_math.hpp"
+#include "attnref/core/dtype.hpp"
+#include "attnref/core/error.hpp"
+#include "attnref/core/profile.hpp"
+#include "attnref/core/status.hpp"
+#include "attnref/core/tensor_view.hpp"
+#include "attnref/validate/paged.hpp"
+
+namespace attnref {
+
+/// Everything one ragged-paged-attention call reads. Views only; nothing is owned.
+///
+/// Sequence `i` (for `i < num_seqs`) owns query rows `[cu_q_lens[i], cu_q_lens[i+1])` and
+/// `kv_lens[i]` KV tokens; KV token `t` of sequence `i` is
+/// `kv_pages[page_indices[i, t / S], t % S, 2h (K) or 2h+1 (V), :]` for KV head `h`.
+/// Query rows align to the end of their sequence: row `r` of a sequence with `q_len` rows sits
+/// at position `kv_len - q_len + r` and sees keys `c <= pos` (and `c > pos - sliding_window`).
+///
+/// `Q` is float, double, Eigen::half or Eigen::bfloat16; `KV` is one of those or int8_t (then
+/// usually with `k_scale`/`v_scale`). `Index` is int32_t (what JAX requires) or int64_t.
+template <class Q, class KV = Q, class Index = std::int32_t>
+struct RaggedPagedAttentionArgs {
+  static_assert(is_float_dtype<Q>, "q must be float, double, Eigen::half or Eigen::bfloat16");
+  static_assert(is_float_dtype<KV> || std::is_same<KV, std::int8_t>::value,
+                "K/V pages must be a float type or int8_t");
+  static_assert(is_index_dtype<Index>, "kv_lens, page_indices, cu_q_lens must be int32 or int64");
+  using q_type = Q;
+  using kv_type = KV;
+  using index_type = Index;
+
+  TensorView<const Q, 3> q;                 ///< [max_num_batched_tokens, num_q_heads, head_dim]
+  TensorView<const KV, 4> kv_pages;         ///< [total_pages, page_size, 2 * num_kv_heads, head_dim]
+  TensorView<const Index, 1> kv_lens;       ///< [max_num_seqs]
+  TensorView<const Index, 2> page_indices;  ///< [max_num_seqs, pages_per_seq]
+  TensorView<const Index, 1> cu_q_lens;     ///< [max_num_seqs + 1]
+  TensorView<const Index, 1> num_seqs;      ///< [1] (JAX's R1); leave empty to use num_seqs_value
+  /// The number of live sequences as a host scalar. When set, the `num_seqs` view must be left
+  /// empty (default-constructed).
+  std::optional<std::int64_t> num_seqs_value;
+  float sm_scale = 1.0f;                    ///< multiplies q.k (JAX's default 1.0)
+  std::optional<std::int64_t> sliding_window;  ///< keep the last w positions (R7: w > 0)
+  std::optional<float> soft_cap;            ///< c in c * tanh(x / c), after sm_scale (R8: c != 0)
+  float mask_value = kDefaultMaskValue;     ///< JAX's additive mask; validated, no effect here
+  std::optional<float> k_scale;             ///< K dequantization: k = q_dtype(float(k) * k_scale)
+  std::optional<float> v_scale;             ///< V dequantization: v = q_dtype(float(v) * v_scale)
+  // TPU performance knobs: validated (R9..R11), never change the result.
+  std::optional<std::int64_t> num_kv_pages_per_block;  ///< R9: in (0, pages_per_seq]
+  std::optional<std::int64_t> num_queries_per_block;   ///< R10: > 0
+  std::optional<std::int64_t> vmem_limit_bytes;        ///< R11: > 0
+
+  std::int64_t max_num_batched_tokens() const noexcept { return q.extents[0]; }
+  std::int64_t num_q_heads() const noexcept { return q.extents[1]; }
+  std::int64_t head_dim() const noexcept { return q.extents[2]; }
+  std::int64_t total_pages() const noexcept { return kv_pages.extents[0]; }
+  std::int64_t page_size() const noexcept { return kv_pages.extents[1]; }
+  std::int64_t num_combined_kv_heads() const noexcept { return kv_pages.extents[2]; }
+  std::int64_t num_kv_heads() const noexcept { return kv_pages.extents[2] / 2; }
+  std::int64_t max_num_seqs() const noexcept { return page_indices.extents[0]; }
+  std::int64_t pages_per_seq() const noexcept { return page_indices.extents[1]; }
+  /// The live sequence count: `num_seqs_value` if set, else `num_seqs(0)`. Only meaningful after
+  /// the shape tier passed.
+  std::int64_t num_seqs_count() const noexcept {
+    return num_seqs_value ? *num_seqs_value : static_cast<std::int64_t>(num_seqs(0));
+  }
+};
+
+namespace detail {
+
+/// JAX's `get_dtype_packing`: 32-bit words per element (f32 1, 16-bit 2, 8-bit 4); 0 for types
+/// the TPU kernel does not take (double).
+template <class T>
+constexpr std::int64_t ragged_kv_packing() noexcept {
+  return sizeof(T) == 4 ? 1 : sizeof(T) == 2 ? 2 : sizeof(T) == 1 ? 4 : 0;
+}
+
+/// JAX's `get_min_heads_per_blk` acceptance: 2*Hkv divisible by the packing, and the packed
+/// count in {1, 2, 4, 8} or a multiple of 8.
+constexpr bool xla_fully_tiled(std::int64_t combined_heads, std::int64_t packing) noexcept {
+  if (packing <= 0 || combined_heads % packing != 0) return false;
+  const std::int64_t packed = combined_heads / packing;
+  return packed == 1 || packed == 2 || packed == 4 || packed == 8 || (packed > 0 && packed % 8 == 0);
+}
+
+/// A dequantization scale (R13): finite. JAX asserts `isinstance(scale, float)`; in C++ the type
+/// is already float, so what is left to reject is a value that is not a real number.
+inline Status check_ragged_scale(const std::optional<float>& scale, const char* name) {
+  if (scale && !std::isfinite(*scale)) {
+    return Status(ErrorCode::kInvalidScale, "R13", "{f}={r0} must be a finite float or None.",
+                  "leave {f} unset for unquantized K/V; otherwise pass the quantizer's scale", {},
+                  {static_cast<double>(*scale)}, name);
+  }
+  return Status();
+}
+
+}  // namespace detail
+
+/// Shape tier: O(1), reads no tensor data (except the rank-1 `num_seqs` view's extent). JAX's
+/// static checks in JAX's order, then attnref's safety checks.
+template <class Q, class KV, class Index>
+Status check_ragged_shapes(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
+  const std::int64_t combined = a.num_combined_kv_heads();
+  // R12: JAX's bare `assert num_combined_kv_heads % 2 == 0`.
+  if (combined % 2 != 0) {
+    return Status(ErrorCode::kShapeMismatch, "R12",
+                  "num_combined_kv_heads={0} must be even: kv_pages interleaves K and V of each "
+                  "KV head on axis 2.",
+                  "kv_pages is [total_pages, page_size, 2 * num_kv_heads, head_dim] with K of KV "
+                  "head h at 2h and V at 2h+1",
+                  {combined}, {}, "kv_pages");
+  }
+  // R13: JAX's bare `assert isinstance(k_scale, float) or k_scale is None` (and v_scale).
+  ATTNREF_RETURN_IF_ERROR(detail::check_ragged_scale(a.k_scale, "k_scale"));
+  ATTNREF_RETURN_IF_ERROR(detail::check_ragged_scale(a.v_scale, "v_scale"));
+  // R1: num_seqs is a [1] array (or, attnref's extension, a host scalar).
+  if (a.num_seqs_value) {
+    if (!a.num_seqs.empty_view()) {
+      return Status(ErrorCode::kShapeMismatch, "",
+                    "num_seqs is given twice: as num_seqs_value={0} and as a view",
+                    "set either the [1] view or num_seqs_value, not both", {*a.num_seqs_value},
+                    {}, "num_seqs");
+    }
+  } else if (a.num_seqs.extents[0] != 1) {
+    return Status(ErrorCode::kShapeMismatch, "R1", "num_seqs.shape=({0},) must be (1,)",
+                  "num_seqs is a one-element array holding the live sequence count",
+                  {a.num_seqs.extents[0]}, {}, "num_seqs");
+  }
+  // R2.
+  if (a.head_dim() != a.kv_pages.extents[3]) {
+    return Status(ErrorCode::kHeadDimMismatch, "R2",
+                  "Q head_dim {0} must be the same as that of K/V {1}.",
+                  "q [..., {0}] and kv_pages [..., {1}] come from different models or layers",
+                  {a.head_dim(), a.kv_pages.extents[3]}, {}, "kv_pages");
+  }
+  const std::int64_t max_seqs = a.max_num_seqs();
+  // R3.
+  if (a.kv_lens.extents[0] != max_seqs) {
+    return Status(ErrorCode::kShapeMismatch, "R3",
+                  "Expected kv_lens.shape=({0},) to be ({1},) where `max_num_seqs` is "
+                  "`page_indices.shape[0]`.",
+                  "kv_lens holds one entry per page-table row (padding rows included)",
+                  {a.kv_lens.extents[0], max_seqs}, {}, "kv_lens");
+  }
+  // R4 (JAX's text has two spaces before "where").
+  if (a.cu_q_lens.extents[0] != max_seqs + 1) {
+    return Status(ErrorCode::kShapeMismatch, "R4",
+                  "Expected cu_q_lens.shape=({0},) to be ({1},)  where `max_num_seqs` is "
+                  "`page_indices.shape[0]`.",
+                  "cu_q_lens holds max_num_seqs + 1 offsets, starting with 0",
+                  {a.cu_q_lens.extents[0], max_seqs + 1}, {}, "cu_q_lens");
+  }
+  // R5: JAX takes int32 only; the reference profile also accepts int64.
+  if (profile == Profile::kJax && dtype_of<Index> != DType::kInt32) {
+    return Status(ErrorCode::kDtypeNotSupported, "R5",
+                  "The dtype of `kv_lens`, `page_indices`, and `cu_q_lens` must be int32. Got "
+                  "kv_lens.dtype=dtype('{d0}'), page_indices.dtype=dtype('{d0}'), "
+                  "cu_q_lens.dtype=dtype('{d0}').",
+                  "JAX's kernel takes int32 metadata; the reference profile also accepts int64",
+                  {static_cast<std::int64_t>(dtype_of<Index>)});
+  }
+  // R6 (head counts must be positive first: JAX would divide by zero).
+  const std::int64_t hq = a.num_q_heads();
+  const std::int64_t hkv = a.num_kv_heads();
+  if (hq <= 0) {
+    return Status(ErrorCode::kInvalidHeadCount, "", "num_q_heads must be positive. Got {0}.",
+                  "q is [max_num_batched_tokens, num_q_heads, head_dim]", {hq}, {},
+                  "num_q_heads");
+  }
+  if (hkv <= 0) {
+    return Status(ErrorCode::kInvalidHeadCount, "", "num_kv_heads must be positive. Got {0}.",
+                  "kv_pages' axis 2 holds 2 * num_kv_heads combined heads; got {1}", {hkv, combined},
+                  {}, "num_kv_heads");
+  }
+  if (hq % hkv != 0) {
+    return Status(ErrorCode::kGqaNotDivisible, "R6",
+                  "num_q_heads={0} must be divisible by num_kv_heads={1}",
+                  "valid num_kv_heads for {0} query heads: {k0}", {hq, hkv});
+  }
+  // R7.
+  if (a.sliding_window && *a.sliding_window <= 0) {
+    return Status(ErrorCode::kInvalidSlidingWindow, "R7", "sliding_window={0} must be positive.",
+                  "a window of w keeps the last w positions, the query's own included; leave it "
+                  "unset for full causal attention",
+                  {*a.sliding_window}, {}, "sliding_window");
+  }
+  // R8 (and attnref: finite).
+  if (a.soft_cap && *a.soft_cap == 0.0f) {
+    return Status(ErrorCode::kInvalidSoftCap, "R8", "soft_cap={r0} must not be 0.0.",
+                  "leave soft_cap unset to turn the soft cap off (the cap divides by it)", {},
+                  {static_cast<double>(*a.soft_cap)}, "soft_cap");
+  }
+  const std::int64_t pps = a.pages_per_seq();
+  // R9..R11: TPU blocking knobs.
+  if (a.num_kv_pages_per_block &&
+      !(0 < *a.num_kv_pages_per_block && *a.num_kv_pages_per_block <= pps)) {
+    return Status(ErrorCode::kInvalidBlockSize, "R9",
+                  "num_kv_pages_per_block={0} must be in range (0, {1}].",
+                  "use at most pages_per_seq ({1}) pages per block, or leave it unset",
+                  {*a.num_kv_pages_per_block, pps}, {}, "num_kv_pages_per_block");
+  }
+  if (a.num_queries_per_block && *a.num_queries_per_block <= 0) {
+    return Status(ErrorCode::kInvalidBlockSize, "R10",
+                  "num_queries_per_block={0} must be positive.",
+                  "JAX's tests use 32 or 64; leave it unset for the tuned default",
+                  {*a.num_queries_per_block}, {}, "num_queries_per_block");
+  }
+  if (a.vmem_limit_bytes && *a.vmem_limit_bytes <= 0) {
+    return Status(ErrorCode::kInvalidBlockSize, "R11", "vmem_limit_bytes={0} must be positive.",
+                  "JAX's tests use 32 MiB (33554432); leave it unset for the default",
+                  {*a.vmem_limit_bytes}, {}, "vmem_limit_bytes");
+  }
+  // R14 and the TPU dtype rule: only under the jax profile.
+  if (profile == Profile::kJax) {
+    if (std::is_same<Q, double>::value || std::is_same<KV, double>::value) {
+      return Status(ErrorCode::kDtypeNotSupported, "",
+                    "float64 q or kv_pages are not supported by JAX's TPU kernel",
+                    "use float32 or bfloat16; the reference profile accepts float64");
+    }
+    if (!detail::xla_fully_tiled(combined, detail::ragged_kv_packing<KV>())) {
+      return Status(ErrorCode::kTilingRule, "R14",
+                    "Not implemented: num_combined_kv_heads={0} can not be XLA fully tiled.",
+                    "with {1} element(s) per 32-bit word, 2 * num_kv_heads / {1} must be 1, 2, 4, "
+                    "8 or a multiple of 8",
+                    {combined, detail::ragged_kv_packing<KV>()}, {}, "kv_pages");
+    }
+  }
+  // attnref's safety checks (no JAX id).
+  ATTNREF_RETURN_IF_ERROR(check_view(a.q, "q"));
+  ATTNREF_RETURN_IF_ERROR(check_view(a.kv_pages, "kv_pages"));
+  ATTNREF_RETURN_IF_ERROR(check_view(a.kv_lens, "kv_lens"));
+  ATTNREF_RETURN_IF_ERROR(check_view(a.page_indices, "page_indices"));
+  ATTNREF_RETURN_IF_ERROR(check_view(a.cu_q_lens, "cu_q_lens"));
+  if (!a.num_seqs_value) ATTNREF_RETURN_IF_ERROR(check_view(a.num_seqs, "num_seqs"));
+  if (a.head_dim() <= 0) {
+    return Status(ErrorCode::kInvalidHeadDim, "", "head_dim must be positive. Got {0}.",
+                  "head_dim is the size of one head's vectors, e.g. 64 or 128", {a.head_dim()});
+  }
+  if (a.page_size() <= 0) {
+    return Status(ErrorCode::kInvalidPageSize, "", "page_size must be positive. Got {0}.",
+                  "page_size is dimension 1 of kv_pages [total_pages, page_size, 2 * "
+                  "num_kv_heads, head_dim]",
+                  {a.page_size()}, {}, "kv_pages");
+  }
+  std::int64_t capacity = 0;
+  if (!checked_mul(pps, a.page_size(), &capacity)) {
+    return Status(ErrorCode::kSizeOverflow, "",
+                  "pages_per_seq ({0}) x page_size ({1}) overflows int64",
+                  "check page_indices' second dimension", {pps, a.page_size()});
+  }
+  if (a.soft_cap && !std::isfinite(*a.soft_cap)) {
+    return Status(ErrorCode::kInvalidSoftCap, "", "soft_cap={r0} must be finite.",
+                  "leave soft_cap unset to turn the soft cap off", {},
+                  {static_cast<double>(*a.soft_cap)}, "soft_cap");
+  }
+  ATTNREF_RETURN_IF_ERROR(detail::check_mask_value(a.mask_value));
+  ATTNREF_RETURN_IF_ERROR(detail::check_sm_scale(a.sm_scale));
+  return Status();
+}
+
+/// Metadata tier: O(max_num_seqs + live pages). Reads num_seqs, kv_lens, cu_q_lens and the live
+/// page-table entries. JAX's dynamic checks R15..R18 in JAX's order, each preceded by the safety
+/// check it relies on. Under `kJax`, R16 takes the max over all `max_num_seqs` kv_lens, padding
+/// included, as JAX does; the reference profile looks at live sequences only.
+/// Precondition: `check_ragged_shapes(a, profile).ok()`.
+template <class Q, class KV, class Index>
+Status check_ragged_metadata(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
+  const std::int64_t max_seqs = a.max_num_seqs();
+  const std::int64_t n = a.num_seqs_count();
+  if (n < 0) {
+    return Status(ErrorCode::kNumSeqsOutOfRange, "", "num_seqs[0]={0} must not be negative",
+                  "num_seqs counts the live sequences: 0 to max_num_seqs ({1})", {n, max_seqs},
+                  {}, "num_seqs");
+  }
+  // R15.
+  if (n > max_seqs) {
+    return Status(ErrorCode::kNumSeqsOutOfRange, "R15",
+                  "num_seqs[0]={0} must be less or equal to max_num_seqs={1}",
+                  "max_num_seqs is page_indices.shape[0]; give the page table one row per "
+                  "sequence",
+                  {n, max_seqs}, {}, "num_seqs");
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t kv_len = a.kv_lens(i);
+    if (kv_len < 0) {
+      return Status(ErrorCode::kLengthOutOfRange, "", "kv_lens[{0}]={1} must not be negative",
+                    "kv_lens[i] counts sequence i's cached tokens, the new ones included",
+                    {i, kv_len}, {}, "kv_lens");
+    }
+  }
+  // R16.
+  const std::int64_t page_size = a.page_size();
+  const std::int64_t pps = a.pages_per_seq();
+  const std::int64_t counted = profile == Profile::kJax ? max_seqs : n;
+  std::int64_t max_kv_len = 0;
+  for (std::int64_t i = 0; i < counted; ++i) {
+    const std::int64_t kv_len = a.kv_lens(i);
+    if (kv_len > max_kv_len) max_kv_len = kv_len;
+  }
+  const std::int64_t min_pages = ceil_div(max_kv_len, page_size);
+  if (pps < min_pages) {
+    return Status(ErrorCode::kPageTableTooNarrow, "R16",
+                  "pages_per_seq={0} must be greater or equal to min_pages_per_seq={1} given "
+                  "max_kv_len={2} and page_size={3}.",
+                  "widen page_indices to at least {1} columns, or shorten the longest sequence",
+                  {pps, min_pages, max_kv_len, page_size}, {}, "page_indices");
+  }
+  // cu_q_lens: starts at 0 and never decreases over the live entries (JAX does not check).
+  const std::int64_t tokens = a.max_num_batched_tokens();
+  if (a.cu_q_lens(0) != 0) {
+    return Status(ErrorCode::kInvalidCuQLens, "", "cu_q_lens[0]={0} must be 0",
+                  "cu_q_lens are cumulative query lengths: 0, q_len[0], q_len[0] + q_len[1], ...",
+                  {static_cast<std::int64_t>(a.cu_q_lens(0))}, {}, "cu_q_lens");
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t lo = a.cu_q_lens(i);
+    const std::int64_t hi = a.cu_q_lens(i + 1);
+    if (hi < lo) {
+      return Status(ErrorCode::kInvalidCuQLens, "",
+                    "cu_q_lens must not decrease: cu_q_lens[{0}]={1} > cu_q_lens[{2}]={3}",
+                    "sequence {0} would have a negative query length ({4})",
+                    {i, lo, i + 1, hi, hi - lo}, {}, "cu_q_lens");
+    }
+  }
+  // R17.
+  const std::int64_t total = a.cu_q_lens(n);
+  if (total > tokens) {
+    return Status(ErrorCode::kTokenBudgetExceeded, "R17",
+                  "Total q tokens {0} must be less or equal to max_num_batched_tokens={1}.",
+                  "q holds {1} token rows; schedule fewer tokens or enlarge the buffer",
+                  {total, tokens}, {}, "cu_q_lens");
+  }
+  // R18.
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t q_len = a.cu_q_lens(i + 1) - a.cu_q_lens(i);
+    const std::int64_t kv_len = a.kv_lens(i);
+    if (q_len > kv_len) {
+      return Status(ErrorCode::kQueryLongerThanKv, "R18",
+                    "q_len={0} must be less or equal to kv_len={1} at sequence {2}.",
+                    "kv_len counts the cached tokens plus the {0} new ones; write the new K/V "
+                    "into the cache first",
+                    {q_len, kv_len, i}, {}, "kv_lens");
+    }
+  }
+  // Every page a live sequence reads.
+  const std::int64_t total_pages = a.total_pages();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t kv_len = a.kv_lens(i);
+    const std::int64_t live = ceil_div(kv_len, page_size);
+    for (std::int64_t j = 0; j < live; ++j) {
+      const std::int64_t page = a.page_indices(i, j);
+      if (page < 0 || page >= total_pages) {
+        return Status(ErrorCode::kPageIndexOutOfRange, "",
+                      "page_indices[{0}, {1}]={2} is outside [0, {3}) (total_pages)",
+                      "page {1} of sequence {0} is read because kv_lens[{0}]={4}; point it at an "
+                      "allocated page",
+                      {i, j, page, total_pages, kv_len}, {}, "page_indices");
+      }
+    }
+  }
+  return Status();
+}
+
+/// Shape tier, then metadata tier. The kernels call this with `Profile::kReference`.
+template <class Q, class KV, class Index>
+Status check_ragged(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
+  ATTNREF_RETURN_IF_ERROR(check_ragged_shapes(a, profile));
+  return check_ragged_metadata(a, profile);
+}
+
+/// Data tier (opt-in): NaN/Inf in the live query rows `[0, cu_q_lens[num_seqs])` or in the K/V
+/// rows of each live sequence's first kv_len tokens. Padding may hold anything.
+/// Precondition: `check_ragged(a, profile).ok()`.
+template <class Q, class KV, class Index>
+Status check_ragged_data(const RaggedPagedAttentionArgs<Q, KV, Index>& a) {
+  const std::int64_t n = a.num_seqs_count();
+  const std::int64_t rows = a.cu_q_lens(n);
+  for (std::int64_t t = 0; t < rows; ++t)
+    for (std::int64_t h = 0; h < a.num_q_heads(); ++h)
+      for (std::int64_t d = 0; d < a.head_dim(); ++d)
+        if (!element_is_finite(a.q(t, h, d))) {
+          return Status(ErrorCode::kNonFiniteData, "", "q[{0}, {1}, {2}] is not finite",
+                        "a live query row holds NaN/Inf; look at the layer that produced it",
+                        {t, h, d}, {}, "q");
+        }
+  const std::int64_t page_size = a.page_size();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t kv_len = a.kv_lens(i);
+    for (std::int64_t t = 0; t < kv_len; ++t) {
+      const std::int64_t page = a.page_indices(i, t / page_size);
+      const std::int64_t slot = t % page_size;
+      for (std::int64_t c = 0; c < a.num_combined_kv_heads(); ++c)
+        for (std::int64_t d = 0; d < a.head_dim(); ++d)
+          if (!element_is_finite(a.kv_pages(page, slot, c, d))) {
+            return Status(ErrorCode::kNonFiniteData, "",
+                          "kv_pages is not finite at sequence {0}, token {1} (page {2}, slot {3}), "
+                          "combined head {4}, dim {5}",
+                          "a live cache row holds NaN/Inf: an unwritten or corrupted page",
+                          {i, t, page, slot, c, d}, {}, "kv_pages");
+          }
+    }
+  }
+  return Status();
+}
+
+/// Throwing wrapper of `check_ragged`: throws `ShapeError` (or calls the error handler).
+template <class Q, class KV, class Index>
+void validate_ragged(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
+  throw_if_error(check_ragged(a, profile));
+}
+
+}  // namespace attnref
