@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file mask_info.hpp
+/// Block classification of a mask (JAX's MaskInfo, spec §3.2-3.5): for block sizes (bq, bkv),
+/// each (head, q block, kv block) tile is empty (skipped), partial (its pattern is stored,
+/// deduplicated by content) or full (no mask evaluation). The "next non-empty block" DMA
+/// bookkeeping of the TPU is not needed on a CPU; `kv_blocks(h, i)` / `q_blocks(h, j)` list the
+/// non-empty tiles of a row/column instead (JAX's shrunk `data_next`).
+///
+/// Under `Profile::kReference` the last block of an axis may be ragged (a sequence length need
+/// not be a multiple of the block size); `Profile::kJax` enforces M3..M7.
+///
+/// Example:
+/// @code
+///   attnref::MaskInfo info;
+///   attnref::Status s = attnref::build_mask_info(attnref::CausalMask{{64, 64}}, 16, 16,
+///                                                attnref::Profile::kJax, &info);
+///   // info.kind(0, 1, 0) == attnref::BlockKind::kFull; info.num_partial_blocks() == 1
+/// @endcode
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "attnref/core/checked_math.hpp"
+#include "attnref/core/error.hpp"
+#include "attnref/core/profile.hpp"
+#include "attnref/core/status.hpp"
+#include "attnref/masks/mask.hpp"
+
+namespace attnref {
+
+/// What a tile of the mask holds. The values are JAX's block_mask values.
+enum class BlockKind : std::uint8_t { kEmpty = 0, kPartial = 1, kFull = 2 };
+
+/// JAX's sharding arguments: no numerical effect, checked under `Profile::kJax` (M5..M7).
+struct MaskSharding {
+  std::int64_t head_shards = 1;   ///< devices the heads are split over
+  std::int64_t q_seq_shards = 1;  ///< devices the query sequence is split over
+};
+
+/// Tile counts of a MaskInfo, over all `num_heads` rows of it.
+struct BlockCounts {
+  std::int64_t empty = 0;
+  std::int64_t partial = 0;
+  std::int64_t full = 0;
+};
+
+/// The classified block grid of a mask. `num_heads` is 1 when every query head shares one mask
+/// (query head h then reads row 0), else the mask's head count.
+struct MaskInfo {
+  std::int64_t num_heads = 0;      ///< 1 (shared) or the number of distinct-by-head rows
+  std::int64_t q_seq_len = 0;      ///< Sq
+  std::int64_t kv_seq_len = 0;     ///< Skv
+  std::int64_t block_q = 0;        ///< bq
+  std::int64_t block_kv = 0;       ///< bkv
+  std::int64_t num_q_blocks = 0;   ///< ceil(Sq / bq)
+  std::int64_t num_kv_blocks = 0;  ///< ceil(Skv / bkv)
+  std::vector<std::uint8_t> block_mask;   ///< [num_heads, num_q_blocks, num_kv_blocks] BlockKind
+  std::vector<std::int32_t> mask_next;    ///< same shape: partial pattern index (0 elsewhere)
+  std::vector<std::uint8_t> partial_blocks;  ///< [num_partial, bq, bkv], 1 = may attend;
+                                             ///< positions past a ragged edge are 0
+
+  /// Row of this MaskInfo that query head `h` reads.
+  std::int64_t row_of(std::int64_t h) const noexcept { return num_heads == 1 ? 0 : h; }
+  std::int64_t flat(std::int64_t h, std::int64_t i, std::int64_t j) const noexcept {
+    return (row_of(h) * num_q_blocks + i) * num_kv_blocks + j;
+  }
+  /// Kind of tile (i, j) for query head h.
+  BlockKind kind(std::int64_t h, std::int64_t i, std::int64_t j) const noexcept {
+    return static_cast<BlockKind>(block_mask[static_cast<size_t>(flat(h, i, j))]);
+  }
+  /// The stored pattern of a partial tile, row-major [bq, bkv].
+  const std::uint8_t* partial_block(std::int64_t h, std::int64_t i, std::int64_t j) const noexcept {
+    return partial_blocks.data() + static_cast<size_t>(mask_next[static_cast<size_t>(flat(h, i, j))]) *
+                                       static_cast<size_t>(block_q * block_kv);
+  }
+  std::int64_t num_partial_blocks() const noexcept {
+    const std::int64_t tile = block_q * block_kv;
+    return tile > 0 ? static_cast<std::int64_t>(partial_blocks.size()) / tile : 0;
+  }
+  /// Rows of q block i (bq, or fewer for a ragged last block).
+  std::int64_t q_rows(std::int64_t i) const noexcept {
+    return std::min(block_q, q_seq_len - i * block_q);
+  }
+  /// Columns of kv block j (bkv, or fewer for a ragged last block).
+  std::int64_t kv_cols(std::int64_t j) const noexcept {
+    return std::min(block_kv, kv_seq_len - j * block_kv);
+  }
+  /// Non-empty kv blocks of q block i for query head h, ascending (JAX's shrunk forward grid).
+  std::vector<std::int64_t> kv_blocks(std::int64_t h, std::int64_t i) const {
+    std::vector<std::int64_t> out;
+    for (std::int64_t j = 0; j < num_kv_blocks; ++j)
+      if (kind(h, i, j) != BlockKind::kEmpty) out.push_back(j);
+    return out;
+  }
+  /// Non-empty q blocks of kv block j for query head h, ascending (JAX's shrunk dkv grid).
+  std::vector<std::int64_t> q_blocks(std::int64_t h, std::int64_t j) const {
+    std::vector<std::int64_t> out;
+    for (std::int64_t i = 0; i < num_q_blocks; ++i)
+      if (kind(h, i, j) != BlockKind::kEmpty) out.push_back(i);
+    return out;
+  }
+  /// Tile counts over all rows of the MaskInfo.
+  BlockCounts counts() const noexcept {
+    BlockCounts c;
+    for (std::uint8_t b : block_mask) {
+      if (b == 0) ++c.empty;
+      else if (b == 1) ++c.partial;
+      else ++c.full;
+    }
+    return c;
+  }
+};
+
+/// Block-size checks of a mask grid: sizes positive (always), then JAX's M3..M7 under
+/// `Profile::kJax`. `num_heads` is the mask's head count (M7). O(1).
+inline Status check_mask_blocks(std::int64_t q_seq_len, std::int64_t kv_seq_len,
+                                std::int64_t num_heads, std::int64_t block_q,
+                                std::int64_t block_kv, Profile profile,
+                                const MaskSharding& sharding = {}) {
+  if (block_q <= 0) {
+    return Status(ErrorCode::kInvalidBlockSize, "", "q_block_size={0} must be positive.",
+                  "use e.g. 128, or any positive size under the reference profile", {block_q}, {},
+                  "block_q");
+  }
+  if (block_kv <= 0) {
+    return Status(ErrorCode::kInvalidBlockSize, "", "kv_block_size={0} must be positive.",
+                  "use e.g. 128, or any positive size under the reference profile", {block_kv},
+                  {}, "block_kv");
+  }
+  if (sharding.head_shards <= 0 || sharding.q_seq_shards <= 0) {
+    return Status(ErrorCode::kInvalidMaskParameter, "",
+                  "head_shards={0} and q_seq_shards={1} must be positive.",
+                  "use 1 on a single device", {sharding.head_shards, sharding.q_seq_shards});
+  }
+  if (profile != Profile::kJax) return Status();
+  if (q_seq_len % block_q != 0) {
+    return Status(ErrorCode::kBlockNotDivisible, "M3", "q_block_size={0} should divide q_seq_len={1}.",
+                  "pick block_q among the divisors of {1}: {k1} (the reference profile allows a "
+                  "ragged last block)",
+                  {block_q, q_seq_len});
+  }
+  if (kv_seq_len % block_kv != 0) {
+    return Status(ErrorCode::kBlockNotDivisible, "M4",
+                  "kv_block_size={0} should divide kv_seq_len={1}.",
+                  "pick block_kv among the divisors of {1}: {k1} (the reference profile allows a "
+                  "ragged last block)",
+                  {block_kv, kv_seq_len});
+  }
+  if (q_seq_len % sharding.q_seq_shards != 0) {
+    return Status(ErrorCode::kBlockNotDivisible, "M5", "q_seq_shards={0} should divide q_seq_len={1}.",
+                  "valid q_seq_shards: {k1}", {sharding.q_seq_shards, q_seq_len});
+  }
+  const std::int64_t per_shard = q_seq_len / sharding.q_seq_shards;
+  if (per_shard % block_q != 0) {
+    return Status(ErrorCode::kBlockNotDivisible, "M6",
+                  "q_block_size={0} should divide q_seq_len_per_shard={1}.",
+                  "pick block_q among the divisors of {1}: {k1}", {block_q, per_shard});
+  }
+  if (num_heads % sharding.head_shards != 0) {
+    return Status(ErrorCode::kBlockNotDivisible, "M7", "head_shards={0} should divide head_count={1}.",
+                  "valid head_shards: {k1}", {sharding.head_shards, num_heads});
+  }
+  return Status();
+}
+
+namespace detail {
+
+/// Classifies every tile of one single-head mask, appending new partial patterns to `info`.
+/// `patterns` maps pattern bytes to their index (content deduplication across heads).
+inline void classify_head(const AnyMask& mask, MaskInfo& info, std::int64_t row,
+                          std::unordered_map<std::string, std::int32_t>& patterns) {
+  const std::int64_t bq = info.block_q;
+  const std::int64_t bkv = info.block_kv;
+  std::string tile(static_cast<size_t>(bq * bkv), '\0');
+  auto* bytes = reinterpret_cast<std::uint8_t*>(&tile[0]);
+  for (std::int64_t i = 0; i < info.num_q_blocks; ++i) {
+    const std::int64_t rows = info.q_rows(i);
+    for (std::int64_t j = 0; j < info.num_kv_blocks; ++j) {
+      const std::int64_t cols = info.kv_cols(j);
+      std::fill(tile.begin(), tile.end(), '\0');
+      mask.fill_tile(i * bq, i * bq + rows, j * bkv, j * bkv + cols, bytes, bkv);
+      std::int64_t allowed = 0;
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c) allowed += bytes[r * bkv + c];
+      const size_t at = static_cast<size_t>((row * info.num_q_blocks + i) * info.num_kv_blocks + j);
+      if (allowed == 0) {
+        info.block_mask[at] = static_cast<std::uint8_t>(BlockKind::kEmpty);
+      } else if (allowed == rows * cols) {
+        info.block_mask[at] = static_cast<std::uint8_t>(BlockKind::kFull);
+      } else {
+        info.block_mask[at] = static_cast<std::uint8_t>(BlockKind::kPartial);
+        auto found = patterns.find(tile);
+        if (found == patterns.end()) {
+          const auto index = static_cast<std::int32_t>(patterns.size());
+          found = patterns.emplace(tile, index).first;
+          info.partial_blocks.insert(info.partial_blocks.end(), bytes, bytes + bq * bkv);
+        }
+        info.mask_next[at] = found->second;
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
+/// Classifies `mask` (a single-head mask or a MultiHeadMask) into tiles of (block_q, block_kv).
+/// Runs the mask's own checks, then `check_mask_blocks`. Head masks are deduplicated by
+/// equality (same AnyMask object, or `==` of a built-in mask); if all heads are one mask,
+/// `num_heads` is 1. Partial patterns are deduplicated by content and numbered in order of first
+/// appearance (unique masks in head order, then tiles row-major), as JAX does.
+/// O(num_unique_masks * Sq * Skv) mask evaluations.
+template <class M>
+Status build_mask_info(const M& mask, std::int64_t block_q, std::int64_t block_kv,
+                       Profile profile, MaskInfo* out, const MaskSharding& sharding = {}) {
+  ATTNREF_RETURN_IF_ERROR(check_mask(mask));
+  const MaskShape shape = mask_shape(mask);
+  const std::int64_t heads = mask_num_heads(mask);
+  ATTNREF_RETURN_IF_ERROR(
+      check_mask_blocks(shape[0], shape[1], heads, block_q, block_kv, profile, sharding));
+  std::int64_t tile = 0;
+  if (!checked_mul(block_q, block_kv, &tile)) {
+    return Status(ErrorCode::kSizeOverflow, "", "block_q ({0}) x block_kv ({1}) overflows int64",
+                  "use block sizes such as 128", {block_q, block_kv});
+  }
+  std::vector<AnyMask> head_masks;
+  if constexpr (std::is_same<M, MultiHeadMask>::value) {
+    for (std::int64_t h = 0; h < heads; ++h) head_masks.push_back(mask.head(h));
+  } else {
+    head_masks.push_back(AnyMask(mask));
+  }
+  // Unique masks in order of first head.
+  std::vector<std::int64_t> unique_of(head_masks.size());
+  std::vector<size_t> uniques;
+  for (size_t h = 0; h < head_masks.size(); ++h) {
+    size_t u = 0;
+    while (u < uniques.size() && !head_masks[uniques[u]].same_as(head_masks[h])) ++u;
+    if (u == uniques.size()) uniques.push_back(h);
+    unique_of[h] = static_cast<std::int64_t>(u);
+  }
+  MaskInfo info;
+  info.num_heads = uniques.size() == 1 ? 1 : heads;
+  info.q_seq_len = shape[0];
+  info.kv_seq_len = shape[1];
+  info.block_q = block_q;
+  info.block_kv = block_kv;
+  info.num_q_blocks = ceil_div(shape[0], block_q);
+  info.num_kv_blocks = ceil_div(shape[1], block_kv);
+  const std::int64_t per_head = info.num_q_blocks * info.num_kv_blocks;
+  // Classify each unique mask into its own row, then copy rows to the heads that share it.
+  const auto unique_count = static_cast<std::int64_t>(uniques.size());
+  std::vector<std::uint8_t> kinds(static_cast<size_t>(unique_count * per_head), 0);
+  std::vector<std::int32_t> next(static_cast<size_t>(unique_count * per_head), 0);
+  info.block_mask.swap(kinds);
+  info.mask_next.swap(next);
+  const std::int64_t saved_heads = info.num_heads;
+  info.num_heads = unique_count;  // row_of(h) = h while classifying
+  std::unordered_map<std::string, std::int32_t> patterns;
+  for (std::int64_t u = 0; u < unique_count; ++u)
+    detail::classify_head(head_masks[uniques[static_cast<size_t>(u)]], info, u, patterns);
+  info.num_heads = saved_heads;
+  if (saved_heads != 1) {
+    std::vector<std::uint8_t> by_head_kinds(static_cast<size_t>(heads * per_head));
+    std::vector<std::int32_t> by_head_next(static_cast<size_t>(heads * per_head));
+    for (std::int64_t h = 0; h < heads; ++h) {
+      const auto src = static_cast<size_t>(unique_of[static_cast<size_t>(h)] * per_head);
+      std::copy_n(info.block_mask.begin() + static_cast<std::ptrdiff_t>(src), per_head,
+                  by_head_kinds.begin() + h * per_head);
+      std::copy_n(info.mask_next.begin() + static_cast<std::ptrdiff_t>(src), per_head,
+                  by_head_next.begin() + h * per_head);
+    }
+    info.block_mask.swap(by_head_kinds);
+    info.mask_next.swap(by_head_next);
+  }
+  *out = std::move(info);
+  return Status();
+}
+
+/// Throwing wrapper of `build_mask_info`.
+template <class M>
+MaskInfo make_mask_info(const M& mask, std::int64_t block_q, std::int64_t block_kv,
+                        Profile profile = Profile::kReference, const MaskSharding& sharding = {}) {
+  MaskInfo info;
+  throw_if_error(build_mask_info(mask, block_q, block_kv, profile, &info, sharding));
+  return info;
+}
+
+}  // namespace attnref
