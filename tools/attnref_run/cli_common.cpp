@@ -1,0 +1,349 @@
+// SPDX-License-Identifier: Apache-2.0
+// Shared machinery of attnref-run's subcommands (see cli_common.hpp).
+#include "cli_common.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <algorithm>
+#include <iostream>
+
+#include <Eigen/Core>
+
+namespace attnref {
+namespace cli {
+
+const OptionSpec kOutOption{"--out", "OUT.npy", "write the result as float32 .npy"};
+const OptionSpec kExpectOption{"--expect", "EXP.npy",
+                               "compare the result with this array; exit 3 when it differs"};
+const OptionSpec kAtolOption{"--atol", "A",
+                             "absolute tolerance of --expect (default by dtype: f16 1e-2, f32 "
+                             "1e-5, f64 1e-10)"};
+const OptionSpec kRtolOption{"--rtol", "R",
+                             "relative tolerance of --expect (same defaults as --atol)"};
+
+std::string format_error(const Status& status) {
+  std::string text = std::string("attnref: error[") + error_code_name(status.code()) + "] " +
+                     status.message();
+  const std::string hint = status.hint();
+  if (!hint.empty()) text += "\n" + hint;
+  return text;
+}
+
+std::string format_error(const NpyStatus& status) {
+  std::string text = std::string("attnref: error[") + error_code_name(status.code()) + "] " +
+                     status.message();
+  if (!status.hint().empty()) text += "\n" + status.hint();
+  return text;
+}
+
+void fail_status(const Status& status) { throw Exit(kExitValidation, format_error(status)); }
+
+void fail_file(const NpyStatus& status) { throw Exit(kExitUsage, format_error(status)); }
+
+int print_help(const CommandSpec& spec) {
+  std::cout << "usage: attnref-run " << spec.name << " " << spec.synopsis << "\n\n"
+            << spec.description << "\n\noptions:\n";
+  for (const OptionSpec& o : spec.options) {
+    std::string left = std::string("  ") + o.name;
+    if (o.value_name != nullptr) left += std::string(" ") + o.value_name;
+    if (left.size() < 30) left.resize(30, ' ');
+    else left += "\n" + std::string(30, ' ');
+    std::cout << left << o.help << "\n";
+  }
+  std::cout << "  --help                      show this help\n\n"
+               "exit status: 0 success, 1 usage or I/O error, 2 validation error, 3 --expect "
+               "mismatch\n";
+  return kExitOk;
+}
+
+ParsedArgs::ParsedArgs(const CommandSpec& spec, int argc, char** argv) : spec_(&spec) {
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      help_ = true;
+      continue;
+    }
+    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
+      usage_error("unexpected argument '" + arg + "'");
+    }
+    const std::size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    const OptionSpec* option = find(name);
+    if (option == nullptr) usage_error("unknown option " + name);
+    for (const auto& g : given_) {
+      if (g.first == name) usage_error(name + " is given more than once");
+    }
+    std::string value;
+    if (option->value_name == nullptr) {
+      if (eq != std::string::npos) usage_error(name + " takes no value");
+    } else if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      usage_error(name + " needs a value (" + option->value_name + ")");
+    }
+    if (option->value_name != nullptr && value.empty()) {
+      usage_error(name + " needs a non-empty value (" + option->value_name + ")");
+    }
+    given_.emplace_back(name, value);
+  }
+}
+
+const OptionSpec* ParsedArgs::find(const std::string& name) const {
+  for (const OptionSpec& o : spec_->options)
+    if (name == o.name) return &o;
+  return nullptr;
+}
+
+void ParsedArgs::usage_error(const std::string& problem) const {
+  throw Exit(kExitUsage, std::string("attnref-run ") + spec_->name + ": " + problem +
+                             "\nusage: attnref-run " + spec_->name + " " + spec_->synopsis +
+                             "\n(attnref-run " + spec_->name + " --help for details)");
+}
+
+bool ParsedArgs::has(const char* name) const {
+  for (const auto& g : given_)
+    if (g.first == name) return true;
+  return false;
+}
+
+std::optional<std::string> ParsedArgs::value(const char* name) const {
+  for (const auto& g : given_)
+    if (g.first == name) return g.second;
+  return std::nullopt;
+}
+
+std::string ParsedArgs::required(const char* name) const {
+  std::optional<std::string> v = value(name);
+  if (!v) usage_error(std::string("missing required option ") + name);
+  return *v;
+}
+
+std::optional<std::int64_t> ParsedArgs::int64(const char* name) const {
+  std::optional<std::string> v = value(name);
+  if (!v) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const long long parsed = std::strtoll(v->c_str(), &end, 10);
+  if (end == v->c_str() || *end != '\0' || std::isspace(static_cast<unsigned char>((*v)[0]))) {
+    usage_error(std::string(name) + " takes an integer; got '" + *v + "'");
+  }
+  if (errno == ERANGE) usage_error(std::string(name) + " is out of the int64 range: " + *v);
+  return static_cast<std::int64_t>(parsed);
+}
+
+std::int64_t ParsedArgs::required_int64(const char* name) const {
+  required(name);
+  return *int64(name);
+}
+
+std::optional<double> ParsedArgs::real(const char* name) const {
+  std::optional<std::string> v = value(name);
+  if (!v) return std::nullopt;
+  char* end = nullptr;
+  const double parsed = std::strtod(v->c_str(), &end);
+  if (end == v->c_str() || *end != '\0' || std::isspace(static_cast<unsigned char>((*v)[0]))) {
+    usage_error(std::string(name) + " takes a number; got '" + *v + "'");
+  }
+  return parsed;
+}
+
+std::string ParsedArgs::choice(const char* name, const std::vector<std::string>& choices,
+                               const std::string& fallback) const {
+  std::optional<std::string> v = value(name);
+  if (!v) return fallback;
+  std::string list;
+  for (const std::string& c : choices) {
+    if (*v == c) return c;
+    list += (list.empty() ? "" : ", ") + c;
+  }
+  usage_error(std::string(name) + " must be one of " + list + "; got '" + *v + "'");
+}
+
+Input load_input(const ParsedArgs& args, const char* option, bool required) {
+  Input input;
+  input.option = option;
+  std::optional<std::string> path = args.value(option);
+  if (!path) {
+    if (required) args.usage_error(std::string("missing required option ") + option);
+    return input;
+  }
+  input.path = *path;
+  const NpyStatus s = read_npy(input.path, &input.array);
+  if (!s.ok()) fail_file(s);
+  return input;
+}
+
+Status check_rank(const Input& input, std::size_t rank, const char* name, const char* shape_hint) {
+  if (input.array.rank() == rank) return Status();
+  return Status(ErrorCode::kRankMismatch, "", "{f} must have {0} dimensions; got {1}", shape_hint,
+                {static_cast<std::int64_t>(rank), static_cast<std::int64_t>(input.array.rank())},
+                {}, name);
+}
+
+Status dtype_error(const Input& input, const char* name, const char* hint) {
+  return Status(ErrorCode::kDtypeNotSupported, "", "{f} has dtype {d0}, which is not supported here",
+                hint, {static_cast<std::int64_t>(input.array.dtype)}, {}, name);
+}
+
+Tolerance default_tolerance(DType output_dtype) {
+  switch (output_dtype) {
+    case DType::kFloat16:
+    case DType::kBFloat16: return {1e-2, 1e-2};
+    case DType::kFloat64: return {1e-10, 1e-10};
+    default: return {1e-5, 1e-5};
+  }
+}
+
+Comparison compare(const std::vector<double>& got, const std::vector<double>& expected,
+                   Tolerance tol) {
+  Comparison c;
+  c.count = static_cast<std::int64_t>(got.size());
+  for (std::size_t i = 0; i < got.size() && i < expected.size(); ++i) {
+    const double g = got[i], e = expected[i];
+    const auto index = static_cast<std::int64_t>(i);
+    bool match;
+    double abs_err, rel_err;
+    if (!std::isfinite(g) || !std::isfinite(e)) {
+      match = (std::isnan(g) && std::isnan(e)) || g == e;
+      abs_err = rel_err = match ? 0.0 : INFINITY;
+    } else {
+      abs_err = std::fabs(g - e);
+      rel_err = e != 0.0 ? abs_err / std::fabs(e) : (abs_err == 0.0 ? 0.0 : INFINITY);
+      match = abs_err <= tol.atol + tol.rtol * std::fabs(e);
+    }
+    if (c.max_abs_index < 0 || abs_err > c.max_abs) {
+      c.max_abs = abs_err;
+      c.max_abs_index = index;
+    }
+    if (c.max_rel_index < 0 || rel_err > c.max_rel) {
+      c.max_rel = rel_err;
+      c.max_rel_index = index;
+    }
+    if (!match) {
+      ++c.mismatches;
+      if (c.first_mismatch < 0) c.first_mismatch = index;
+    }
+  }
+  return c;
+}
+
+std::string index_string(std::int64_t flat, const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> idx(shape.size());
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] > 0) {
+      idx[i] = flat % shape[i];
+      flat /= shape[i];
+    }
+  }
+  std::string s = "[";
+  for (std::size_t i = 0; i < idx.size(); ++i) s += (i ? ", " : "") + std::to_string(idx[i]);
+  return s + "]";
+}
+
+std::vector<double> to_doubles(const NpyArray& array) {
+  std::vector<double> out;
+  const auto n = static_cast<std::size_t>(array.numel());
+  out.reserve(n);
+  if (const float* p = array.data<float>()) {
+    for (std::size_t i = 0; i < n; ++i) out.push_back(static_cast<double>(p[i]));
+  } else if (const double* pd = array.data<double>()) {
+    out.assign(pd, pd + n);
+  } else if (const Eigen::half* ph = array.data<Eigen::half>()) {
+    for (std::size_t i = 0; i < n; ++i) out.push_back(static_cast<double>(static_cast<float>(ph[i])));
+  }
+  return out;
+}
+
+namespace {
+
+std::string shape_string(const std::vector<std::int64_t>& shape) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+std::string number(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+Tolerance tolerance_of(const ParsedArgs& args, Tolerance tol) {
+  if (std::optional<double> a = args.real("--atol")) tol.atol = *a;
+  if (std::optional<double> r = args.real("--rtol")) tol.rtol = *r;
+  if (!(tol.atol >= 0.0) || !(tol.rtol >= 0.0)) {
+    args.usage_error("--atol and --rtol must be non-negative numbers");
+  }
+  return tol;
+}
+
+}  // namespace
+
+Input load_expect(const ParsedArgs& args, const std::vector<std::int64_t>& shape) {
+  if (!args.has("--expect") && (args.has("--atol") || args.has("--rtol"))) {
+    args.usage_error("--atol and --rtol need --expect");
+  }
+  tolerance_of(args, Tolerance{0.0, 0.0});  // reject bad tolerances before any work
+  Input expect = load_input(args, "--expect", false);
+  if (!expect.present()) return expect;
+  const DType t = expect.array.dtype;
+  if (t != DType::kFloat16 && t != DType::kFloat32 && t != DType::kFloat64) {
+    throw Exit(kExitUsage, std::string("attnref: error[bad_file] ") + expect.path + ": --expect " +
+                               "has dtype " + dtype_name(t) + "; it must be a float array" +
+                               "\nsave the expected output as float16, float32 or float64");
+  }
+  if (expect.array.shape != shape) {
+    throw Exit(kExitUsage, std::string("attnref: error[bad_file] ") + expect.path +
+                               ": --expect has shape " + shape_string(expect.array.shape) +
+                               "; the result has shape " + shape_string(shape) +
+                               "\nthe expected array must have the result's shape");
+  }
+  return expect;
+}
+
+int finish_output(const ParsedArgs& args, const std::vector<std::int64_t>& shape,
+                  const std::vector<double>& values, const Input& expect, Tolerance tol) {
+  if (std::optional<std::string> out_path = args.value("--out")) {
+    std::vector<float> f32(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) f32[i] = static_cast<float>(values[i]);
+    const NpyStatus s = write_npy(*out_path, make_npy_array<float>(shape, f32.data()));
+    if (!s.ok()) fail_file(s);
+    std::cout << "wrote " << *out_path << " (float32, shape " << shape_string(shape) << ")\n";
+  }
+  if (expect.present()) {
+    tol = tolerance_of(args, tol);
+    const std::vector<double> expected = to_doubles(expect.array);
+    const Comparison c = compare(values, expected, tol);
+    const std::string tolerances = "atol " + number(tol.atol) + ", rtol " + number(tol.rtol);
+    const std::string errors =
+        "max abs error: " + number(c.max_abs) +
+        (c.max_abs_index >= 0 ? " at " + index_string(c.max_abs_index, shape) : "") +
+        "\nmax rel error: " + number(c.max_rel) +
+        (c.max_rel_index >= 0 ? " at " + index_string(c.max_rel_index, shape) : "");
+    if (c.mismatches > 0) {
+      const auto i = static_cast<std::size_t>(c.first_mismatch);
+      throw Exit(kExitMismatch,
+                 "attnref: mismatch: " + std::to_string(c.mismatches) + " of " +
+                     std::to_string(c.count) + " elements differ from " + expect.path +
+                     " beyond " + tolerances + "\n" + errors + "\nmismatches: " +
+                     std::to_string(c.mismatches) + "\nfirst mismatch: " +
+                     index_string(c.first_mismatch, shape) + ": got " + number(values[i]) +
+                     ", expected " + number(expected[i]));
+    }
+    std::cout << "match: " << c.count << " elements within " << tolerances << " of "
+              << expect.path << "\n"
+              << errors << "\n";
+  }
+  if (!args.has("--out") && !expect.present()) {
+    std::cout << "ok (no --out or --expect given: the result was computed and discarded)\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace cli
+}  // namespace attnref

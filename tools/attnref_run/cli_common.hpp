@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file cli_common.hpp
+/// What every attnref-run subcommand shares: the exit codes and how errors end a subcommand,
+/// option parsing with typed values, loading `.npy` inputs with rank and dtype checks, and the
+/// `--out` / `--expect --atol --rtol` handling of a result.
+///
+/// A subcommand is `int run_<name>(int argc, char** argv)` (the arguments after its name):
+/// @code
+///   int run_example(int argc, char** argv) {
+///     static const CommandSpec kSpec{"example", "--x X.npy [--out OUT.npy]", "Does X.",
+///                                    {{"--x", "X.npy", "input [n, d]"}, kOutOption}};
+///     const ParsedArgs args(kSpec, argc, argv);
+///     if (args.help_requested()) return print_help(kSpec);
+///     const Input x = load_input(args, "--x", true);
+///     fail_if_error(check_rank(x, 2, "x", "x is [n, d]"));
+///     ...
+///     return finish_output(args, shape, values, default_tolerance(x.array.dtype));
+///   }
+/// @endcode
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attnref/core/dtype.hpp"
+#include "attnref/core/status.hpp"
+#include "attnref/core/tensor_view.hpp"
+#include "attnref/io/npy.hpp"
+
+namespace attnref {
+namespace cli {
+
+/// attnref-run's exit codes.
+enum ExitCode : int {
+  kExitOk = 0,          ///< success
+  kExitUsage = 1,       ///< usage error, unreadable or malformed file, I/O error
+  kExitValidation = 2,  ///< the inputs fail a check: `attnref: error[<code>] <message>`
+  kExitMismatch = 3,    ///< `--expect` differs beyond tolerance
+};
+
+/// Ends a subcommand: `main` prints `text()` on stderr (when not empty) and exits with `code()`.
+class Exit : public std::exception {
+ public:
+  Exit(int code, std::string text) : code_(code), text_(std::move(text)) {}
+  int code() const noexcept { return code_; }
+  const std::string& text() const noexcept { return text_; }
+  const char* what() const noexcept override { return text_.c_str(); }
+
+ private:
+  int code_;
+  std::string text_;
+};
+
+/// `attnref: error[<code name>] <message>` and, when there is one, the hint on the next line.
+std::string format_error(const Status& status);
+/// The same for a file error.
+std::string format_error(const NpyStatus& status);
+
+/// Exit 2 with the validation error.
+[[noreturn]] void fail_status(const Status& status);
+/// Exit 2 when `status` is an error; nothing otherwise.
+inline void fail_if_error(const Status& status) {
+  if (!status.ok()) fail_status(status);
+}
+/// Exit 1 with the file error.
+[[noreturn]] void fail_file(const NpyStatus& status);
+
+/// One option of a subcommand. `value_name == nullptr` makes it a flag without a value.
+struct OptionSpec {
+  const char* name;        ///< "--q-heads"
+  const char* value_name;  ///< "N", "Q.npy"; nullptr for a flag
+  const char* help;        ///< one line
+};
+
+/// A subcommand's name, synopsis, description and options (for parsing and for --help).
+struct CommandSpec {
+  const char* name;         ///< "paged"
+  const char* synopsis;     ///< what follows `attnref-run <name>` in the usage line
+  const char* description;  ///< a few lines
+  std::vector<OptionSpec> options;
+};
+
+/// The shared options of subcommands that produce a result.
+extern const OptionSpec kOutOption;
+extern const OptionSpec kExpectOption;
+extern const OptionSpec kAtolOption;
+extern const OptionSpec kRtolOption;
+
+/// Prints `attnref-run <name> --help` on stdout; returns kExitOk.
+int print_help(const CommandSpec& spec);
+
+/// The parsed command line of one subcommand. Accepts `--name value` and `--name=value`;
+/// `--help`/`-h` anywhere asks for help. Unknown options, positional arguments, repeated
+/// options, missing values and values given to flags end the subcommand with exit 1.
+class ParsedArgs {
+ public:
+  ParsedArgs(const CommandSpec& spec, int argc, char** argv);
+
+  bool help_requested() const noexcept { return help_; }
+  /// True when the option (flag or valued) was given.
+  bool has(const char* name) const;
+  /// The raw value of an option, if given.
+  std::optional<std::string> value(const char* name) const;
+  /// The raw value of a required option (exit 1 when missing).
+  std::string required(const char* name) const;
+  /// A base-10 int64 value (exit 1 when not an integer or out of range).
+  std::optional<std::int64_t> int64(const char* name) const;
+  std::int64_t required_int64(const char* name) const;
+  /// A real value parsed as double ("inf" and "nan" are accepted; the validators judge them).
+  std::optional<double> real(const char* name) const;
+  /// One of `choices` (exit 1 otherwise); `fallback` when not given.
+  std::string choice(const char* name, const std::vector<std::string>& choices,
+                     const std::string& fallback) const;
+
+  /// Exit 1: `attnref-run <cmd>: <problem>` and a pointer to --help.
+  [[noreturn]] void usage_error(const std::string& problem) const;
+  const CommandSpec& spec() const noexcept { return *spec_; }
+
+ private:
+  const OptionSpec* find(const std::string& name) const;
+
+  const CommandSpec* spec_;
+  std::vector<std::pair<std::string, std::string>> given_;  // name, value ("" for flags)
+  bool help_ = false;
+};
+
+/// A `.npy` input named by an option.
+struct Input {
+  std::string option;  ///< "--q"
+  std::string path;    ///< "" when an optional input was not given
+  NpyArray array;
+  bool present() const noexcept { return !path.empty(); }
+};
+
+/// Loads the `.npy` file an option names. A required option that is missing is a usage error
+/// (exit 1); an unreadable or malformed file exits 1 with the reader's message.
+Input load_input(const ParsedArgs& args, const char* option, bool required);
+
+/// `ErrorCode::kRankMismatch` when `input` does not have `rank` dimensions. `name` (a string
+/// literal, as Status keeps it) names the tensor; `shape_hint` (a literal) describes its shape.
+Status check_rank(const Input& input, std::size_t rank, const char* name, const char* shape_hint);
+
+/// `ErrorCode::kDtypeNotSupported` naming the tensor and its dtype, with `hint` (a literal).
+Status dtype_error(const Input& input, const char* name, const char* hint);
+
+/// A row-major view of an input. Preconditions: `input.array.dtype == dtype_of<T>` and
+/// `input.array.rank() == Rank`. `buffer_size` is set, so `check_view` bounds it.
+template <class T, std::size_t Rank>
+TensorView<const T, Rank> view_of(const Input& input) {
+  std::array<std::int64_t, Rank> extents{};
+  for (std::size_t i = 0; i < Rank; ++i) extents[i] = input.array.shape[i];
+  return TensorView<const T, Rank>(input.array.data<T>(), extents, input.array.numel());
+}
+
+/// Absolute and relative tolerance of `--expect`: |got - expected| <= atol + rtol * |expected|.
+struct Tolerance {
+  double atol;
+  double rtol;
+};
+
+/// Defaults by the output's dtype: float16 1e-2/1e-2, float32 1e-5/1e-5, float64 1e-10/1e-10.
+Tolerance default_tolerance(DType output_dtype);
+
+/// The outcome of comparing a result with an expected array of the same shape.
+struct Comparison {
+  std::int64_t count = 0;
+  std::int64_t mismatches = 0;
+  double max_abs = 0.0;
+  std::int64_t max_abs_index = -1;
+  double max_rel = 0.0;  ///< |got - expected| / |expected|; inf where expected is 0 and got not
+  std::int64_t max_rel_index = -1;
+  std::int64_t first_mismatch = -1;
+};
+
+/// Elementwise comparison. Non-finite values match only the same non-finite value (NaN = NaN).
+Comparison compare(const std::vector<double>& got, const std::vector<double>& expected,
+                   Tolerance tol);
+
+/// `[i, j, k]` of flat index `flat` in a C-order array of `shape`.
+std::string index_string(std::int64_t flat, const std::vector<std::int64_t>& shape);
+
+/// The elements of a float array (float16, float32 or float64) as doubles.
+std::vector<double> to_doubles(const NpyArray& array);
+
+/// Handles a result of `shape`: `--out` writes it as float32 (exit 1 on I/O error);
+/// `--expect` (loaded and checked before the run with `load_expect`) compares it with
+/// `--atol`/`--rtol` (defaults `tol`) and exits 3 with a report when it differs. Prints what it
+/// did on stdout; returns kExitOk.
+int finish_output(const ParsedArgs& args, const std::vector<std::int64_t>& shape,
+                  const std::vector<double>& values, const Input& expect, Tolerance tol);
+
+/// Loads `--expect` (if given) and checks that it is a float array of `shape` (exit 1 if not),
+/// so a bad expectation fails before any work is done.
+Input load_expect(const ParsedArgs& args, const std::vector<std::int64_t>& shape);
+
+}  // namespace cli
+}  // namespace attnref

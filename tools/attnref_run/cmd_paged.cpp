@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: Apache-2.0
+// attnref-run paged: validates paged attention (decode) inputs given as .npy files, under the
+// `reference` or `jax` profile, then runs attnref's reference kernel and writes or compares the
+// result.
+//
+// Instantiations are kept few: q is float16, float32 or float64; K/V have q's dtype or are int8
+// with float32 scales (6 kernels). Lengths and page indices are validated with their own dtype
+// (int32 or int64, so the `jax` profile's P7 sees the real one) and then widened to int64 for
+// the run, which changes no value and no reference-profile check.
+#include <iostream>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "attnref/core/kv_layout.hpp"
+#include "attnref/core/profile.hpp"
+#include "attnref/kernels/paged_attention.hpp"
+#include "attnref/validate/paged.hpp"
+#include "cli_common.hpp"
+
+namespace attnref {
+namespace cli {
+namespace {
+
+/// The parsed inputs and options of one `paged` invocation.
+struct PagedInputs {
+  Input q, k, v, lengths, page_indices, k_scales, v_scales, expect;
+  KvLayout layout = KvLayout::kJax;
+  Profile profile = Profile::kReference;
+  std::optional<float> soft_cap;
+  float mask_value = kDefaultMaskValue;
+  float sm_scale = 1.0f;
+  std::int64_t pages_per_compute_block = 1;
+  bool check_only = false;
+};
+
+/// The logical [num_kv_heads, total_pages, page_size, last] view of a page pool (or of its
+/// scales) stored in `layout`. Precondition: rank 4 and dtype T.
+template <class T>
+TensorView<const T, 4> pages_view(const Input& in, KvLayout layout) {
+  const std::vector<std::int64_t>& s = in.array.shape;
+  std::int64_t heads = s[0], pages = s[1], slots = s[2];
+  if (layout == KvLayout::kNhd) {
+    pages = s[0];
+    slots = s[1];
+    heads = s[2];
+  } else if (layout == KvLayout::kHnd) {
+    pages = s[0];
+    heads = s[1];
+    slots = s[2];
+  }
+  return kv_pages_view(in.array.data<T>(), layout, heads, pages, slots, s[3],
+                       in.array.numel());
+}
+
+/// The descriptor over the loaded arrays, with lengths/page_indices read as `Index`. When the
+/// files hold another dtype, `index_stand_in` (non-null) replaces their data: only the shape
+/// tier may then be run on the result, which reads extents and never data.
+template <class Q, class KV, class Index>
+PagedAttentionArgs<Q, KV, Index> make_args(const PagedInputs& in,
+                                           const Index* index_stand_in = nullptr) {
+  PagedAttentionArgs<Q, KV, Index> a;
+  a.q = view_of<Q, 3>(in.q);
+  a.k_pages = pages_view<KV>(in.k, in.layout);
+  a.v_pages = pages_view<KV>(in.v, in.layout);
+  if (index_stand_in != nullptr) {
+    a.lengths = TensorView<const Index, 1>(index_stand_in, {in.lengths.array.shape[0]});
+    a.page_indices = TensorView<const Index, 2>(
+        index_stand_in, {in.page_indices.array.shape[0], in.page_indices.array.shape[1]});
+  } else {
+    a.lengths = view_of<Index, 1>(in.lengths);
+    a.page_indices = view_of<Index, 2>(in.page_indices);
+  }
+  if (in.k_scales.present()) a.k_scales = pages_view<float>(in.k_scales, in.layout);
+  if (in.v_scales.present()) a.v_scales = pages_view<float>(in.v_scales, in.layout);
+  a.soft_cap = in.soft_cap;
+  a.mask_value = in.mask_value;
+  a.sm_scale = in.sm_scale;
+  a.pages_per_compute_block = in.pages_per_compute_block;
+  return a;
+}
+
+bool is_index(DType t) { return t == DType::kInt32 || t == DType::kInt64; }
+
+/// lengths or page_indices of a dtype other than int32/int64, or of two different dtypes.
+/// Runs the shape tier first with stand-in index views, so errors JAX reports earlier (P1..P6)
+/// still come first; under the `jax` profile a non-int32 `lengths` is JAX's P7.
+template <class Q, class KV>
+[[noreturn]] void fail_index_dtypes(const PagedInputs& in) {
+  const DType lt = in.lengths.array.dtype;
+  const DType pt = in.page_indices.array.dtype;
+  Status s;
+  if (lt == DType::kInt32) {
+    const std::int32_t stand_in = 0;
+    s = check_paged_shapes(make_args<Q, KV, std::int32_t>(in, &stand_in), in.profile);
+  } else {
+    const std::int64_t stand_in = 0;
+    s = check_paged_shapes(make_args<Q, KV, std::int64_t>(in, &stand_in), in.profile);
+  }
+  if (!s.ok() && std::string(s.jax_check()) == "P7") {
+    // The stand-in is int64; report the real dtype of `lengths` in JAX's P7 text.
+    fail_status(Status(s.code(), "P7", "The dtype of `lengths` must be int32. Got {d0}",
+                       "JAX's kernel takes int32 lengths; the reference profile also accepts "
+                       "int64",
+                       {static_cast<std::int64_t>(lt)}));
+  }
+  fail_if_error(s);
+  if (!is_index(lt)) {
+    fail_status(dtype_error(in.lengths, "lengths",
+                            "lengths must be int32 or int64 (int32 under --profile jax)"));
+  }
+  if (!is_index(pt)) {
+    fail_status(dtype_error(in.page_indices, "page_indices", "page_indices must be int32 or "
+                                                             "int64"));
+  }
+  fail_status(Status(ErrorCode::kDtypeNotSupported, "",
+                     "lengths ({d0}) and page_indices ({d1}) must have the same dtype",
+                     "save both as int32 (what JAX takes) or both as int64",
+                     {static_cast<std::int64_t>(lt), static_cast<std::int64_t>(pt)}, {},
+                     "page_indices"));
+}
+
+std::vector<std::int64_t> widen(const NpyArray& a) {
+  if (a.dtype == DType::kInt64) return a.to_vector<std::int64_t>();
+  std::vector<std::int64_t> out;
+  if (const std::int32_t* p = a.data<std::int32_t>()) out.assign(p, p + a.numel());
+  return out;
+}
+
+/// Validates with the chosen profile, then (unless --check-only) runs and finishes the output.
+template <class Q, class KV, class Index>
+int run_typed(const ParsedArgs& args, const PagedInputs& in) {
+  const PagedAttentionArgs<Q, KV, Index> a = make_args<Q, KV, Index>(in);
+  fail_if_error(check_paged(a, in.profile));
+  if (in.check_only) {
+    std::cout << "ok\n";
+    return kExitOk;
+  }
+  // Run with int64 indices: one kernel instantiation per (Q, KV).
+  PagedAttentionArgs<Q, KV, std::int64_t> run_args = make_args<Q, KV, std::int64_t>(in, nullptr);
+  const std::vector<std::int64_t> lengths = widen(in.lengths.array);
+  const std::vector<std::int64_t> page_indices = widen(in.page_indices.array);
+  run_args.lengths = TensorView<const std::int64_t, 1>(
+      lengths.data(), a.lengths.extents, static_cast<std::int64_t>(lengths.size()));
+  run_args.page_indices = TensorView<const std::int64_t, 2>(
+      page_indices.data(), a.page_indices.extents, static_cast<std::int64_t>(page_indices.size()));
+  const std::int64_t numel = in.q.array.numel();
+  std::vector<Q> out(static_cast<std::size_t>(numel));
+  TensorView<Q, 3> out_view(out.data(), a.q.extents, numel);
+  fail_if_error(try_paged_attention(run_args, out_view));
+  std::vector<double> values(out.size());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if constexpr (std::is_same<Q, double>::value) {
+      values[i] = out[i];
+    } else {
+      values[i] = static_cast<double>(static_cast<float>(out[i]));
+    }
+  }
+  return finish_output(args, in.q.array.shape, values, in.expect,
+                       default_tolerance(in.q.array.dtype));
+}
+
+template <class Q, class KV>
+int run_with_kv(const ParsedArgs& args, const PagedInputs& in) {
+  const DType lt = in.lengths.array.dtype;
+  const DType pt = in.page_indices.array.dtype;
+  if (!is_index(lt) || !is_index(pt) || lt != pt) fail_index_dtypes<Q, KV>(in);
+  if (lt == DType::kInt32) return run_typed<Q, KV, std::int32_t>(args, in);
+  return run_typed<Q, KV, std::int64_t>(args, in);
+}
+
+template <class Q>
+int run_with_q(const ParsedArgs& args, const PagedInputs& in) {
+  if (in.k.array.dtype == DType::kInt8) return run_with_kv<Q, std::int8_t>(args, in);
+  return run_with_kv<Q, Q>(args, in);
+}
+
+const char* kv_shape_hint(KvLayout layout) {
+  switch (layout) {
+    case KvLayout::kNhd: return "with --kv-layout nhd the pages are [total_pages, page_size, "
+                                "num_kv_heads, head_dim]";
+    case KvLayout::kHnd: return "with --kv-layout hnd the pages are [total_pages, num_kv_heads, "
+                                "page_size, head_dim]";
+    default: return "with --kv-layout jax (the default) the pages are [num_kv_heads, "
+                    "total_pages, page_size, head_dim]";
+  }
+}
+
+const char* scales_shape_hint(KvLayout layout) {
+  switch (layout) {
+    case KvLayout::kNhd: return "with --kv-layout nhd the scales are [total_pages, page_size, "
+                                "num_kv_heads, 1 or head_dim]";
+    case KvLayout::kHnd: return "with --kv-layout hnd the scales are [total_pages, num_kv_heads, "
+                                "page_size, 1 or head_dim]";
+    default: return "with --kv-layout jax the scales are [num_kv_heads, total_pages, page_size, "
+                    "1 or head_dim]";
+  }
+}
+
+}  // namespace
+
+int run_paged(int argc, char** argv) {
+  static const CommandSpec kSpec{
+      "paged",
+      "--q Q.npy --k-pages K.npy --v-pages V.npy --lengths L.npy --page-indices PI.npy\n"
+      "       [--k-scales KS.npy --v-scales VS.npy] [--soft-cap C] [--mask-value M]\n"
+      "       [--sm-scale S] [--pages-per-compute-block N] [--kv-layout jax|nhd|hnd]\n"
+      "       [--profile jax|reference] [--check-only] [--out OUT.npy]\n"
+      "       [--expect EXP.npy [--atol A] [--rtol R]]",
+      "Paged attention (decode): out[b, h] = softmax over t < lengths[b] of\n"
+      "cap(sm_scale * q[b, h] . k_t) applied to v_t, with k_t on page page_indices[b, t / S].\n"
+      "Validates the inputs under the chosen profile (jax: every check JAX's Pallas TPU kernel\n"
+      "makes; reference: what the math and memory safety need), then runs attnref's kernel.\n"
+      "q, K and V are float16/float32/float64 (K/V of q's dtype), or K/V int8 with float32\n"
+      "scales; lengths and page indices int32 or int64 (int32 under --profile jax).",
+      {{"--q", "Q.npy", "queries [batch, num_q_heads, head_dim]"},
+       {"--k-pages", "K.npy", "key pages, 4-d in the --kv-layout order"},
+       {"--v-pages", "V.npy", "value pages, same shape as the key pages"},
+       {"--lengths", "L.npy", "tokens of each sequence [batch]"},
+       {"--page-indices", "PI.npy", "page table [batch, pages_per_sequence]"},
+       {"--k-scales", "KS.npy", "float32 scales of int8 key pages [..., 1 or head_dim]"},
+       {"--v-scales", "VS.npy", "float32 scales of int8 value pages"},
+       {"--soft-cap", "C", "soft cap c: logits become c * tanh(x / c)"},
+       {"--mask-value", "M", "JAX's additive mask value (default -2.3819763e+38)"},
+       {"--sm-scale", "S", "scale of q.k (default 1.0; JAX's kernel has none)"},
+       {"--pages-per-compute-block", "N", "JAX's blocking (default 1; no numerical effect)"},
+       {"--kv-layout", "L", "physical page layout: jax [Hkv,P,S,D] (default), nhd [P,S,Hkv,D], "
+                            "hnd [P,Hkv,S,D]"},
+       {"--profile", "P", "jax or reference (default reference)"},
+       {"--check-only", nullptr, "validate only and print ok"},
+       kOutOption,
+       kExpectOption,
+       kAtolOption,
+       kRtolOption}};
+  const ParsedArgs args(kSpec, argc, argv);
+  if (args.help_requested()) return print_help(kSpec);
+
+  PagedInputs in;
+  // Options first: a usage error costs no file reading.
+  parse_kv_layout(args.choice("--kv-layout", {"jax", "nhd", "hnd"}, "jax").c_str(), &in.layout);
+  in.profile =
+      args.choice("--profile", {"jax", "reference"}, "reference") == "jax" ? Profile::kJax
+                                                                           : Profile::kReference;
+  if (std::optional<double> c = args.real("--soft-cap")) in.soft_cap = static_cast<float>(*c);
+  if (std::optional<double> m = args.real("--mask-value")) in.mask_value = static_cast<float>(*m);
+  if (std::optional<double> s = args.real("--sm-scale")) in.sm_scale = static_cast<float>(*s);
+  if (std::optional<std::int64_t> n = args.int64("--pages-per-compute-block")) {
+    in.pages_per_compute_block = *n;
+  }
+  in.check_only = args.has("--check-only");
+  if (in.check_only && (args.has("--out") || args.has("--expect"))) {
+    args.usage_error("--check-only runs nothing, so it takes neither --out nor --expect");
+  }
+  for (const char* required : {"--q", "--k-pages", "--v-pages", "--lengths", "--page-indices"}) {
+    args.required(required);
+  }
+  // One-sided --k-scales/--v-scales is not a usage error: the validator reports it.
+
+  in.q = load_input(args, "--q", true);
+  in.k = load_input(args, "--k-pages", true);
+  in.v = load_input(args, "--v-pages", true);
+  in.lengths = load_input(args, "--lengths", true);
+  in.page_indices = load_input(args, "--page-indices", true);
+  in.k_scales = load_input(args, "--k-scales", false);
+  in.v_scales = load_input(args, "--v-scales", false);
+
+  // Ranks (JAX's shape unpacking comes before its checks too).
+  fail_if_error(check_rank(in.q, 3, "q", "q is [batch, num_q_heads, head_dim]"));
+  fail_if_error(check_rank(in.k, 4, "k_pages", kv_shape_hint(in.layout)));
+  fail_if_error(check_rank(in.v, 4, "v_pages", kv_shape_hint(in.layout)));
+  fail_if_error(check_rank(in.lengths, 1, "lengths", "lengths is [batch]"));
+  fail_if_error(check_rank(in.page_indices, 2, "page_indices",
+                           "page_indices is [batch, pages_per_sequence]"));
+  if (in.k_scales.present()) {
+    fail_if_error(check_rank(in.k_scales, 4, "k_scales", scales_shape_hint(in.layout)));
+  }
+  if (in.v_scales.present()) {
+    fail_if_error(check_rank(in.v_scales, 4, "v_scales", scales_shape_hint(in.layout)));
+  }
+  in.expect = load_expect(args, in.q.array.shape);
+
+  // Element types.
+  const DType qt = in.q.array.dtype;
+  if (qt != DType::kFloat16 && qt != DType::kFloat32 && qt != DType::kFloat64) {
+    fail_status(dtype_error(in.q, "q", "q must be float16, float32 or float64"));
+  }
+  for (const Input* pages : {&in.k, &in.v}) {
+    const DType t = pages->array.dtype;
+    if (t != qt && t != DType::kInt8) {
+      fail_status(Status(ErrorCode::kDtypeNotSupported, "",
+                         "{f} has dtype {d0}; attnref-run takes K/V pages of q's dtype ({d1}) or "
+                         "int8 with scales",
+                         "save the pages with q's dtype, or quantize them to int8 with float32 "
+                         "scales",
+                         {static_cast<std::int64_t>(t), static_cast<std::int64_t>(qt)}, {},
+                         pages == &in.k ? "k_pages" : "v_pages"));
+    }
+  }
+  if (in.k.array.dtype != in.v.array.dtype) {
+    fail_status(Status(ErrorCode::kQuantizationMismatch, "",
+                       "k_pages ({d0}) and v_pages ({d1}) must have the same dtype",
+                       "quantize K and V together, or neither",
+                       {static_cast<std::int64_t>(in.k.array.dtype),
+                        static_cast<std::int64_t>(in.v.array.dtype)}));
+  }
+  for (const Input* scales : {&in.k_scales, &in.v_scales}) {
+    if (scales->present() && scales->array.dtype != DType::kFloat32) {
+      fail_status(dtype_error(*scales, scales == &in.k_scales ? "k_scales" : "v_scales",
+                              "dequantization scales must be float32"));
+    }
+  }
+
+  switch (qt) {
+    case DType::kFloat16: return run_with_q<Eigen::half>(args, in);
+    case DType::kFloat64: return run_with_q<double>(args, in);
+    default: return run_with_q<float>(args, in);
+  }
+}
+
+}  // namespace cli
+}  // namespace attnref
