@@ -1,0 +1,213 @@
+// Paged decode: the grouped-head kernel against the same math one query head at a time
+// (`per_head`) and a textbook gather-then-softmax (`naive`), beside a read-bandwidth probe over
+// the same KV buffers measured in the same benchmark. Counters:
+//   GBps       unique KV bytes read per second, in GB/s (each live K/V byte counted once)
+//   probe_GBps the probe's read bandwidth over the whole KV allocation (median of 5 passes)
+//   frac_probe GBps / probe_GBps
+// Arguments: variant (0 grouped, 1 per_head, 2 naive), batch, Hq, Hkv, D, page, context,
+// dtype (0 f32, 1 bf16, 2 int8).
+#include <attnref/kernels/paged_attention.hpp>
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <vector>
+
+namespace {
+
+using attnref::TensorView;
+
+/// Median read bandwidth (GB/s) of five full passes over `buffers`, vectorised by Eigen.
+template <class T>
+double probe_read_bandwidth(const std::vector<const std::vector<T>*>& buffers) {
+  std::vector<double> rates;
+  for (int rep = 0; rep < 5; ++rep) {
+    double bytes = 0, sink = 0;
+    const auto start = std::chrono::steady_clock::now();
+    for (const auto* buf : buffers) {
+      const auto* p = reinterpret_cast<const float*>(buf->data());
+      const auto n = static_cast<Eigen::Index>(buf->size() * sizeof(T) / sizeof(float));
+      sink += Eigen::Map<const Eigen::ArrayXf>(p, n).sum();
+      bytes += static_cast<double>(buf->size() * sizeof(T));
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    benchmark::DoNotOptimize(sink);
+    rates.push_back(bytes / s / 1e9);
+  }
+  std::sort(rates.begin(), rates.end());
+  return rates[2];
+}
+
+struct Shape {
+  std::int64_t batch, hq, hkv, dim, page, context;
+};
+
+template <class KV>
+struct Fixture {
+  Shape sh;
+  std::int64_t pps, total_pages;
+  std::vector<float> q, out, k_scales, v_scales;
+  std::vector<KV> k, v;
+  std::vector<std::int32_t> lengths, table;
+  attnref::PagedAttentionArgs<float, KV> args;
+
+  explicit Fixture(const Shape& s) : sh(s) {
+    pps = sh.context / sh.page;
+    total_pages = sh.batch * pps;
+    std::mt19937 rng(42);
+    std::normal_distribution<float> normal;
+    q.resize(sh.batch * sh.hq * sh.dim);
+    for (float& x : q) x = normal(rng) * 0.1f;
+    out.assign(q.size(), 0.0f);
+    k.resize(sh.hkv * total_pages * sh.page * sh.dim);  // value-initialised: pre-touched
+    v.resize(k.size());
+    std::uniform_int_distribution<int> small(-100, 100);
+    for (size_t i = 0; i < k.size(); i += 7) {
+      k[i] = static_cast<KV>(small(rng));
+      v[i] = static_cast<KV>(small(rng));
+    }
+    lengths.assign(sh.batch, static_cast<std::int32_t>(sh.context));
+    table.resize(total_pages);
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), rng);
+    args.q = {q.data(), {sh.batch, sh.hq, sh.dim}};
+    args.k_pages = {k.data(), {sh.hkv, total_pages, sh.page, sh.dim}};
+    args.v_pages = {v.data(), {sh.hkv, total_pages, sh.page, sh.dim}};
+    if constexpr (std::is_same<KV, std::int8_t>::value) {
+      k_scales.assign(sh.hkv * total_pages * sh.page, 0.01f);
+      v_scales.assign(k_scales.size(), 0.01f);
+      args.k_scales = {k_scales.data(), {sh.hkv, total_pages, sh.page, 1}};
+      args.v_scales = {v_scales.data(), {sh.hkv, total_pages, sh.page, 1}};
+    }
+    args.lengths = {lengths.data(), {sh.batch}};
+    args.page_indices = {table.data(), {sh.batch, pps}};
+    args.sm_scale = 0.088f;
+  }
+
+  double kv_bytes() const {
+    double bytes = 2.0 * static_cast<double>(k.size() * sizeof(KV));
+    if constexpr (std::is_same<KV, std::int8_t>::value) bytes += 2.0 * k_scales.size() * 4;
+    return bytes;
+  }
+
+  TensorView<float, 3> out_view() { return {out.data(), {sh.batch, sh.hq, sh.dim}}; }
+
+  void grouped() { attnref::paged_attention_unchecked(args, out_view()); }
+
+  /// The same kernel called with one query head (G = 1) at a time: every query head re-reads
+  /// its KV head's pages.
+  void per_head() {
+    const std::int64_t group = sh.hq / sh.hkv;
+    for (std::int64_t qh = 0; qh < sh.hq; ++qh) {
+      const std::int64_t h = qh / group;
+      attnref::PagedAttentionArgs<float, KV> one = args;
+      one.q = {q.data() + qh * sh.dim, {sh.batch, 1, sh.dim}, {sh.hq * sh.dim, sh.dim, 1}};
+      one.k_pages.data = k.data() + h * args.k_pages.strides[0];
+      one.v_pages.data = v.data() + h * args.v_pages.strides[0];
+      one.k_pages.extents[0] = one.v_pages.extents[0] = 1;
+      if constexpr (std::is_same<KV, std::int8_t>::value) {
+        one.k_scales.data = k_scales.data() + h * args.k_scales.strides[0];
+        one.v_scales.data = v_scales.data() + h * args.v_scales.strides[0];
+        one.k_scales.extents[0] = one.v_scales.extents[0] = 1;
+      }
+      attnref::paged_attention_unchecked(
+          one, TensorView<float, 3>(out.data() + qh * sh.dim, {sh.batch, 1, sh.dim},
+                                    {sh.hq * sh.dim, sh.dim, 1}));
+    }
+  }
+
+  /// Textbook: gather each sequence's K/V into contiguous f32 matrices, then per query head a
+  /// matrix-vector product, a softmax and a weighted sum.
+  void naive(Eigen::MatrixXf& k_dense, Eigen::MatrixXf& v_dense) {
+    const std::int64_t group = sh.hq / sh.hkv;
+    for (std::int64_t b = 0; b < sh.batch; ++b) {
+      const std::int64_t len = lengths[b];
+      for (std::int64_t h = 0; h < sh.hkv; ++h) {
+        for (std::int64_t t = 0; t < len; ++t) {
+          const std::int64_t page = table[b * pps + t / sh.page];
+          for (std::int64_t d = 0; d < sh.dim; ++d) {
+            float kx = static_cast<float>(args.k_pages(h, page, t % sh.page, d));
+            float vx = static_cast<float>(args.v_pages(h, page, t % sh.page, d));
+            if constexpr (std::is_same<KV, std::int8_t>::value) {
+              kx = kx * args.k_scales(h, page, t % sh.page, 0) / 127.5f;
+              vx = vx * args.v_scales(h, page, t % sh.page, 0) / 127.5f;
+            }
+            k_dense(t, d) = kx;
+            v_dense(t, d) = vx;
+          }
+        }
+        for (std::int64_t g = 0; g < group; ++g) {
+          const std::int64_t qh = h * group + g;
+          Eigen::Map<const Eigen::VectorXf> qv(q.data() + (b * sh.hq + qh) * sh.dim, sh.dim);
+          Eigen::VectorXf logits = (k_dense.topRows(len) * qv) * args.sm_scale;
+          logits = (logits.array() - logits.maxCoeff()).exp();
+          logits /= logits.sum();
+          Eigen::Map<Eigen::VectorXf>(out.data() + (b * sh.hq + qh) * sh.dim, sh.dim) =
+              v_dense.topRows(len).transpose() * logits;
+        }
+      }
+    }
+  }
+};
+
+template <class KV>
+void run(benchmark::State& state, const Shape& sh, int variant) {
+  Fixture<KV> f(sh);
+  const double probe = probe_read_bandwidth<KV>({&f.k, &f.v});
+  Eigen::MatrixXf k_dense(sh.context, sh.dim), v_dense(sh.context, sh.dim);
+  k_dense.setZero();
+  v_dense.setZero();
+  const auto start = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    if (variant == 0) f.grouped();
+    else if (variant == 1) f.per_head();
+    else f.naive(k_dense, v_dense);
+    benchmark::DoNotOptimize(f.out.data());
+    benchmark::ClobberMemory();
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double bytes = f.kv_bytes();
+  const double gbps = bytes / 1e9 / (seconds / static_cast<double>(state.iterations()));
+  state.counters["GBps"] = gbps;
+  state.counters["probe_GBps"] = probe;
+  state.counters["frac_probe"] = gbps / probe;
+  state.counters["KV_MiB"] = bytes / (1 << 20);
+  state.SetLabel(variant == 0 ? "grouped" : variant == 1 ? "per_head" : "naive");
+}
+
+void BM_PagedDecode(benchmark::State& state) {
+  const int variant = static_cast<int>(state.range(0));
+  const Shape sh{state.range(1), state.range(2), state.range(3), state.range(4), state.range(5),
+                 state.range(6)};
+  switch (state.range(7)) {
+    case 0: run<float>(state, sh, variant); break;
+    case 1: run<Eigen::bfloat16>(state, sh, variant); break;
+    default: run<std::int8_t>(state, sh, variant); break;
+  }
+}
+
+void ReferenceShape(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"variant", "B", "Hq", "Hkv", "D", "page", "ctx", "dtype"});
+  // The reference shape, every variant, pages of 16 and 64 (f32).
+  for (std::int64_t page : {16, 64})
+    for (std::int64_t variant : {0, 1, 2}) b->Args({variant, 8, 32, 8, 128, page, 4096, 0});
+  // KV dtypes at the reference shape (grouped).
+  for (std::int64_t dtype : {1, 2}) b->Args({0, 8, 32, 8, 128, 16, 4096, dtype});
+  // Group sizes and head dims (grouped vs per_head).
+  for (std::int64_t g : {1, 2, 4, 8})
+    for (std::int64_t variant : {0, 1}) b->Args({variant, 4, 8 * g, 8, 128, 16, 4096, 0});
+  for (std::int64_t d : {64, 256}) b->Args({0, 8, 32, 8, d, 16, 4096, 0});
+  // Context: short, reference, and a long one whose per-(seq, KV head) slice leaves the cache.
+  for (std::int64_t ctx : {512, 32768})
+    for (std::int64_t variant : {0, 1}) b->Args({variant, 1, 32, 8, 128, 16, ctx, 0});
+}
+
+BENCHMARK(BM_PagedDecode)->Apply(ReferenceShape)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

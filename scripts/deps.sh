@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Makes sure the Debian/Ubuntu packages attnref's build needs are installed. As root it installs
+# what is missing with apt-get; otherwise it prints the exact command and exits 1.
+# Usage: scripts/deps.sh [extra packages...]
+set -euo pipefail
+packages=(cmake ninja-build g++ libeigen3-dev libgtest-dev libbenchmark-dev "$@")
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -eq 0 ]; then
+  echo "attnref: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "attnref: missing packages. Install them with:" >&2
+  echo "  sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi

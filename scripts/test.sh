@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Quick start 2: builds and runs the whole test suite in every configuration CI checks:
+# Debug, Release (with benchmarks and examples built), C++20, and ASan+UBSan.
+# Usage: scripts/test.sh [preset ...]   (default: debug release cxx20 asan)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+presets=("$@")
+[ ${#presets[@]} -gt 0 ] || presets=(debug release cxx20 asan)
+for preset in "${presets[@]}"; do
+  echo "=== attnref: $preset ==="
+  cmake --preset "$preset" >/dev/null
+  cmake --build --preset "$preset"
+  ctest --preset "$preset"
+done
