@@ -165,7 +165,9 @@ TEST(MaskInfo, RandomMasksRoundTripIncludingRaggedBlocks) {
       for (std::int64_t kv = 0; kv < c.skv; ++kv)
         ASSERT_EQ(from_info(info, 0, q, kv), data[static_cast<size_t>(q * c.skv + kv)] != 0)
             << q << "," << kv;
-    if (info.num_q_blocks > 1 && info.num_kv_blocks > 1) EXPECT_EQ(info.kind(0, 0, 0), BlockKind::kFull);
+    if (info.num_q_blocks > 1 && info.num_kv_blocks > 1) {
+      EXPECT_EQ(info.kind(0, 0, 0), BlockKind::kFull);
+    }
     // Patterns are unique.
     for (std::int64_t a = 0; a < info.num_partial_blocks(); ++a)
       for (std::int64_t b = a + 1; b < info.num_partial_blocks(); ++b)

@@ -13,5 +13,6 @@
 #include "attnref/validate/heads.hpp"
 #include "attnref/validate/model_config.hpp"
 #include "attnref/validate/paged.hpp"
+#include "attnref/validate/splash.hpp"
 #include "attnref/validate/ragged.hpp"
 #include "attnref/version.hpp"
