@@ -1,0 +1,28 @@
+// The README's error catalogue must name every error code: a new code without documentation
+// fails here.
+#include <gtest/gtest.h>
+
+#include <attnref/core/status.hpp>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+TEST(ErrorCatalogue, ReadmeNamesEveryErrorCode) {
+  std::ifstream file(std::string(ATTNREF_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(file.good()) << "README.md not found";
+  std::stringstream text;
+  text << file.rdbuf();
+  const std::string readme = text.str();
+  const auto catalogue = readme.find("## Error catalogue");
+  ASSERT_NE(catalogue, std::string::npos);
+  for (int c = 1; c <= static_cast<int>(attnref::ErrorCode::kBadFile); ++c) {
+    const std::string name =
+        std::string("`") + attnref::error_code_name(static_cast<attnref::ErrorCode>(c)) + "`";
+    EXPECT_NE(readme.find(name, catalogue), std::string::npos) << name << " is not in the catalogue";
+  }
+}
+
+}  // namespace
