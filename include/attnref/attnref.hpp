@@ -5,3 +5,4 @@
 
 #include "attnref/validate.hpp"
 #include "attnref/kernels/paged_attention.hpp"
+#include "attnref/kernels/ragged_paged_attention.hpp"

@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file ragged_paged_attention.hpp
+/// Ragged paged attention on the CPU: prefill and decode sequences in one ragged batch over one
+/// shared page pool, the exact math of JAX's `ragged_paged_attention` (spec §4.4) with f32
+/// accumulation (f64 for double inputs).
+///
+/// Example:
+/// @code
+///   attnref::RaggedPagedAttentionArgs<float> args;     // views over the engine's buffers
+///   args.q = {q.data(), {max_tokens, 32, 128}};          // [T, Hq, D]
+///   args.kv_pages = {kv.data(), {pages, 16, 16, 128}};   // [P, S, 2*Hkv, D]
+///   args.kv_lens = {kv_lens.data(), {max_seqs}};
+///   args.page_indices = {table.data(), {max_seqs, pages_per_seq}};
+///   args.cu_q_lens = {cu.data(), {max_seqs + 1}};
+///   args.num_seqs_value = live_seqs;
+///   args.sm_scale = 1.0f / std::sqrt(128.0f);
+///   std::vector<float> out(q.size());
+///   attnref::ragged_paged_attention(args, {out.data(), {max_tokens, 32, 128}});  // throws
+/// @endcode
+///
+/// How it runs: for each live sequence and each KV head, the G query heads sharing that KV head
+/// and all q_len rows of the sequence form one (q_len * G) x D row block. K/V are gathered a
+/// block of pages at a time (only the tokens some row can see: never past kv_len, never before
+/// the earliest sliding window, never an unused page), each page once per group, and folded in
+/// with an online softmax. Decode rows (q_len 1) and prefill rows share this code.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "attnref/core/error.hpp"
+#include "attnref/core/profile.hpp"
+#include "attnref/core/status.hpp"
+#include "attnref/core/tensor_view.hpp"
+#include "attnref/kernels/detail/convert.hpp"
+#include "attnref/validate/ragged.hpp"
+
+namespace attnref {
+
+namespace detail {
+
+/// Keys gathered per block: a multiple of the page size near 128 tokens.
+inline std::int64_t ragged_block_tokens(std::int64_t page_size) noexcept {
+  const std::int64_t pages = page_size >= 128 ? 1 : (128 + page_size - 1) / page_size;
+  return pages * page_size;
+}
+
+/// Output view check: the shape of q, and a valid view.
+template <class Q, class KV, class Index>
+Status check_ragged_out(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
+                        const TensorView<Q, 3>& out) {
+  const auto& e = out.extents;
+  const auto& q = a.q.extents;
+  if (e[0] != q[0] || e[1] != q[1] || e[2] != q[2]) {
+    return Status(ErrorCode::kShapeMismatch, "",
+                  "out has shape ({0}, {1}, {2}); expected q's shape ({3}, {4}, {5})",
+                  "the output has one row per q row, padding rows included (they are zeroed)",
+                  {e[0], e[1], e[2], q[0], q[1], q[2]}, {}, "out");
+  }
+  return check_view(out, "out");
+}
+
+/// Reads one K or V element as the accumulator type, dequantized as JAX does when a scale is
+/// given: `q_dtype(float(x) * scale)`.
+template <class Acc, class Q, class KV>
+inline Acc load_kv(const KV& x, bool scaled, float scale) noexcept {
+  if (!scaled) return load_as<Acc>(x);
+  if constexpr (std::is_same<Q, double>::value) {
+    return load_as<double>(x) * static_cast<double>(scale);
+  } else {
+    const float v = load_as<float>(x) * scale;
+    return load_as<Acc>(store_as<Q>(v));
+  }
+}
+
+template <class Q, class KV, class Index>
+void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
+                                 const TensorView<Q, 3>& out) {
+  using Acc = AccumulatorOf<Q, KV>;
+  using Matrix = Eigen::Matrix<Acc, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Vector = Eigen::Matrix<Acc, Eigen::Dynamic, 1>;
+
+  const std::int64_t tokens = a.max_num_batched_tokens();
+  const std::int64_t hq = a.num_q_heads();
+  const std::int64_t hkv = a.num_kv_heads();
+  const std::int64_t dim = a.head_dim();
+  const std::int64_t page_size = a.page_size();
+  const std::int64_t group = group_size(hq, hkv);
+  const std::int64_t n = a.num_seqs_count();
+  const std::int64_t live_rows = a.cu_q_lens(n);
+  const Acc scale = static_cast<Acc>(a.sm_scale);
+  const bool capped = a.soft_cap.has_value();
+  const Acc cap = capped ? static_cast<Acc>(*a.soft_cap) : Acc(1);
+  const bool window = a.sliding_window.has_value();
+  const std::int64_t w = window ? *a.sliding_window : 0;
+  const bool k_scaled = a.k_scale.has_value();
+  const bool v_scaled = a.v_scale.has_value();
+  const float k_scale = k_scaled ? *a.k_scale : 1.0f;
+  const float v_scale = v_scaled ? *a.v_scale : 1.0f;
+  const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
+
+  // Padding rows are defined as zero.
+  for (std::int64_t t = live_rows; t < tokens; ++t)
+    for (std::int64_t h = 0; h < hq; ++h)
+      for (std::int64_t d = 0; d < dim; ++d) out(t, h, d) = store_as<Q>(Acc(0));
+
+  std::int64_t max_q_len = 0;
+  for (std::int64_t i = 0; i < n; ++i)
+    max_q_len = std::max<std::int64_t>(max_q_len, a.cu_q_lens(i + 1) - a.cu_q_lens(i));
+  if (max_q_len == 0) return;
+
+  const std::int64_t block = ragged_block_tokens(page_size);
+  const Eigen::Index d_idx = static_cast<Eigen::Index>(dim);
+  Matrix q_block(static_cast<Eigen::Index>(max_q_len * group), d_idx);
+  Matrix acc(q_block.rows(), d_idx);
+  Vector m(q_block.rows()), l(q_block.rows());
+  Matrix k_block(static_cast<Eigen::Index>(block), d_idx);
+  Matrix v_block(static_cast<Eigen::Index>(block), d_idx);
+  Matrix s(q_block.rows(), static_cast<Eigen::Index>(block));
+  Vector alpha(q_block.rows());
+  const bool q_contiguous = a.q.strides[2] == 1;
+  const bool kv_contiguous = a.kv_pages.strides[3] == 1;
+
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t row0 = a.cu_q_lens(i);
+    const std::int64_t q_len = a.cu_q_lens(i + 1) - row0;
+    const std::int64_t kv_len = a.kv_lens(i);
+    if (q_len == 0) continue;
+    const std::int64_t first_pos = kv_len - q_len;  // position of row 0
+    // Keys any row can see: [key_lo, kv_len).
+    const std::int64_t key_lo = window ? std::max<std::int64_t>(0, first_pos - w + 1) : 0;
+    const Eigen::Index rows = static_cast<Eigen::Index>(q_len * group);
+
+    for (std::int64_t h = 0; h < hkv; ++h) {
+      // Row r * G + g holds query head h * G + g of token row0 + r.
+      for (std::int64_t r = 0; r < q_len; ++r) {
+        for (std::int64_t g = 0; g < group; ++g) {
+          const std::int64_t qh = h * group + g;
+          Acc* dst = q_block.row(static_cast<Eigen::Index>(r * group + g)).data();
+          if (q_contiguous) {
+            const Q* src = &a.q(row0 + r, qh, 0);
+            for (std::int64_t d = 0; d < dim; ++d) dst[d] = load_as<Acc>(src[d]);
+          } else {
+            for (std::int64_t d = 0; d < dim; ++d) dst[d] = load_as<Acc>(a.q(row0 + r, qh, d));
+          }
+        }
+      }
+      acc.topRows(rows).setZero();
+      m.head(rows).setConstant(neg_inf);
+      l.head(rows).setZero();
+
+      // Blocks aligned to page boundaries, starting at the page holding key_lo.
+      for (std::int64_t c0 = key_lo - key_lo % page_size; c0 < kv_len; c0 += block) {
+        const std::int64_t lo = std::max(c0, key_lo);
+        const std::int64_t hi = std::min(c0 + block, kv_len);
+        // Rows that see any key in [lo, hi): pos >= lo and pos - w < hi - 1.
+        std::int64_t r_lo = std::max<std::int64_t>(0, lo - first_pos);
+        std::int64_t r_hi = q_len;
+        if (window) r_hi = std::min(r_hi, hi - 1 + w - first_pos);
+        if (r_lo >= r_hi) continue;
+        const Eigen::Index nk = static_cast<Eigen::Index>(hi - lo);
+        // Gather K and V of keys [lo, hi), page by page.
+        for (std::int64_t c = lo; c < hi;) {
+          const std::int64_t page = a.page_indices(i, c / page_size);
+          const std::int64_t slot0 = c % page_size;
+          const std::int64_t run = std::min(page_size - slot0, hi - c);
+          for (std::int64_t t = 0; t < run; ++t) {
+            Acc* kd = k_block.row(static_cast<Eigen::Index>(c - lo + t)).data();
+            Acc* vd = v_block.row(static_cast<Eigen::Index>(c - lo + t)).data();
+            if (kv_contiguous) {
+              const KV* ks = &a.kv_pages(page, slot0 + t, 2 * h, 0);
+              const KV* vs = &a.kv_pages(page, slot0 + t, 2 * h + 1, 0);
+              for (std::int64_t d = 0; d < dim; ++d) {
+                kd[d] = load_kv<Acc, Q>(ks[d], k_scaled, k_scale);
+                vd[d] = load_kv<Acc, Q>(vs[d], v_scaled, v_scale);
+              }
+            } else {
+              for (std::int64_t d = 0; d < dim; ++d) {
+                kd[d] = load_kv<Acc, Q>(a.kv_pages(page, slot0 + t, 2 * h, d), k_scaled, k_scale);
+                vd[d] = load_kv<Acc, Q>(a.kv_pages(page, slot0 + t, 2 * h + 1, d), v_scaled,
+                                        v_scale);
+              }
+            }
+          }
+          c += run;
+        }
+        const Eigen::Index br = static_cast<Eigen::Index>(r_lo * group);
+        const Eigen::Index nr = static_cast<Eigen::Index>((r_hi - r_lo) * group);
+        auto logits = s.block(0, 0, nr, nk);
+        logits.noalias() = q_block.middleRows(br, nr) * k_block.topRows(nk).transpose();
+        for (Eigen::Index row = 0; row < nr; ++row) {
+          const std::int64_t r = r_lo + static_cast<std::int64_t>(row) / group;
+          const std::int64_t pos = first_pos + r;
+          // Visible keys of this row inside [lo, hi): [vis_lo, vis_hi).
+          const std::int64_t vis_hi = std::min(hi, pos + 1);
+          const std::int64_t vis_lo = window ? std::max(lo, pos - w + 1) : lo;
+          Acc* x = logits.row(row).data();
+          const Eigen::Index gr = br + row;
+          if (vis_lo >= vis_hi) {  // nothing visible here: leave the row's state alone
+            for (Eigen::Index j = 0; j < nk; ++j) x[j] = Acc(0);
+            alpha[row] = Acc(1);
+            continue;
+          }
+          Acc row_max = neg_inf;
+          for (std::int64_t c = vis_lo; c < vis_hi; ++c) {
+            Acc v = x[c - lo] * scale;
+            if (capped) v = cap * std::tanh(v / cap);
+            x[c - lo] = v;
+            row_max = std::max(row_max, v);
+          }
+          const Acc m_new = std::max(m[gr], row_max);
+          const Acc a_row = std::exp(m[gr] - m_new);  // exp(-inf) = 0 on the first block
+          Acc sum = 0;
+          for (std::int64_t c = lo; c < hi; ++c) {
+            Acc p = Acc(0);
+            if (c >= vis_lo && c < vis_hi) p = std::exp(x[c - lo] - m_new);
+            x[c - lo] = p;
+            sum += p;
+          }
+          l[gr] = a_row * l[gr] + sum;
+          m[gr] = m_new;
+          alpha[row] = a_row;
+        }
+        auto acc_rows = acc.middleRows(br, nr);
+        acc_rows = alpha.head(nr).asDiagonal() * acc_rows;
+        acc_rows.noalias() += logits * v_block.topRows(nk);
+      }
+
+      // Normalize and store. Every row sees at least its own position (q_len <= kv_len).
+      for (std::int64_t r = 0; r < q_len; ++r) {
+        for (std::int64_t g = 0; g < group; ++g) {
+          const Eigen::Index row = static_cast<Eigen::Index>(r * group + g);
+          const Acc inv = l[row] > Acc(0) ? Acc(1) / l[row] : Acc(0);
+          const std::int64_t qh = h * group + g;
+          for (std::int64_t d = 0; d < dim; ++d)
+            out(row0 + r, qh, d) = store_as<Q>(acc(row, static_cast<Eigen::Index>(d)) * inv);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
+/// Runs ragged paged attention without validating: for callers that ran `check_ragged` (any
+/// profile) and `out`'s shape check once and reuse the same metadata. Inputs that fail the
+/// checks are undefined behaviour (out-of-range reads).
+/// `out`: [max_num_batched_tokens, num_q_heads, head_dim]; rows at or past
+/// `cu_q_lens[num_seqs]` are written as zero.
+template <class Q, class KV, class Index>
+void ragged_paged_attention_unchecked(const RaggedPagedAttentionArgs<Q, KV, Index>& args,
+                                      TensorView<Q, 3> out) {
+  detail::ragged_paged_attention_impl(args, out);
+}
+
+/// Validates (`check_ragged` with `Profile::kReference`, then `out`'s shape), then runs.
+/// Returns the first failed check; `out` is untouched on error.
+template <class Q, class KV, class Index>
+Status try_ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV, Index>& args,
+                                  TensorView<Q, 3> out) {
+  ATTNREF_RETURN_IF_ERROR(check_ragged(args, Profile::kReference));
+  ATTNREF_RETURN_IF_ERROR(detail::check_ragged_out(args, out));
+  detail::ragged_paged_attention_impl(args, out);
+  return Status();
+}
+
+/// Validates, then runs; throws `ShapeError` (or calls the error handler) on invalid input.
+template <class Q, class KV, class Index>
+void ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV, Index>& args,
+                            TensorView<Q, 3> out) {
+  throw_if_error(try_ragged_paged_attention(args, out));
+}
+
+}  // namespace attnref
