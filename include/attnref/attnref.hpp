@@ -5,4 +5,6 @@
 
 #include "attnref/validate.hpp"
 #include "attnref/kernels/paged_attention.hpp"
+#include "attnref/kernels/splash_attention.hpp"
+#include "attnref/masks/mask_info.hpp"
 #include "attnref/kernels/ragged_paged_attention.hpp"

@@ -174,8 +174,11 @@ inline Status check_splash_heads(std::int64_t num_q_heads, std::int64_t num_kv_h
 /// Forward checks, O(1). Order: S3, S4, S5, S6 (JAX's), S7, S8 (`kJax`), S9, S10, S11, then the
 /// mask (its own checks, head count, shape vs (Sq, Skv), M3..M7 under `kJax`), then attnref's
 /// safety checks (views, block sizes, soft cap, mask value, sm_scale).
-template <class Q, class KV, class M>
-Status check_splash(const SplashAttentionArgs<Q, KV>& a, const M& mask, Profile profile) {
+namespace detail {
+
+/// JAX's forward input checks S3..S11 (S7, S8 under `kJax`) and block-size positivity.
+template <class Q, class KV>
+Status check_splash_inputs(const SplashAttentionArgs<Q, KV>& a, Profile profile) {
   const auto& q = a.q.extents;
   const auto& k = a.k.extents;
   const auto& v = a.v.extents;
@@ -247,6 +250,43 @@ Status check_splash(const SplashAttentionArgs<Q, KV>& a, const M& mask, Profile 
                   "JAX asserts sinks.shape == (num_q_heads,) without a message",
                   {a.sinks.extents[0], q[0]});
   }
+  return Status();
+}
+
+/// attnref's safety checks on views and options (no JAX id).
+template <class Q, class KV>
+Status check_splash_safety(const SplashAttentionArgs<Q, KV>& a) {
+  const auto& q = a.q.extents;
+  const auto& k = a.k.extents;
+  const auto& v = a.v.extents;
+  ATTNREF_RETURN_IF_ERROR(check_view(a.q, "q"));
+  ATTNREF_RETURN_IF_ERROR(check_view(a.k, "k"));
+  ATTNREF_RETURN_IF_ERROR(check_view(a.v, "v"));
+  ATTNREF_RETURN_IF_ERROR(check_view(a.q_segment_ids, "q_segment_ids"));
+  ATTNREF_RETURN_IF_ERROR(check_view(a.kv_segment_ids, "kv_segment_ids"));
+  ATTNREF_RETURN_IF_ERROR(check_view(a.sinks, "sinks"));
+  ATTNREF_RETURN_IF_ERROR(check_heads(q[0], a.is_mqa ? 1 : k[0], "S5"));
+  if (q[2] <= 0 || v[2] <= 0) {
+    return Status(ErrorCode::kInvalidHeadDim, "", "head_dim must be positive. Got {0} (qk) and {1} (v).",
+                  "head_dim is the size of one head's vectors, e.g. 64 or 128", {q[2], v[2]});
+  }
+  ATTNREF_RETURN_IF_ERROR(detail::check_soft_cap(a.soft_cap));
+  ATTNREF_RETURN_IF_ERROR(detail::check_mask_value(a.mask_value));
+  ATTNREF_RETURN_IF_ERROR(detail::check_sm_scale(a.sm_scale));
+  return Status();
+}
+
+}  // namespace detail
+
+/// Forward checks, O(1). Order: S3, S4, S5, S6 (JAX's), S7, S8 (`kJax`), S9, S10, S11, then the
+/// mask (its own checks, head count, shape vs (Sq, Skv), M3..M7 under `kJax`), then attnref's
+/// safety checks (views, block sizes, soft cap, mask value, sm_scale).
+template <class Q, class KV, class M>
+Status check_splash(const SplashAttentionArgs<Q, KV>& a, const M& mask, Profile profile) {
+  ATTNREF_RETURN_IF_ERROR(detail::check_splash_inputs(a, profile));
+  const auto& q = a.q.extents;
+  const auto& k = a.k.extents;
+  const SplashBlockSizes& b = a.block_sizes;
   // The mask: its own checks, then head count and shape against q/k (JAX checks neither).
   ATTNREF_RETURN_IF_ERROR(check_mask(mask));
   const std::int64_t mask_heads = mask_num_heads(mask);
@@ -265,22 +305,38 @@ Status check_splash(const SplashAttentionArgs<Q, KV>& a, const M& mask, Profile 
   }
   ATTNREF_RETURN_IF_ERROR(
       check_mask_blocks(q[1], k[1], mask_heads, b.block_q, b.block_kv, profile, a.sharding));
-  // attnref's safety checks (no JAX id).
-  ATTNREF_RETURN_IF_ERROR(check_view(a.q, "q"));
-  ATTNREF_RETURN_IF_ERROR(check_view(a.k, "k"));
-  ATTNREF_RETURN_IF_ERROR(check_view(a.v, "v"));
-  ATTNREF_RETURN_IF_ERROR(check_view(a.q_segment_ids, "q_segment_ids"));
-  ATTNREF_RETURN_IF_ERROR(check_view(a.kv_segment_ids, "kv_segment_ids"));
-  ATTNREF_RETURN_IF_ERROR(check_view(a.sinks, "sinks"));
-  ATTNREF_RETURN_IF_ERROR(check_heads(q[0], a.is_mqa ? 1 : k[0], "S5"));
-  if (q[2] <= 0 || v[2] <= 0) {
-    return Status(ErrorCode::kInvalidHeadDim, "", "head_dim must be positive. Got {0} (qk) and {1} (v).",
-                  "head_dim is the size of one head's vectors, e.g. 64 or 128", {q[2], v[2]});
+  return detail::check_splash_safety(a);
+}
+
+/// Forward checks against a pre-built MaskInfo (the mask itself was checked when it was built):
+/// JAX's input checks, then the MaskInfo's fit to this call (heads 1 or Hq, (Sq, Skv), the
+/// forward block sizes), then the safety checks.
+template <class Q, class KV>
+Status check_splash(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, Profile profile) {
+  ATTNREF_RETURN_IF_ERROR(detail::check_splash_inputs(a, profile));
+  const auto& q = a.q.extents;
+  const auto& k = a.k.extents;
+  if (info.num_heads != 1 && info.num_heads != q[0]) {
+    return Status(ErrorCode::kMaskHeadCount, "",
+                  "the mask has {0} heads; expected 1 (shared by all heads) or num_q_heads={1}",
+                  "give one mask per query head, or a single mask for all of them",
+                  {info.num_heads, q[0]});
   }
-  ATTNREF_RETURN_IF_ERROR(detail::check_soft_cap(a.soft_cap));
-  ATTNREF_RETURN_IF_ERROR(detail::check_mask_value(a.mask_value));
-  ATTNREF_RETURN_IF_ERROR(detail::check_sm_scale(a.sm_scale));
-  return Status();
+  if (info.q_seq_len != q[1] || info.kv_seq_len != k[1]) {
+    return Status(ErrorCode::kMaskShape, "",
+                  "mask shape ({0}, {1}) does not match (q_seq_len, kv_seq_len) = ({2}, {3})",
+                  "build the mask with shape (q_seq_len, kv_seq_len) = ({2}, {3})",
+                  {info.q_seq_len, info.kv_seq_len, q[1], k[1]});
+  }
+  if (info.block_q != a.block_sizes.block_q || info.block_kv != a.block_sizes.block_kv) {
+    return Status(ErrorCode::kInvalidBlockSize, "",
+                  "the MaskInfo was built for blocks ({0}, {1}) but block_sizes say ({2}, {3})",
+                  "build the MaskInfo with (block_q, block_kv) of this call",
+                  {info.block_q, info.block_kv, a.block_sizes.block_q, a.block_sizes.block_kv});
+  }
+  ATTNREF_RETURN_IF_ERROR(
+      check_mask_blocks(q[1], k[1], info.num_heads, info.block_q, info.block_kv, profile, a.sharding));
+  return detail::check_splash_safety(a);
 }
 
 /// Backward checks, O(1): the forward checks, then S15 (backward blocks given) and S1 (no dq
