@@ -222,3 +222,54 @@ TEST(PagedKernel, InvalidInputReturnsAnErrorAndLeavesOutputUntouched) {
 }
 
 }  // namespace
+
+namespace {
+
+/// Runs the kernel on a fixed batch with an executor; returns the f32 output.
+template <class Executor>
+std::vector<float> run_with(const LogicalBatch& lb, Executor&& executor) {
+  const Shape& sh = lb.shape;
+  std::vector<float> q(lb.q.begin(), lb.q.end()), k(lb.k.begin(), lb.k.end()),
+      v(lb.v.begin(), lb.v.end());
+  std::vector<std::int32_t> lengths(lb.lengths.begin(), lb.lengths.end());
+  std::vector<std::int32_t> table(lb.table.begin(), lb.table.end());
+  attnref::PagedAttentionArgs<float> args;
+  args.q = {q.data(), {sh.batch, sh.hq, sh.dim}};
+  args.k_pages = {k.data(), {sh.hkv, lb.total_pages, sh.page_size, sh.dim}};
+  args.v_pages = {v.data(), {sh.hkv, lb.total_pages, sh.page_size, sh.dim}};
+  args.lengths = {lengths.data(), {sh.batch}};
+  args.page_indices = {table.data(), {sh.batch, sh.pages_per_seq}};
+  std::vector<float> out(q.size(), kNaN);
+  attnref::paged_attention(args, TensorView<float, 3>(out.data(), {sh.batch, sh.hq, sh.dim}),
+                           executor);
+  return out;
+}
+
+TEST(PagedKernelThreads, AnyThreadCountGivesTheSameResultWithinRounding) {
+  std::mt19937 rng(77);
+  // Few (sequence, KV head) items, long sequences: more threads than items forces split-KV.
+  for (const Shape& shape : {Shape{1, 4, 1, 64, 16, 40, 0}, Shape{6, 8, 2, 32, 4, 5, 3},
+                             Shape{2, 16, 1, 16, 1, 33, 2}}) {
+    const LogicalBatch lb = paged_test::make_batch(shape, rng);
+    const std::vector<double> want = paged_test::reference(lb, 1.0, std::nullopt);
+    const auto to_d = [](float x) { return double(x); };
+    const std::vector<float> serial = run_with(lb, attnref::SerialExecutor{});
+    EXPECT_LE(paged_test::worst_ratio(serial, want, 1e-4, 1e-4, to_d), 1.0);
+    for (int threads : {2, 3, 8}) {
+      attnref::ThreadPoolExecutor pool(threads);
+      const std::vector<float> got = run_with(lb, pool);
+      EXPECT_LE(paged_test::worst_ratio(got, want, 1e-4, 1e-4, to_d), 1.0) << threads;
+      EXPECT_LE(paged_test::worst_ratio(got, std::vector<double>(serial.begin(), serial.end()),
+                                        1e-5, 1e-5, to_d),
+                1.0)
+          << threads << " threads vs serial";
+    }
+    // An engine's own parallel_for, here a plain loop that claims 4-way concurrency.
+    auto external = attnref::make_executor(4, [](std::int64_t n, const auto& fn) {
+      for (std::int64_t i = n; i-- > 0;) fn(i);  // any order
+    });
+    EXPECT_LE(paged_test::worst_ratio(run_with(lb, external), want, 1e-4, 1e-4, to_d), 1.0);
+  }
+}
+
+}  // namespace

@@ -25,73 +25,159 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include <Eigen/Core>
 
+#include "attnref/core/checked_math.hpp"
 #include "attnref/core/error.hpp"
+#include "attnref/core/executor.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
 #include "attnref/kernels/detail/convert.hpp"
 #include "attnref/kernels/detail/online_softmax.hpp"
+#include "attnref/kernels/detail/tile_products.hpp"
 #include "attnref/validate/paged.hpp"
 
 namespace attnref {
 namespace detail {
 
+/// Per-thread scratch of the paged kernel: sized by one group and one page, never by the cache.
+/// Kept thread_local and reused across calls, so a steady-state call allocates nothing.
 template <class Acc>
-using ConstTile = Eigen::Map<const RowMajorMatrix<Acc>, Eigen::Unaligned, Eigen::OuterStride<>>;
+struct PagedScratch {
+  std::vector<Acc> q, scores, k, v;  // [G, D], [G, S], [S, D], [S, D]
+  OnlineSoftmax<Acc> state;
+  void reserve(std::int64_t group, std::int64_t dim, std::int64_t page_size) {
+    q.resize(static_cast<size_t>(group * dim));
+    scores.resize(static_cast<size_t>(group * page_size));
+    k.resize(static_cast<size_t>(page_size * dim));
+    v.resize(static_cast<size_t>(page_size * dim));
+  }
+};
 
-/// The first `rows` token rows of page `page` of KV head `head`, as an Acc matrix [rows, D].
-/// Float pages already in Acc with unit dim stride are mapped in place; anything else (other
-/// dtypes, int8 dequantization, bf16 rounding, strided dims) is converted into `scratch`.
+/// Hints the hardware to fetch `rows` rows of `row_bytes` bytes each, `stride` elements apart.
+template <class T>
+inline void prefetch_rows(const T* base, std::int64_t rows, std::int64_t stride,
+                          std::int64_t row_bytes) {
+#if defined(__GNUC__) || defined(__clang__)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const char* row = reinterpret_cast<const char*>(base + r * stride);
+    for (std::int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(row + off);
+  }
+#else
+  (void)base, (void)rows, (void)stride, (void)row_bytes;
+#endif
+}
+
+/// The first `rows` token rows of page `page` of KV head `head` as contiguous-dim Acc rows:
+/// returns the first row and sets `*ld` to the row stride. Float pages already in Acc with unit
+/// dim stride are used in place; anything else (other dtypes, int8 dequantization, bf16
+/// rounding, strided dims) is converted into `scratch` [rows, D].
 template <class Acc, class KV>
-ConstTile<Acc> page_tile(const TensorView<const KV, 4>& pages,
-                         const TensorView<const float, 4>& scales, std::int64_t head,
-                         std::int64_t page, std::int64_t rows, bool round_to_bf16_first,
-                         RowMajorMatrix<Acc>& scratch) {
+const Acc* page_rows(const TensorView<const KV, 4>& pages, const TensorView<const float, 4>& scales,
+                     std::int64_t head, std::int64_t page, std::int64_t rows,
+                     bool round_to_bf16_first, Acc* scratch, std::int64_t* ld) {
   const std::int64_t dim = pages.extents[3];
   const KV* base = pages.data + head * pages.strides[0] + page * pages.strides[1];
   if constexpr (std::is_same<KV, Acc>::value) {
-    if (!round_to_bf16_first && pages.strides[3] == 1)
-      return ConstTile<Acc>(base, rows, dim, Eigen::OuterStride<>(pages.strides[2]));
-  }
-  for (std::int64_t t = 0; t < rows; ++t) {
-    const KV* row = base + t * pages.strides[2];
-    for (std::int64_t d = 0; d < dim; ++d) {
-      const KV w = row[d * pages.strides[3]];
-      Acc x;
-      if constexpr (std::is_same<KV, std::int8_t>::value) {
-        const std::int64_t sd = scales.extents[3] == 1 ? 0 : d;
-        x = static_cast<Acc>(dequantize_int8(w, scales(head, page, t, sd)));
-      } else {
-        x = load_as<Acc>(w);
-        if (round_to_bf16_first) x = static_cast<Acc>(round_to_bf16(static_cast<float>(x)));
-      }
-      scratch(t, d) = x;
+    if (!round_to_bf16_first && pages.strides[3] == 1) {
+      *ld = pages.strides[2];
+      return base;
     }
   }
-  return ConstTile<Acc>(scratch.data(), rows, dim, Eigen::OuterStride<>(scratch.cols()));
+  using AccRow = Eigen::Array<Acc, Eigen::Dynamic, 1>;
+  for (std::int64_t t = 0; t < rows; ++t) {
+    const KV* row = base + t * pages.strides[2];
+    Eigen::Map<AccRow> dst(scratch + t * dim, dim);
+    if (pages.strides[3] == 1) {
+      const Eigen::Map<const Eigen::Array<KV, Eigen::Dynamic, 1>> src(row, dim);
+      if constexpr (std::is_same<KV, std::int8_t>::value) {
+        const float* s = &scales(head, page, t, 0);
+        if (scales.extents[3] == 1) {
+          dst = ((src.template cast<float>() * s[0]) / 127.5f).template cast<Acc>();
+        } else {
+          const Eigen::Map<const Eigen::ArrayXf, 0, Eigen::InnerStride<>> sv(
+              s, dim, Eigen::InnerStride<>(scales.strides[3]));
+          dst = ((src.template cast<float>() * sv) / 127.5f).template cast<Acc>();
+        }
+      } else {
+        dst = src.template cast<Acc>();
+      }
+    } else {
+      for (std::int64_t d = 0; d < dim; ++d) {
+        const KV w = row[d * pages.strides[3]];
+        if constexpr (std::is_same<KV, std::int8_t>::value) {
+          const std::int64_t sd = scales.extents[3] == 1 ? 0 : d;
+          dst[d] = static_cast<Acc>(dequantize_int8(w, scales(head, page, t, sd)));
+        } else {
+          dst[d] = load_as<Acc>(w);
+        }
+      }
+    }
+    if constexpr (!std::is_same<KV, std::int8_t>::value) {
+      if (round_to_bf16_first)
+        for (std::int64_t d = 0; d < dim; ++d)
+          dst[d] = static_cast<Acc>(round_to_bf16(static_cast<float>(dst[d])));
+    }
+  }
+  *ld = dim;
+  return scratch;
 }
 
-/// Scores of a block of query rows against a tile: scores[r, t] = cap(sm_scale * q_r . k_t).
-template <class Acc, class QBlock, class Tile, class Scores>
-void tile_scores(const QBlock& q, const Tile& k, Acc sm_scale, const std::optional<float>& cap,
-                 Scores& scores) {
-  for (Eigen::Index t = 0; t < k.rows(); ++t)
-    for (Eigen::Index r = 0; r < q.rows(); ++r) scores(r, t) = q.row(r).dot(k.row(t)) * sm_scale;
-  if (cap) {
-    const Acc c = static_cast<Acc>(*cap);
-    scores = (c * (scores.array() / c).tanh()).matrix();
+/// Folds pages [page_begin, page_end) of sequence b into the online-softmax state of the G
+/// query heads that read KV head h. Reads only rows t < lengths[b].
+template <class Acc, class Q, class KV, class Index>
+void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std::int64_t h,
+                  std::int64_t page_begin, std::int64_t page_end, PagedScratch<Acc>& s) {
+  const std::int64_t group = group_size(a.num_q_heads(), a.num_kv_heads());
+  const std::int64_t dim = a.head_dim(), page_size = a.page_size();
+  const std::int64_t length = a.lengths(b);
+  const bool round_kv = a.round_kv_to_bf16 && !PagedAttentionArgs<Q, KV, Index>::kQuantized;
+  const Acc sm_scale = static_cast<Acc>(a.sm_scale);
+  const std::int64_t first_q_head = h * group;  // query heads [h*G, (h+1)*G) read KV head h
+  for (std::int64_t g = 0; g < group; ++g)
+    for (std::int64_t d = 0; d < dim; ++d)
+      s.q[static_cast<size_t>(g * dim + d)] = load_as<Acc>(a.q(b, first_q_head + g, d));
+  s.state.reset(group, dim);
+  const std::int64_t row_bytes = dim * static_cast<std::int64_t>(sizeof(KV));
+  for (std::int64_t j = page_begin; j < page_end && j * page_size < length; ++j) {
+    const std::int64_t page = a.page_indices(b, j);
+    const std::int64_t rows = std::min(page_size, length - j * page_size);
+    if (j + 1 < page_end && (j + 1) * page_size < length) {  // the next page, while this computes
+      const std::int64_t next = a.page_indices(b, j + 1);
+      const std::int64_t next_rows = std::min(page_size, length - (j + 1) * page_size);
+      const std::int64_t off = h * a.k_pages.strides[0] + next * a.k_pages.strides[1];
+      prefetch_rows(a.k_pages.data + off, next_rows, a.k_pages.strides[2], row_bytes);
+      prefetch_rows(a.v_pages.data + h * a.v_pages.strides[0] + next * a.v_pages.strides[1],
+                    next_rows, a.v_pages.strides[2], row_bytes);
+    }
+    std::int64_t ldk = 0, ldv = 0;
+    const Acc* k = page_rows<Acc>(a.k_pages, a.k_scales, h, page, rows, round_kv, s.k.data(), &ldk);
+    qk_rows<Acc>(s.q.data(), dim, group, k, ldk, rows, dim, s.scores.data(), page_size);
+    Eigen::Map<RowMajorMatrix<Acc>, Eigen::Unaligned, Eigen::OuterStride<>> all_scores(
+        s.scores.data(), group, page_size, Eigen::OuterStride<>(page_size));
+    auto scores = all_scores.leftCols(rows);
+    scores *= sm_scale;
+    if (a.soft_cap) {
+      const Acc c = static_cast<Acc>(*a.soft_cap);
+      scores = (c * (scores.array() / c).tanh()).matrix();
+    }
+    s.state.rescale_and_exponentiate(scores);
+    const Acc* v = page_rows<Acc>(a.v_pages, a.v_scales, h, page, rows, round_kv, s.v.data(), &ldv);
+    pv_rows<Acc>(s.scores.data(), page_size, group, v, ldv, rows, dim, s.state.o.data(), dim);
   }
 }
 
-/// out_rows += probabilities [rows, n] * v [n, Dv], one V row at a time so each row is loaded
-/// once for the whole block of query rows.
-template <class Probs, class Tile, class Out>
-void accumulate_values(const Probs& p, const Tile& v, Out& o) {
-  for (Eigen::Index t = 0; t < v.rows(); ++t)
-    for (Eigen::Index r = 0; r < p.rows(); ++r) o.row(r) += p(r, t) * v.row(t);
+/// How many page ranges each (sequence, KV head) is split into: 1 unless there are fewer items
+/// than threads (small batches), then enough to keep every thread busy (flash-decoding).
+inline std::int64_t kv_splits(std::int64_t items, int concurrency, std::int64_t max_pages) {
+  if (concurrency <= 1 || items >= concurrency || max_pages <= 1) return 1;
+  const std::int64_t want = (2 * concurrency + items - 1) / items;
+  return std::min(want, max_pages);
 }
 
 }  // namespace detail
@@ -99,46 +185,80 @@ void accumulate_values(const Probs& p, const Tile& v, Out& o) {
 /// Runs paged attention without validating. Precondition: `check_paged(args, profile).ok()` for
 /// some profile, and `out` a valid `[batch, num_q_heads, head_dim]` view (see
 /// `check_paged_output`). Use it to validate once and run many times.
-template <class Q, class KV, class Index>
-void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, TensorView<Q, 3> out) {
+///
+/// Work is split over (sequence, KV head) pairs and run on `executor`; when there are fewer pairs
+/// than threads, each sequence's pages are split too and the partial softmax states merged by
+/// log-sum-exp. Any thread count gives the same result up to rounding.
+template <class Q, class KV, class Index, class Executor = SerialExecutor>
+void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, TensorView<Q, 3> out,
+                               Executor&& executor = Executor{}) {
   using Acc = detail::AccumulatorOf<Q, KV>;
-  const std::int64_t num_kv_heads = a.num_kv_heads();
+  const std::int64_t batch = a.batch(), num_kv_heads = a.num_kv_heads();
   const std::int64_t group = group_size(a.num_q_heads(), num_kv_heads);
-  const std::int64_t dim = a.head_dim();
-  const std::int64_t page_size = a.page_size();
-  const bool round_kv = a.round_kv_to_bf16 && !PagedAttentionArgs<Q, KV, Index>::kQuantized;
-  const Acc sm_scale = static_cast<Acc>(a.sm_scale);
+  const std::int64_t dim = a.head_dim(), page_size = a.page_size();
+  const std::int64_t items = batch * num_kv_heads;
+  const std::int64_t splits =
+      detail::kv_splits(items, executor.concurrency(), a.pages_per_sequence());
+  const auto write_row = [&](std::int64_t b, std::int64_t h, std::int64_t g, const Acc* o,
+                             Acc scale) {
+    for (std::int64_t d = 0; d < dim; ++d)
+      out(b, h * group + g, d) = detail::store_as<Q>(o[d] * scale);
+  };
 
-  // Scratch sized by one group and one page, never by the cache.
-  detail::RowMajorMatrix<Acc> q_block(group, dim), scores(group, page_size);
-  detail::RowMajorMatrix<Acc> k_scratch(page_size, dim), v_scratch(page_size, dim);
-  detail::OnlineSoftmax<Acc> state;
-
-  for (std::int64_t b = 0; b < a.batch(); ++b) {
-    const std::int64_t length = a.lengths(b);
-    for (std::int64_t h = 0; h < num_kv_heads; ++h) {
-      const std::int64_t first_q_head = h * group;  // query heads [h*G, (h+1)*G) read KV head h
+  if (splits == 1) {
+    executor.parallel_for(items, [&](std::int64_t item) {
+      thread_local detail::PagedScratch<Acc> scratch;
+      scratch.reserve(group, dim, page_size);
+      const std::int64_t b = item / num_kv_heads, h = item % num_kv_heads;
+      detail::attend_pages(a, b, h, 0, a.pages_per_sequence(), scratch);
+      const auto& st = scratch.state;
       for (std::int64_t g = 0; g < group; ++g)
-        for (std::int64_t d = 0; d < dim; ++d)
-          q_block(g, d) = detail::load_as<Acc>(a.q(b, first_q_head + g, d));
-      state.reset(group, dim);
-      for (std::int64_t j = 0; j * page_size < length; ++j) {
-        const std::int64_t page = a.page_indices(b, j);
-        const std::int64_t rows = std::min(page_size, length - j * page_size);
-        const auto k = detail::page_tile<Acc>(a.k_pages, a.k_scales, h, page, rows, round_kv,
-                                              k_scratch);
-        auto s = scores.leftCols(rows);
-        detail::tile_scores<Acc>(q_block, k, sm_scale, a.soft_cap, s);
-        state.rescale_and_exponentiate(s);
-        const auto v = detail::page_tile<Acc>(a.v_pages, a.v_scales, h, page, rows, round_kv,
-                                              v_scratch);
-        detail::accumulate_values(s, v, state.o);
-      }
-      state.finish([&](Eigen::Index g, Eigen::Index d, Acc value) {
-        out(b, first_q_head + g, d) = detail::store_as<Q>(value);
-      });
-    }
+        write_row(b, h, g, st.o.data() + g * dim, st.l[g] > Acc(0) ? Acc(1) / st.l[g] : Acc(0));
+    });
+    return;
   }
+
+  // Split-KV: partial (max, sum, unnormalised output) per (item, split), then a merge.
+  const std::int64_t per_split = ceil_div(a.pages_per_sequence(), splits);
+  const std::int64_t stride = group * (2 + dim);  // m[G], l[G], o[G, D]
+  thread_local std::vector<Acc> partials;
+  partials.resize(static_cast<size_t>(items * splits * stride));
+  Acc* partial = partials.data();
+  executor.parallel_for(items * splits, [&](std::int64_t task) {
+    thread_local detail::PagedScratch<Acc> scratch;
+    scratch.reserve(group, dim, page_size);
+    const std::int64_t item = task / splits, split = task % splits;
+    const std::int64_t b = item / num_kv_heads, h = item % num_kv_heads;
+    detail::attend_pages(a, b, h, split * per_split, (split + 1) * per_split, scratch);
+    Acc* dst = partial + task * stride;
+    const auto& st = scratch.state;
+    for (std::int64_t g = 0; g < group; ++g) {
+      dst[g] = st.m[g];
+      dst[group + g] = st.l[g];
+    }
+    std::copy(st.o.data(), st.o.data() + group * dim, dst + 2 * group);
+  });
+  executor.parallel_for(items, [&](std::int64_t item) {
+    thread_local std::vector<Acc> merged;
+    merged.assign(static_cast<size_t>(dim), Acc(0));
+    const std::int64_t b = item / num_kv_heads, h = item % num_kv_heads;
+    for (std::int64_t g = 0; g < group; ++g) {
+      Acc m = -std::numeric_limits<Acc>::infinity();
+      for (std::int64_t s = 0; s < splits; ++s)
+        m = std::max(m, partial[(item * splits + s) * stride + g]);
+      Acc l = 0;
+      std::fill(merged.begin(), merged.end(), Acc(0));
+      for (std::int64_t s = 0; s < splits; ++s) {
+        const Acc* src = partial + (item * splits + s) * stride;
+        if (src[group + g] == Acc(0)) continue;  // this split saw no token
+        const Acc w = std::exp(src[g] - m);
+        l += w * src[group + g];
+        const Acc* o = src + 2 * group + g * dim;
+        for (std::int64_t d = 0; d < dim; ++d) merged[static_cast<size_t>(d)] += w * o[d];
+      }
+      write_row(b, h, g, merged.data(), l > Acc(0) ? Acc(1) / l : Acc(0));
+    }
+  });
 }
 
 /// Checks that `out` is a valid, writable `[batch, num_q_heads, head_dim]` view.
@@ -158,18 +278,20 @@ Status check_paged_output(const PagedAttentionArgs<Q, KV, Index>& a, const Tenso
 
 /// Validates with `Profile::kReference` (shapes, metadata, output view), then runs. Returns the
 /// first error without touching `out`.
-template <class Q, class KV, class Index>
-Status try_paged_attention(const PagedAttentionArgs<Q, KV, Index>& a, TensorView<Q, 3> out) {
+template <class Q, class KV, class Index, class Executor = SerialExecutor>
+Status try_paged_attention(const PagedAttentionArgs<Q, KV, Index>& a, TensorView<Q, 3> out,
+                           Executor&& executor = Executor{}) {
   ATTNREF_RETURN_IF_ERROR(check_paged(a, Profile::kReference));
   ATTNREF_RETURN_IF_ERROR(check_paged_output(a, out));
-  paged_attention_unchecked(a, out);
+  paged_attention_unchecked(a, out, std::forward<Executor>(executor));
   return Status();
 }
 
 /// Validates, then runs; throws `ShapeError` (or calls the error handler) on invalid input.
-template <class Q, class KV, class Index>
-void paged_attention(const PagedAttentionArgs<Q, KV, Index>& a, TensorView<Q, 3> out) {
-  throw_if_error(try_paged_attention(a, out));
+template <class Q, class KV, class Index, class Executor = SerialExecutor>
+void paged_attention(const PagedAttentionArgs<Q, KV, Index>& a, TensorView<Q, 3> out,
+                     Executor&& executor = Executor{}) {
+  throw_if_error(try_paged_attention(a, out, std::forward<Executor>(executor)));
 }
 
 }  // namespace attnref

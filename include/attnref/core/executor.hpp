@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file executor.hpp
+/// How kernels run work items in parallel without owning the engine's threads. An executor has
+/// `concurrency()` (how many items may run at once) and `parallel_for(n, fn)`, which calls
+/// `fn(i)` once for every i in [0, n), possibly concurrently, and returns when all are done.
+///  - `SerialExecutor`: the default; runs everything on the calling thread.
+///  - `ThreadPoolExecutor`: a small built-in pool of std::threads (the caller helps).
+///  - `make_executor(concurrency, parallel_for)`: adapts any `parallel_for(n, fn)` the engine
+///    already has (OpenMP, Eigen's ThreadPool, TBB, a job system).
+///
+/// Example:
+/// @code
+///   attnref::ThreadPoolExecutor pool(2);
+///   attnref::paged_attention(args, out, pool);
+///   // or, with OpenMP:
+///   auto omp = attnref::make_executor(omp_get_max_threads(), [](std::int64_t n, const auto& fn) {
+///     #pragma omp parallel for
+///     for (std::int64_t i = 0; i < n; ++i) fn(i);
+///   });
+/// @endcode
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace attnref {
+
+/// Runs every item on the calling thread, in order.
+struct SerialExecutor {
+  int concurrency() const noexcept { return 1; }
+  template <class Fn>
+  void parallel_for(std::int64_t n, const Fn& fn) const {
+    for (std::int64_t i = 0; i < n; ++i) fn(i);
+  }
+};
+
+/// A fixed pool of `threads - 1` workers plus the calling thread. Items are handed out one at a
+/// time from a shared counter, so uneven items balance. One `parallel_for` at a time.
+class ThreadPoolExecutor {
+ public:
+  explicit ThreadPoolExecutor(int threads) : threads_(threads > 1 ? threads : 1) {
+    for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
+  }
+  ThreadPoolExecutor(const ThreadPoolExecutor&) = delete;
+  ThreadPoolExecutor& operator=(const ThreadPoolExecutor&) = delete;
+  ~ThreadPoolExecutor() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : workers_) t.join();
+  }
+
+  int concurrency() const noexcept { return threads_; }
+
+  template <class Fn>
+  void parallel_for(std::int64_t n, const Fn& fn) {
+    if (n <= 0) return;
+    if (threads_ == 1 || n == 1) {
+      for (std::int64_t i = 0; i < n; ++i) fn(i);
+      return;
+    }
+    std::function<void(std::int64_t)> job = [&fn](std::int64_t i) { fn(i); };
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = &job;
+      job_size_ = n;
+      next_.store(0);
+      busy_ = static_cast<int>(workers_.size());
+      ++generation_;
+    }
+    wake_.notify_all();
+    drain(job, n);
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return busy_ == 0; });
+    job_ = nullptr;
+  }
+
+ private:
+  void drain(const std::function<void(std::int64_t)>& job, std::int64_t n) {
+    for (std::int64_t i = next_.fetch_add(1); i < n; i = next_.fetch_add(1)) job(i);
+  }
+
+  void worker_loop() {
+    std::uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(std::int64_t)>* job = nullptr;
+      std::int64_t n = 0;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        job = job_;
+        n = job_size_;
+      }
+      drain(*job, n);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        --busy_;
+      }
+      done_.notify_one();
+    }
+  }
+
+  int threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  const std::function<void(std::int64_t)>* job_ = nullptr;
+  std::int64_t job_size_ = 0;
+  std::atomic<std::int64_t> next_{0};
+  int busy_ = 0;
+  std::uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+/// Wraps an engine's own `parallel_for(n, fn)` (fn called with std::int64_t indices).
+template <class ParallelFor>
+class ExternalExecutor {
+ public:
+  ExternalExecutor(int concurrency, ParallelFor parallel_for)
+      : concurrency_(concurrency > 1 ? concurrency : 1), parallel_for_(std::move(parallel_for)) {}
+  int concurrency() const noexcept { return concurrency_; }
+  template <class Fn>
+  void parallel_for(std::int64_t n, const Fn& fn) const {
+    parallel_for_(n, fn);
+  }
+
+ private:
+  int concurrency_;
+  ParallelFor parallel_for_;
+};
+
+/// Adapts `parallel_for(n, fn)` with the given concurrency into an executor.
+template <class ParallelFor>
+ExternalExecutor<ParallelFor> make_executor(int concurrency, ParallelFor parallel_for) {
+  return ExternalExecutor<ParallelFor>(concurrency, std::move(parallel_for));
+}
+
+}  // namespace attnref
