@@ -284,11 +284,15 @@ Tolerance tolerance_of(const ParsedArgs& args, Tolerance tol) {
 
 }  // namespace
 
-Input load_expect(const ParsedArgs& args, const std::vector<std::int64_t>& shape) {
+void check_result_options(const ParsedArgs& args) {
   if (!args.has("--expect") && (args.has("--atol") || args.has("--rtol"))) {
     args.usage_error("--atol and --rtol need --expect");
   }
-  tolerance_of(args, Tolerance{0.0, 0.0});  // reject bad tolerances before any work
+  tolerance_of(args, Tolerance{0.0, 0.0});
+}
+
+Input load_expect(const ParsedArgs& args, const std::vector<std::int64_t>& shape) {
+  check_result_options(args);
   Input expect = load_input(args, "--expect", false);
   if (!expect.present()) return expect;
   const DType t = expect.array.dtype;

@@ -195,6 +195,10 @@ std::vector<double> to_doubles(const NpyArray& array);
 int finish_output(const ParsedArgs& args, const std::vector<std::int64_t>& shape,
                   const std::vector<double>& values, const Input& expect, Tolerance tol);
 
+/// Checks the options of a result before any file is read: `--atol`/`--rtol` need `--expect`
+/// and must be non-negative numbers (exit 1 otherwise).
+void check_result_options(const ParsedArgs& args);
+
 /// Loads `--expect` (if given) and checks that it is a float array of `shape` (exit 1 if not),
 /// so a bad expectation fails before any work is done.
 Input load_expect(const ParsedArgs& args, const std::vector<std::int64_t>& shape);

@@ -254,6 +254,7 @@ int run_paged(int argc, char** argv) {
   if (in.check_only && (args.has("--out") || args.has("--expect"))) {
     args.usage_error("--check-only runs nothing, so it takes neither --out nor --expect");
   }
+  check_result_options(args);
   for (const char* required : {"--q", "--k-pages", "--v-pages", "--lengths", "--page-indices"}) {
     args.required(required);
   }

@@ -57,7 +57,8 @@ struct NpyArray {
       if (!checked_mul(n, e, &n)) return -1;
     return n;
   }
-  /// The elements as `T`, or nullptr when `T` is not this array's dtype.
+  /// The elements as `T`, or nullptr when `T` is not this array's dtype (an array of zero
+  /// elements may also give nullptr).
   template <class T>
   const T* data() const noexcept {
     if (dtype_of<T> != dtype || dtype == DType::kUnknown) return nullptr;
@@ -73,8 +74,13 @@ struct NpyArray {
   template <class T>
   std::vector<T> to_vector() const {
     if (dtype_of<T> != dtype || dtype == DType::kUnknown) return {};
-    std::vector<T> out(bytes.size() / sizeof(T));
-    if (!out.empty()) std::memcpy(static_cast<void*>(out.data()), bytes.data(), bytes.size());
+    std::vector<T> out;  // element by element: also right for std::vector<bool>
+    out.reserve(bytes.size() / sizeof(T));
+    for (std::size_t at = 0; at + sizeof(T) <= bytes.size(); at += sizeof(T)) {
+      T x;
+      std::memcpy(static_cast<void*>(&x), bytes.data() + at, sizeof(T));
+      out.push_back(x);
+    }
     return out;
   }
 };
