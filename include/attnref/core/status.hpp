@@ -73,6 +73,13 @@ enum class ErrorCode : int {
   kSinksShape,           ///< sinks are not [num_q_heads]
   kInvalidMaskParameter, ///< a mask constructor argument is invalid (chunk size, window, ...)
   kMissingBackwardBlocks,///< backward requested without backward block sizes
+  // Interop adapters (FlashInfer CSR, vLLM block tables, DLPack).
+  kInvalidIndptr,        ///< kv_indptr does not start at 0, decreases or does not end at nnz
+  kInvalidLastPageLen,   ///< kv_last_page_len outside [1, page_size] for a non-empty sequence
+  kPageCountMismatch,    ///< a sequence holds a page count other than ceil(seq_len / page_size)
+  kInvalidPageStride,    ///< pages overlap, or are not dense where dense pages were declared
+  kDeviceNotSupported,   ///< a DLPack tensor does not live in CPU memory
+  kMisalignedOffset,     ///< a DLPack byte_offset or pointer is not aligned to the element type
   // Data tier.
   kNonFiniteData,        ///< NaN or Inf in the region the kernel reads
   // Files and command line (attnref-run).
@@ -123,6 +130,12 @@ constexpr const char* error_code_name(ErrorCode c) noexcept {
     case ErrorCode::kSinksShape: return "sinks_shape";
     case ErrorCode::kInvalidMaskParameter: return "invalid_mask_parameter";
     case ErrorCode::kMissingBackwardBlocks: return "missing_backward_blocks";
+    case ErrorCode::kInvalidIndptr: return "invalid_indptr";
+    case ErrorCode::kInvalidLastPageLen: return "invalid_last_page_len";
+    case ErrorCode::kPageCountMismatch: return "page_count_mismatch";
+    case ErrorCode::kInvalidPageStride: return "invalid_page_stride";
+    case ErrorCode::kDeviceNotSupported: return "device_not_supported";
+    case ErrorCode::kMisalignedOffset: return "misaligned_offset";
     case ErrorCode::kNonFiniteData: return "non_finite_data";
     case ErrorCode::kBadFile: return "bad_file";
   }
