@@ -5,7 +5,7 @@
 //   probe_GBps the probe's read bandwidth over the whole KV allocation (median of 5 passes)
 //   frac_probe GBps / probe_GBps
 // Arguments: variant (0 grouped, 1 per_head, 2 naive), batch, Hq, Hkv, D, page, context,
-// dtype (0 f32, 1 bf16, 2 int8).
+// dtype (0 f32, 1 bf16, 2 int8), threads (the kernel and the probe use the same pool).
 #include <attnref/kernels/paged_attention.hpp>
 #include <benchmark/benchmark.h>
 
@@ -20,21 +20,31 @@ namespace {
 
 using attnref::TensorView;
 
-/// Median read bandwidth (GB/s) of five full passes over `buffers`, vectorised by Eigen.
-template <class T>
-double probe_read_bandwidth(const std::vector<const std::vector<T>*>& buffers) {
+/// Median read bandwidth (GB/s) of five full passes over `buffers`, vectorised by Eigen, split
+/// into chunks over the same executor the kernel uses (so a 2-thread run has a 2-thread probe).
+template <class T, class Executor>
+double probe_read_bandwidth(const std::vector<const std::vector<T>*>& buffers,
+                            Executor& executor) {
+  constexpr std::int64_t kChunk = 1 << 20;  // floats per task
+  std::vector<std::pair<const float*, std::int64_t>> chunks;
+  double bytes = 0;
+  for (const auto* buf : buffers) {
+    const auto* p = reinterpret_cast<const float*>(buf->data());
+    const auto n = static_cast<std::int64_t>(buf->size() * sizeof(T) / sizeof(float));
+    for (std::int64_t i = 0; i < n; i += kChunk) chunks.emplace_back(p + i, std::min(kChunk, n - i));
+    bytes += static_cast<double>(buf->size() * sizeof(T));
+  }
+  std::vector<float> sinks(chunks.size());
   std::vector<double> rates;
   for (int rep = 0; rep < 5; ++rep) {
-    double bytes = 0, sink = 0;
     const auto start = std::chrono::steady_clock::now();
-    for (const auto* buf : buffers) {
-      const auto* p = reinterpret_cast<const float*>(buf->data());
-      const auto n = static_cast<Eigen::Index>(buf->size() * sizeof(T) / sizeof(float));
-      sink += Eigen::Map<const Eigen::ArrayXf>(p, n).sum();
-      bytes += static_cast<double>(buf->size() * sizeof(T));
-    }
+    executor.parallel_for(static_cast<std::int64_t>(chunks.size()), [&](std::int64_t c) {
+      const auto& chunk = chunks[static_cast<size_t>(c)];
+      sinks[static_cast<size_t>(c)] =
+          Eigen::Map<const Eigen::ArrayXf>(chunk.first, chunk.second).sum();
+    });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    benchmark::DoNotOptimize(sink);
+    benchmark::DoNotOptimize(sinks.data());
     rates.push_back(bytes / s / 1e9);
   }
   std::sort(rates.begin(), rates.end());
@@ -95,7 +105,10 @@ struct Fixture {
 
   TensorView<float, 3> out_view() { return {out.data(), {sh.batch, sh.hq, sh.dim}}; }
 
-  void grouped() { attnref::paged_attention_unchecked(args, out_view()); }
+  template <class Executor>
+  void grouped(Executor& executor) {
+    attnref::paged_attention_unchecked(args, out_view(), executor);
+  }
 
   /// The same kernel called with one query head (G = 1) at a time: every query head re-reads
   /// its KV head's pages.
@@ -154,15 +167,16 @@ struct Fixture {
 };
 
 template <class KV>
-void run(benchmark::State& state, const Shape& sh, int variant) {
+void run(benchmark::State& state, const Shape& sh, int variant, int threads) {
   Fixture<KV> f(sh);
-  const double probe = probe_read_bandwidth<KV>({&f.k, &f.v});
+  attnref::ThreadPoolExecutor pool(threads);
+  const double probe = probe_read_bandwidth<KV>({&f.k, &f.v}, pool);
   Eigen::MatrixXf k_dense(sh.context, sh.dim), v_dense(sh.context, sh.dim);
   k_dense.setZero();
   v_dense.setZero();
   const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    if (variant == 0) f.grouped();
+    if (variant == 0) f.grouped(pool);
     else if (variant == 1) f.per_head();
     else f.naive(k_dense, v_dense);
     benchmark::DoNotOptimize(f.out.data());
@@ -183,27 +197,32 @@ void BM_PagedDecode(benchmark::State& state) {
   const int variant = static_cast<int>(state.range(0));
   const Shape sh{state.range(1), state.range(2), state.range(3), state.range(4), state.range(5),
                  state.range(6)};
+  const int threads = static_cast<int>(state.range(8));
   switch (state.range(7)) {
-    case 0: run<float>(state, sh, variant); break;
-    case 1: run<Eigen::bfloat16>(state, sh, variant); break;
-    default: run<std::int8_t>(state, sh, variant); break;
+    case 0: run<float>(state, sh, variant, threads); break;
+    case 1: run<Eigen::bfloat16>(state, sh, variant, threads); break;
+    default: run<std::int8_t>(state, sh, variant, threads); break;
   }
 }
 
 void ReferenceShape(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"variant", "B", "Hq", "Hkv", "D", "page", "ctx", "dtype"});
-  // The reference shape, every variant, pages of 16 and 64 (f32).
-  for (std::int64_t page : {16, 64})
-    for (std::int64_t variant : {0, 1, 2}) b->Args({variant, 8, 32, 8, 128, page, 4096, 0});
-  // KV dtypes at the reference shape (grouped).
-  for (std::int64_t dtype : {1, 2}) b->Args({0, 8, 32, 8, 128, 16, 4096, dtype});
-  // Group sizes and head dims (grouped vs per_head).
+  b->ArgNames({"variant", "B", "Hq", "Hkv", "D", "page", "ctx", "dtype", "threads"});
+  // The reference shape, every variant, pages of 16 and 64 (f32), 1 thread; grouped on 2.
+  for (std::int64_t page : {16, 64}) {
+    for (std::int64_t variant : {0, 1, 2}) b->Args({variant, 8, 32, 8, 128, page, 4096, 0, 1});
+    b->Args({0, 8, 32, 8, 128, page, 4096, 0, 2});
+  }
+  // KV dtypes at the reference shape (grouped, 1 thread).
+  for (std::int64_t dtype : {1, 2}) b->Args({0, 8, 32, 8, 128, 16, 4096, dtype, 1});
+  // Group sizes (grouped vs per_head) and head dims.
   for (std::int64_t g : {1, 2, 4, 8})
-    for (std::int64_t variant : {0, 1}) b->Args({variant, 4, 8 * g, 8, 128, 16, 4096, 0});
-  for (std::int64_t d : {64, 256}) b->Args({0, 8, 32, 8, d, 16, 4096, 0});
-  // Context: short, reference, and a long one whose per-(seq, KV head) slice leaves the cache.
-  for (std::int64_t ctx : {512, 32768})
-    for (std::int64_t variant : {0, 1}) b->Args({variant, 1, 32, 8, 128, 16, ctx, 0});
+    for (std::int64_t variant : {0, 1}) b->Args({variant, 4, 8 * g, 8, 128, 16, 4096, 0, 1});
+  for (std::int64_t d : {64, 256}) b->Args({0, 8, 32, 8, d, 16, 4096, 0, 1});
+  // Context: short, and long ones whose per-(seq, KV head) slice no longer fits in cache.
+  for (std::int64_t variant : {0, 1}) b->Args({variant, 1, 32, 8, 128, 16, 512, 0, 1});
+  for (std::int64_t variant : {0, 1}) b->Args({variant, 1, 32, 8, 128, 16, 32768, 0, 1});
+  // Split-KV: one sequence, one KV head, long context, 1 vs 2 threads.
+  for (std::int64_t threads : {1, 2}) b->Args({0, 1, 4, 1, 128, 16, 32768, 0, threads});
 }
 
 BENCHMARK(BM_PagedDecode)->Apply(ReferenceShape)->Unit(benchmark::kMillisecond)->UseRealTime();

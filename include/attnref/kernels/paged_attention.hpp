@@ -104,6 +104,9 @@ const Acc* page_rows(const TensorView<const KV, 4>& pages, const TensorView<cons
               s, dim, Eigen::InnerStride<>(scales.strides[3]));
           dst = ((src.template cast<float>() * sv) / 127.5f).template cast<Acc>();
         }
+      } else if constexpr (std::is_same<KV, Eigen::bfloat16>::value &&
+                           std::is_same<Acc, float>::value) {
+        widen_bf16(row, dim, scratch + t * dim);
       } else {
         dst = src.template cast<Acc>();
       }
