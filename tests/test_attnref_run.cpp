@@ -19,8 +19,8 @@
 #include <type_traits>
 #include <vector>
 
-#include <Eigen/Core>
 #include <gtest/gtest.h>
+#include <Eigen/Core>
 
 #include "attnref/io/npy.hpp"
 
@@ -148,8 +148,8 @@ Problem random_problem(std::uint32_t seed, std::int64_t batch, std::int64_t q_he
   const std::int64_t capacity = pps * page_size;
   for (std::int64_t b = 0; b < batch; ++b) {
     std::int64_t len = static_cast<std::int64_t>(rng() % static_cast<std::uint32_t>(capacity + 1));
-    if (b == 0) len = capacity;                    // full
-    if (b == 1) len = 0;                           // empty: a zero row
+    if (b == 0) len = capacity;                                         // full
+    if (b == 1) len = 0;                                                // empty: a zero row
     if (b == 2) len = std::min<std::int64_t>(page_size + 1, capacity);  // one past a page
     p.lengths.push_back(len);
   }
@@ -226,9 +226,12 @@ std::vector<T> to_physical(const Problem& p, const std::vector<double>& logical,
       for (std::int64_t s = 0; s < p.page_size; ++s)
         for (std::int64_t d = 0; d < last; ++d) {
           std::int64_t i;
-          if (layout == "nhd") i = ((pg * p.page_size + s) * p.kv_heads + h) * last + d;
-          else if (layout == "hnd") i = ((pg * p.kv_heads + h) * p.page_size + s) * last + d;
-          else i = ((h * p.pages + pg) * p.page_size + s) * last + d;
+          if (layout == "nhd")
+            i = ((pg * p.page_size + s) * p.kv_heads + h) * last + d;
+          else if (layout == "hnd")
+            i = ((pg * p.kv_heads + h) * p.page_size + s) * last + d;
+          else
+            i = ((h * p.pages + pg) * p.page_size + s) * last + d;
           out[static_cast<std::size_t>(i)] = static_cast<T>(
               logical[static_cast<std::size_t>(((h * p.pages + pg) * p.page_size + s) * last + d)]);
         }
@@ -420,7 +423,7 @@ TEST_F(Cli, PagedRoundTripMatchesFloat64Reference) {
     double sm_scale;
   } cases[] = {
       {1, 4, 8, 2, 16, 4, 3, std::nullopt, 1.0},
-      {2, 3, 4, 4, 3, 1, 5, 5.0, 1.0},        // G = 1, page size 1, soft cap
+      {2, 3, 4, 4, 3, 1, 5, 5.0, 1.0},                // G = 1, page size 1, soft cap
       {3, 5, 16, 1, 64, 16, 2, std::nullopt, 0.125},  // G = 16, sm_scale
       {4, 3, 6, 2, 8, 3, 4, 2.0, 0.5},
   };
@@ -430,8 +433,8 @@ TEST_F(Cli, PagedRoundTripMatchesFloat64Reference) {
     p.soft_cap = c.soft_cap;
     p.sm_scale = c.sm_scale;
     save_problem<float>(*this, p);
-    std::string args = std::string("paged ") + kInputs + " --out out.npy --sm-scale " +
-                       std::to_string(c.sm_scale);
+    std::string args =
+        std::string("paged ") + kInputs + " --out out.npy --sm-scale " + std::to_string(c.sm_scale);
     if (c.soft_cap) args += " --soft-cap " + std::to_string(*c.soft_cap);
     const Result r = run(in_dir(*this, args));
     ASSERT_EQ(r.code, 0) << r.err;
@@ -453,8 +456,8 @@ TEST_F(Cli, PagedEveryKvLayoutGivesTheSameOutput) {
   for (const std::string layout : {"jax", "nhd", "hnd"}) {
     SCOPED_TRACE(layout);
     save_problem<float>(*this, p, layout);
-    const Result r = run(in_dir(*this, std::string("paged ") + kInputs + " --kv-layout " +
-                                           layout + " --out out_" + layout + ".npy"));
+    const Result r = run(in_dir(*this, std::string("paged ") + kInputs + " --kv-layout " + layout +
+                                           " --out out_" + layout + ".npy"));
     ASSERT_EQ(r.code, 0) << r.err;
     outputs.push_back(read_out(*this, "out_" + layout + ".npy", p));
     EXPECT_LT(max_abs_diff(outputs.back(), want), 2e-5);
@@ -467,9 +470,9 @@ TEST_F(Cli, PagedFloat64WithExpectAtTightTolerance) {
   const Problem p = random_problem<double>(11, 3, 4, 2, 16, 4, 2);
   save_problem<double, std::int64_t>(*this, p);
   save<double>("expected.npy", p.q_shape(), reference(p));
-  const Result r =
-      run(in_dir(*this, std::string("paged ") + kInputs + " --expect expected.npy --atol 1e-12 "
-                                                          "--rtol 0"));
+  const Result r = run(in_dir(*this, std::string("paged ") + kInputs +
+                                         " --expect expected.npy --atol 1e-12 "
+                                         "--rtol 0"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("match: 192 elements within atol 1e-12, rtol 0 of ", 0), 0u) << r.out;
   EXPECT_NE(r.out.find("\nmax abs error: "), std::string::npos);
@@ -521,10 +524,12 @@ TEST_F(Cli, PagedInt8PagesWithScales) {
             "v_scales; got k_scales: 1, v_scales: 0");
 
   save<double>("ks64.npy", physical_shape(p, "jax", 1), ks);
-  r = run(in_dir(*this, std::string("paged ") + kInputs + " --k-scales ks64.npy --v-scales vs.npy"));
+  r = run(
+      in_dir(*this, std::string("paged ") + kInputs + " --k-scales ks64.npy --v-scales vs.npy"));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err_line(0), "attnref: error[dtype_not_supported] k_scales has dtype float64, which "
-                           "is not supported here");
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[dtype_not_supported] k_scales has dtype float64, which "
+            "is not supported here");
   EXPECT_EQ(r.err_line(1), "dequantization scales must be float32");
 }
 
@@ -574,16 +579,18 @@ TEST_F(Cli, PagedCheckOnly) {
   const Problem p = random_problem(22, 3, 4, 2, 8, 4, 2);
   save_problem<float>(*this, p);
   for (const char* profile : {"reference", "jax"}) {
-    const Result r = run(in_dir(*this, std::string("paged ") + kInputs +
-                                           " --check-only --profile " + profile));
+    const Result r =
+        run(in_dir(*this, std::string("paged ") + kInputs + " --check-only --profile " + profile));
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, "ok\n");
     EXPECT_EQ(r.err, "");
   }
-  const Result r = run(in_dir(*this, std::string("paged ") + kInputs + " --check-only --out o.npy"));
+  const Result r =
+      run(in_dir(*this, std::string("paged ") + kInputs + " --check-only --out o.npy"));
   EXPECT_EQ(r.code, 1);
-  EXPECT_EQ(r.err_line(0), "attnref-run paged: --check-only runs nothing, so it takes neither "
-                           "--out nor --expect");
+  EXPECT_EQ(r.err_line(0),
+            "attnref-run paged: --check-only runs nothing, so it takes neither "
+            "--out nor --expect");
 }
 
 TEST_F(Cli, PagedShapeOnlyJaxRejects) {
@@ -617,40 +624,46 @@ TEST_F(Cli, PagedIndexDtypes) {
   EXPECT_LT(max_abs_diff(read_out(*this, "out.npy", p), reference(p)), 2e-5);
   r = run(in_dir(*this, std::string("paged ") + kInputs + " --profile jax"));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err_line(0), "attnref: error[dtype_not_supported] The dtype of `lengths` must be "
-                           "int32. Got int64");
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[dtype_not_supported] The dtype of `lengths` must be "
+            "int32. Got int64");
 
   // float32 lengths: P7 with the real dtype under jax, a dtype error under reference.
   save<float>("lengths.npy", {p.batch}, cast<float>(p.lengths));
   r = run(in_dir(*this, std::string("paged ") + kInputs + " --profile jax"));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err_line(0), "attnref: error[dtype_not_supported] The dtype of `lengths` must be "
-                           "int32. Got float32");
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[dtype_not_supported] The dtype of `lengths` must be "
+            "int32. Got float32");
   r = run(in_dir(*this, std::string("paged ") + kInputs));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err_line(0), "attnref: error[dtype_not_supported] lengths has dtype float32, which "
-                           "is not supported here");
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[dtype_not_supported] lengths has dtype float32, which "
+            "is not supported here");
   EXPECT_EQ(r.err_line(1), "lengths must be int32 or int64 (int32 under --profile jax)");
 
   // JAX's order: a P5 batch mismatch comes before the P7 dtype check.
   save<float>("lengths.npy", {p.batch + 1}, std::vector<float>(4, 1.0f));
   r = run(in_dir(*this, std::string("paged ") + kInputs + " --profile jax"));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err_line(0), "attnref: error[batch_mismatch] `lengths` and `q` must have the same "
-                           "batch size. Got 4 and 3.");
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[batch_mismatch] `lengths` and `q` must have the same "
+            "batch size. Got 4 and 3.");
 
   // int32 lengths with an int64 page table.
   save<std::int32_t>("lengths.npy", {p.batch}, cast<std::int32_t>(p.lengths));
   r = run(in_dir(*this, std::string("paged ") + kInputs));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err_line(0), "attnref: error[dtype_not_supported] lengths (int32) and page_indices "
-                           "(int64) must have the same dtype");
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[dtype_not_supported] lengths (int32) and page_indices "
+            "(int64) must have the same dtype");
   // A float page table.
   save<float>("table.npy", {p.batch, p.pps}, cast<float>(p.table));
   r = run(in_dir(*this, std::string("paged ") + kInputs));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err_line(0), "attnref: error[dtype_not_supported] page_indices has dtype float32, "
-                           "which is not supported here");
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[dtype_not_supported] page_indices has dtype float32, "
+            "which is not supported here");
 }
 
 // --- paged: validation errors (exit 2) -------------------------------------------------------
@@ -665,8 +678,9 @@ TEST_F(Cli, PagedBadPageIndex) {
   EXPECT_EQ(r.err_line(0), "attnref: error[page_index_out_of_range] page_indices[0, 1]=" +
                                std::to_string(p.pages) + " is outside [0, " +
                                std::to_string(p.pages) + ") (total_pages)");
-  EXPECT_EQ(r.err_line(1), "page 1 of sequence 0 is read because lengths[0]=8; point it at an "
-                           "allocated page");
+  EXPECT_EQ(r.err_line(1),
+            "page 1 of sequence 0 is read because lengths[0]=8; point it at an "
+            "allocated page");
   EXPECT_EQ(r.out, "");
 
   // Sequence 1 is empty: its pages are never read, so garbage there is fine.
@@ -683,45 +697,52 @@ TEST_F(Cli, PagedValidationErrors) {
   save_problem<float>(*this, p);
   Result r = run(in_dir(*this, std::string("paged ") + kInputs));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err_line(0), "attnref: error[gqa_not_divisible] Number of Q heads must be divisible "
-                           "by number of KV heads. Got 6 and 4.");
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[gqa_not_divisible] Number of Q heads must be divisible "
+            "by number of KV heads. Got 6 and 4.");
   EXPECT_EQ(r.err_line(1), "valid num_kv_heads for 6 query heads: 1, 2, 3, 6");
 
   const Problem ok = random_problem(27, 3, 4, 2, 8, 4, 2);
   save_problem<float>(*this, ok);
   r = run(in_dir(*this, std::string("paged ") + kInputs + " --soft-cap 0"));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err_line(0), "attnref: error[invalid_soft_cap] soft_cap=0.0 must not be 0.0 and "
-                           "must be finite.");
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[invalid_soft_cap] soft_cap=0.0 must not be 0.0 and "
+            "must be finite.");
   r = run(in_dir(*this, std::string("paged ") + kInputs + " --mask-value 1"));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err_line(0), "attnref: error[invalid_mask_value] mask_value=1.0 must be a finite "
-                           "negative number.");
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[invalid_mask_value] mask_value=1.0 must be a finite "
+            "negative number.");
   r = run(in_dir(*this, std::string("paged ") + kInputs + " --sm-scale inf"));
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err_line(0), "attnref: error[invalid_scale] sm_scale=inf must be finite.");
   r = run(in_dir(*this, std::string("paged ") + kInputs + " --pages-per-compute-block 0"));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err_line(0), "attnref: error[invalid_block_size] pages_per_compute_block must be "
-                           "positive. Got 0.");
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[invalid_block_size] pages_per_compute_block must be "
+            "positive. Got 0.");
 
   // K pages of another dtype than q, and K/V of different dtypes.
   const auto shape = physical_shape(ok, "jax", ok.dim);
   save<double>("k.npy", shape, to_physical<double>(ok, ok.k, "jax", ok.dim));
   r = run(in_dir(*this, std::string("paged ") + kInputs));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err_line(0), "attnref: error[dtype_not_supported] k_pages has dtype float64; "
-                           "attnref-run takes K/V pages of q's dtype (float32) or int8 with scales");
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[dtype_not_supported] k_pages has dtype float64; "
+            "attnref-run takes K/V pages of q's dtype (float32) or int8 with scales");
   save<std::int8_t>("k.npy", shape, std::vector<std::int8_t>(ok.k.size(), 0));
   r = run(in_dir(*this, std::string("paged ") + kInputs));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err_line(0), "attnref: error[quantization_mismatch] k_pages (int8) and v_pages "
-                           "(float32) must have the same dtype");
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[quantization_mismatch] k_pages (int8) and v_pages "
+            "(float32) must have the same dtype");
   save<std::int32_t>("q.npy", ok.q_shape(), std::vector<std::int32_t>(ok.q.size(), 0));
   r = run(in_dir(*this, std::string("paged ") + kInputs));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err_line(0), "attnref: error[dtype_not_supported] q has dtype int32, which is not "
-                           "supported here");
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[dtype_not_supported] q has dtype int32, which is not "
+            "supported here");
 
   // A length past the page table's capacity.
   save_problem<float>(*this, ok);
@@ -730,8 +751,9 @@ TEST_F(Cli, PagedValidationErrors) {
   save<std::int32_t>("lengths.npy", {ok.batch}, lengths);
   r = run(in_dir(*this, std::string("paged ") + kInputs));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err_line(0), "attnref: error[length_out_of_range] lengths[2]=9 is outside [0, 8] "
-                           "(pages_per_sequence 2 x page_size 4)");
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[length_out_of_range] lengths[2]=9 is outside [0, 8] "
+            "(pages_per_sequence 2 x page_size 4)");
 }
 
 TEST_F(Cli, PagedWrongRank) {
@@ -743,24 +765,28 @@ TEST_F(Cli, PagedWrongRank) {
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.err_line(0), "attnref-run paged: --q is given more than once");
 
-  r = run(in_dir(*this, "paged --q q2.npy --k-pages k.npy --v-pages v.npy --lengths lengths.npy "
-                        "--page-indices table.npy --kv-layout nhd"));
+  r = run(in_dir(*this,
+                 "paged --q q2.npy --k-pages k.npy --v-pages v.npy --lengths lengths.npy "
+                 "--page-indices table.npy --kv-layout nhd"));
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err_line(0), "attnref: error[rank_mismatch] q must have 3 dimensions; got 2");
   EXPECT_EQ(r.err_line(1), "q is [batch, num_q_heads, head_dim]");
 
   save<float>("k3.npy", {p.pages * p.page_size, p.kv_heads, p.dim},
               std::vector<float>(p.k.size(), 0.0f));
-  r = run(in_dir(*this, "paged --q q.npy --k-pages k3.npy --v-pages v.npy --lengths lengths.npy "
-                        "--page-indices table.npy --kv-layout nhd"));
+  r = run(in_dir(*this,
+                 "paged --q q.npy --k-pages k3.npy --v-pages v.npy --lengths lengths.npy "
+                 "--page-indices table.npy --kv-layout nhd"));
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err_line(0), "attnref: error[rank_mismatch] k_pages must have 4 dimensions; got 3");
-  EXPECT_EQ(r.err_line(1), "with --kv-layout nhd the pages are [total_pages, page_size, "
-                           "num_kv_heads, head_dim]");
+  EXPECT_EQ(r.err_line(1),
+            "with --kv-layout nhd the pages are [total_pages, page_size, "
+            "num_kv_heads, head_dim]");
 
   save<std::int32_t>("l2.npy", {p.batch, 1}, cast<std::int32_t>(p.lengths));
-  r = run(in_dir(*this, "paged --q q.npy --k-pages k.npy --v-pages v.npy --lengths l2.npy "
-                        "--page-indices table.npy --kv-layout nhd"));
+  r = run(in_dir(*this,
+                 "paged --q q.npy --k-pages k.npy --v-pages v.npy --lengths l2.npy "
+                 "--page-indices table.npy --kv-layout nhd"));
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err_line(0), "attnref: error[rank_mismatch] lengths must have 1 dimensions; got 2");
 }
@@ -770,19 +796,20 @@ TEST_F(Cli, PagedWrongRank) {
 TEST_F(Cli, PagedBadFiles) {
   const Problem p = random_problem(29, 3, 4, 2, 8, 4, 2);
   save_problem<float>(*this, p);
-  Result r = run(in_dir(*this, "paged --q missing.npy --k-pages k.npy --v-pages v.npy "
-                               "--lengths lengths.npy --page-indices table.npy"));
+  Result r = run(in_dir(*this,
+                        "paged --q missing.npy --k-pages k.npy --v-pages v.npy "
+                        "--lengths lengths.npy --page-indices table.npy"));
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.err_line(0), "attnref: error[bad_file] " + path("missing.npy") +
                                ": cannot open: No such file or directory");
 
   std::ofstream(path("garbage.npy")) << "this is not numpy";
-  r = run(in_dir(*this, "paged --q q.npy --k-pages garbage.npy --v-pages v.npy "
-                        "--lengths lengths.npy --page-indices table.npy"));
+  r = run(in_dir(*this,
+                 "paged --q q.npy --k-pages garbage.npy --v-pages v.npy "
+                 "--lengths lengths.npy --page-indices table.npy"));
   EXPECT_EQ(r.code, 1);
-  EXPECT_EQ(r.err_line(0).rfind("attnref: error[bad_file] " + path("garbage.npy") +
-                                    ": not a .npy file",
-                                0),
+  EXPECT_EQ(r.err_line(0).rfind(
+                "attnref: error[bad_file] " + path("garbage.npy") + ": not a .npy file", 0),
             0u)
       << r.err;
 
@@ -790,8 +817,9 @@ TEST_F(Cli, PagedBadFiles) {
   std::string bytes = slurp(path("q.npy"));
   bytes.replace(bytes.find("False"), 5, "True ");
   std::ofstream(path("fortran.npy"), std::ios::binary) << bytes;
-  r = run(in_dir(*this, "paged --q fortran.npy --k-pages k.npy --v-pages v.npy "
-                        "--lengths lengths.npy --page-indices table.npy"));
+  r = run(in_dir(*this,
+                 "paged --q fortran.npy --k-pages k.npy --v-pages v.npy "
+                 "--lengths lengths.npy --page-indices table.npy"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err_line(0).find("Fortran order"), std::string::npos) << r.err;
   EXPECT_EQ(r.err_line(1), "save numpy.ascontiguousarray(x) instead of x");
@@ -799,8 +827,9 @@ TEST_F(Cli, PagedBadFiles) {
   // Truncated data.
   bytes = slurp(path("v.npy"));
   std::ofstream(path("short.npy"), std::ios::binary) << bytes.substr(0, bytes.size() - 4);
-  r = run(in_dir(*this, "paged --q q.npy --k-pages k.npy --v-pages short.npy "
-                        "--lengths lengths.npy --page-indices table.npy"));
+  r = run(in_dir(*this,
+                 "paged --q q.npy --k-pages k.npy --v-pages short.npy "
+                 "--lengths lengths.npy --page-indices table.npy"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err_line(0).find(": data is truncated: shape (2, 9, 4, 8) of float32 needs 2304 "
                                "bytes, the file has 2300 after the header"),

@@ -3,10 +3,10 @@
 // malformed input per error path (code kBadFile, message naming the file and the problem).
 #include "attnref/io/npy.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <memory>
 #include <random>
 #include <string>
@@ -21,7 +21,13 @@ using Bytes = std::vector<unsigned char>;
 
 /// A .npy file built by hand: magic, version, little-endian header length, header, data.
 Bytes npy_file(const std::string& header, const Bytes& data = {}, int major = 1, int minor = 0) {
-  Bytes b = {0x93, 'N', 'U', 'M', 'P', 'Y', static_cast<unsigned char>(major),
+  Bytes b = {0x93,
+             'N',
+             'U',
+             'M',
+             'P',
+             'Y',
+             static_cast<unsigned char>(major),
              static_cast<unsigned char>(minor)};
   const auto len = static_cast<std::uint32_t>(header.size());
   b.push_back(static_cast<unsigned char>(len & 0xFF));
@@ -117,8 +123,7 @@ TEST(Npy, RoundTripsEveryDtype) {
                            {2, 3});
   expect_round_trip<double>(DType::kFloat64, "'<f8'", {1e-300, -2.5, 3.0, 1e300}, {4});
   expect_round_trip<std::int8_t>(DType::kInt8, "'|i1'", {-128, -1, 0, 1, 127, 5}, {3, 2});
-  expect_round_trip<std::int32_t>(DType::kInt32, "'<i4'", {INT32_MIN, -1, 0, INT32_MAX},
-                                  {1, 2, 2});
+  expect_round_trip<std::int32_t>(DType::kInt32, "'<i4'", {INT32_MIN, -1, 0, INT32_MAX}, {1, 2, 2});
   expect_round_trip<std::int64_t>(DType::kInt64, "'<i8'", {INT64_MIN, -7, 0, INT64_MAX}, {2, 2});
   expect_round_trip<bool>(DType::kBool, "'|b1'", {true, false, false, true, true}, {5});
   expect_round_trip<float>(DType::kFloat32, "'<f4'", {}, {0, 3});  // empty
@@ -257,8 +262,8 @@ std::vector<BadCase> bad_cases() {
       {"non-integer extent", npy_file(dict("<f4", "(2, 'a')"), f32_data(0)),
        "something other than integers"},
       {"float extent", npy_file(dict("<f4", "(2.5,)"), f32_data(0)), "expected ',' or ')'"},
-      {"unclosed shape", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1, ",
-                                  f32_data(1)),
+      {"unclosed shape",
+       npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1, ", f32_data(1)),
        "not closed"},
       {"extent beyond int64", npy_file(dict("<f4", "(99999999999999999999,)"), f32_data(1)),
        "does not fit in int64"},

@@ -2,12 +2,12 @@
 // Shared machinery of attnref-run's subcommands (see cli_common.hpp).
 #include "cli_common.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <iostream>
 
 #include <Eigen/Core>
@@ -25,16 +25,16 @@ const OptionSpec kRtolOption{"--rtol", "R",
                              "relative tolerance of --expect (same defaults as --atol)"};
 
 std::string format_error(const Status& status) {
-  std::string text = std::string("attnref: error[") + error_code_name(status.code()) + "] " +
-                     status.message();
+  std::string text =
+      std::string("attnref: error[") + error_code_name(status.code()) + "] " + status.message();
   const std::string hint = status.hint();
   if (!hint.empty()) text += "\n" + hint;
   return text;
 }
 
 std::string format_error(const NpyStatus& status) {
-  std::string text = std::string("attnref: error[") + error_code_name(status.code()) + "] " +
-                     status.message();
+  std::string text =
+      std::string("attnref: error[") + error_code_name(status.code()) + "] " + status.message();
   if (!status.hint().empty()) text += "\n" + status.hint();
   return text;
 }
@@ -49,8 +49,10 @@ int print_help(const CommandSpec& spec) {
   for (const OptionSpec& o : spec.options) {
     std::string left = std::string("  ") + o.name;
     if (o.value_name != nullptr) left += std::string(" ") + o.value_name;
-    if (left.size() < 30) left.resize(30, ' ');
-    else left += "\n" + std::string(30, ' ');
+    if (left.size() < 30)
+      left.resize(30, ' ');
+    else
+      left += "\n" + std::string(30, ' ');
     std::cout << left << o.help << "\n";
   }
   std::cout << "  --help                      show this help\n\n"
@@ -186,16 +188,20 @@ Status check_rank(const Input& input, std::size_t rank, const char* name, const 
 }
 
 Status dtype_error(const Input& input, const char* name, const char* hint) {
-  return Status(ErrorCode::kDtypeNotSupported, "", "{f} has dtype {d0}, which is not supported here",
-                hint, {static_cast<std::int64_t>(input.array.dtype)}, {}, name);
+  return Status(ErrorCode::kDtypeNotSupported, "",
+                "{f} has dtype {d0}, which is not supported here", hint,
+                {static_cast<std::int64_t>(input.array.dtype)}, {}, name);
 }
 
 Tolerance default_tolerance(DType output_dtype) {
   switch (output_dtype) {
     case DType::kFloat16:
-    case DType::kBFloat16: return {1e-2, 1e-2};
-    case DType::kFloat64: return {1e-10, 1e-10};
-    default: return {1e-5, 1e-5};
+    case DType::kBFloat16:
+      return {1e-2, 1e-2};
+    case DType::kFloat64:
+      return {1e-10, 1e-10};
+    default:
+      return {1e-5, 1e-5};
   }
 }
 
@@ -254,7 +260,8 @@ std::vector<double> to_doubles(const NpyArray& array) {
   } else if (const double* pd = array.data<double>()) {
     out.assign(pd, pd + n);
   } else if (const Eigen::half* ph = array.data<Eigen::half>()) {
-    for (std::size_t i = 0; i < n; ++i) out.push_back(static_cast<double>(static_cast<float>(ph[i])));
+    for (std::size_t i = 0; i < n; ++i)
+      out.push_back(static_cast<double>(static_cast<float>(ph[i])));
   }
   return out;
 }
@@ -333,14 +340,13 @@ int finish_output(const ParsedArgs& args, const std::vector<std::int64_t>& shape
       const auto i = static_cast<std::size_t>(c.first_mismatch);
       throw Exit(kExitMismatch,
                  "attnref: mismatch: " + std::to_string(c.mismatches) + " of " +
-                     std::to_string(c.count) + " elements differ from " + expect.path +
-                     " beyond " + tolerances + "\n" + errors + "\nmismatches: " +
-                     std::to_string(c.mismatches) + "\nfirst mismatch: " +
-                     index_string(c.first_mismatch, shape) + ": got " + number(values[i]) +
-                     ", expected " + number(expected[i]));
+                     std::to_string(c.count) + " elements differ from " + expect.path + " beyond " +
+                     tolerances + "\n" + errors + "\nmismatches: " + std::to_string(c.mismatches) +
+                     "\nfirst mismatch: " + index_string(c.first_mismatch, shape) + ": got " +
+                     number(values[i]) + ", expected " + number(expected[i]));
     }
-    std::cout << "match: " << c.count << " elements within " << tolerances << " of "
-              << expect.path << "\n"
+    std::cout << "match: " << c.count << " elements within " << tolerances << " of " << expect.path
+              << "\n"
               << errors << "\n";
   }
   if (!args.has("--out") && !expect.present()) {

@@ -52,8 +52,7 @@ TensorView<const T, 4> pages_view(const Input& in, KvLayout layout) {
     heads = s[1];
     slots = s[2];
   }
-  return kv_pages_view(in.array.data<T>(), layout, heads, pages, slots, s[3],
-                       in.array.numel());
+  return kv_pages_view(in.array.data<T>(), layout, heads, pages, slots, s[3], in.array.numel());
 }
 
 /// The descriptor over the loaded arrays, with lengths/page_indices read as `Index`. When the
@@ -113,8 +112,9 @@ template <class Q, class KV>
                             "lengths must be int32 or int64 (int32 under --profile jax)"));
   }
   if (!is_index(pt)) {
-    fail_status(dtype_error(in.page_indices, "page_indices", "page_indices must be int32 or "
-                                                             "int64"));
+    fail_status(dtype_error(in.page_indices, "page_indices",
+                            "page_indices must be int32 or "
+                            "int64"));
   }
   fail_status(Status(ErrorCode::kDtypeNotSupported, "",
                      "lengths ({d0}) and page_indices ({d1}) must have the same dtype",
@@ -143,8 +143,8 @@ int run_typed(const ParsedArgs& args, const PagedInputs& in) {
   PagedAttentionArgs<Q, KV, std::int64_t> run_args = make_args<Q, KV, std::int64_t>(in, nullptr);
   const std::vector<std::int64_t> lengths = widen(in.lengths.array);
   const std::vector<std::int64_t> page_indices = widen(in.page_indices.array);
-  run_args.lengths = TensorView<const std::int64_t, 1>(
-      lengths.data(), a.lengths.extents, static_cast<std::int64_t>(lengths.size()));
+  run_args.lengths = TensorView<const std::int64_t, 1>(lengths.data(), a.lengths.extents,
+                                                       static_cast<std::int64_t>(lengths.size()));
   run_args.page_indices = TensorView<const std::int64_t, 2>(
       page_indices.data(), a.page_indices.extents, static_cast<std::int64_t>(page_indices.size()));
   const std::int64_t numel = in.q.array.numel();
@@ -180,23 +180,29 @@ int run_with_q(const ParsedArgs& args, const PagedInputs& in) {
 
 const char* kv_shape_hint(KvLayout layout) {
   switch (layout) {
-    case KvLayout::kNhd: return "with --kv-layout nhd the pages are [total_pages, page_size, "
-                                "num_kv_heads, head_dim]";
-    case KvLayout::kHnd: return "with --kv-layout hnd the pages are [total_pages, num_kv_heads, "
-                                "page_size, head_dim]";
-    default: return "with --kv-layout jax (the default) the pages are [num_kv_heads, "
-                    "total_pages, page_size, head_dim]";
+    case KvLayout::kNhd:
+      return "with --kv-layout nhd the pages are [total_pages, page_size, "
+             "num_kv_heads, head_dim]";
+    case KvLayout::kHnd:
+      return "with --kv-layout hnd the pages are [total_pages, num_kv_heads, "
+             "page_size, head_dim]";
+    default:
+      return "with --kv-layout jax (the default) the pages are [num_kv_heads, "
+             "total_pages, page_size, head_dim]";
   }
 }
 
 const char* scales_shape_hint(KvLayout layout) {
   switch (layout) {
-    case KvLayout::kNhd: return "with --kv-layout nhd the scales are [total_pages, page_size, "
-                                "num_kv_heads, 1 or head_dim]";
-    case KvLayout::kHnd: return "with --kv-layout hnd the scales are [total_pages, num_kv_heads, "
-                                "page_size, 1 or head_dim]";
-    default: return "with --kv-layout jax the scales are [num_kv_heads, total_pages, page_size, "
-                    "1 or head_dim]";
+    case KvLayout::kNhd:
+      return "with --kv-layout nhd the scales are [total_pages, page_size, "
+             "num_kv_heads, 1 or head_dim]";
+    case KvLayout::kHnd:
+      return "with --kv-layout hnd the scales are [total_pages, num_kv_heads, "
+             "page_size, 1 or head_dim]";
+    default:
+      return "with --kv-layout jax the scales are [num_kv_heads, total_pages, page_size, "
+             "1 or head_dim]";
   }
 }
 
@@ -227,8 +233,9 @@ int run_paged(int argc, char** argv) {
        {"--mask-value", "M", "JAX's additive mask value (default -2.3819763e+38)"},
        {"--sm-scale", "S", "scale of q.k (default 1.0; JAX's kernel has none)"},
        {"--pages-per-compute-block", "N", "JAX's blocking (default 1; no numerical effect)"},
-       {"--kv-layout", "L", "physical page layout: jax [Hkv,P,S,D] (default), nhd [P,S,Hkv,D], "
-                            "hnd [P,Hkv,S,D]"},
+       {"--kv-layout", "L",
+        "physical page layout: jax [Hkv,P,S,D] (default), nhd [P,S,Hkv,D], "
+        "hnd [P,Hkv,S,D]"},
        {"--profile", "P", "jax or reference (default reference)"},
        {"--check-only", nullptr, "validate only and print ok"},
        kOutOption,
@@ -241,9 +248,9 @@ int run_paged(int argc, char** argv) {
   PagedInputs in;
   // Options first: a usage error costs no file reading.
   parse_kv_layout(args.choice("--kv-layout", {"jax", "nhd", "hnd"}, "jax").c_str(), &in.layout);
-  in.profile =
-      args.choice("--profile", {"jax", "reference"}, "reference") == "jax" ? Profile::kJax
-                                                                           : Profile::kReference;
+  in.profile = args.choice("--profile", {"jax", "reference"}, "reference") == "jax"
+                   ? Profile::kJax
+                   : Profile::kReference;
   if (std::optional<double> c = args.real("--soft-cap")) in.soft_cap = static_cast<float>(*c);
   if (std::optional<double> m = args.real("--mask-value")) in.mask_value = static_cast<float>(*m);
   if (std::optional<double> s = args.real("--sm-scale")) in.sm_scale = static_cast<float>(*s);
@@ -315,9 +322,12 @@ int run_paged(int argc, char** argv) {
   }
 
   switch (qt) {
-    case DType::kFloat16: return run_with_q<Eigen::half>(args, in);
-    case DType::kFloat64: return run_with_q<double>(args, in);
-    default: return run_with_q<float>(args, in);
+    case DType::kFloat16:
+      return run_with_q<Eigen::half>(args, in);
+    case DType::kFloat64:
+      return run_with_q<double>(args, in);
+    default:
+      return run_with_q<float>(args, in);
   }
 }
 

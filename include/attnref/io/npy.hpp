@@ -125,28 +125,44 @@ class NpyStatus {
 /// Bytes per element of a dtype the `.npy` code handles; 0 for others (bfloat16, unknown).
 constexpr std::int64_t npy_itemsize(DType t) noexcept {
   switch (t) {
-    case DType::kFloat16: return 2;
-    case DType::kFloat32: return 4;
-    case DType::kFloat64: return 8;
-    case DType::kInt8: return 1;
-    case DType::kInt32: return 4;
-    case DType::kInt64: return 8;
-    case DType::kBool: return 1;
-    default: return 0;
+    case DType::kFloat16:
+      return 2;
+    case DType::kFloat32:
+      return 4;
+    case DType::kFloat64:
+      return 8;
+    case DType::kInt8:
+      return 1;
+    case DType::kInt32:
+      return 4;
+    case DType::kInt64:
+      return 8;
+    case DType::kBool:
+      return 1;
+    default:
+      return 0;
   }
 }
 
 /// The `.npy` descr string of a dtype (`"<f4"`), or nullptr when it has none here.
 constexpr const char* npy_descr(DType t) noexcept {
   switch (t) {
-    case DType::kFloat16: return "<f2";
-    case DType::kFloat32: return "<f4";
-    case DType::kFloat64: return "<f8";
-    case DType::kInt8: return "|i1";
-    case DType::kInt32: return "<i4";
-    case DType::kInt64: return "<i8";
-    case DType::kBool: return "|b1";
-    default: return nullptr;
+    case DType::kFloat16:
+      return "<f2";
+    case DType::kFloat32:
+      return "<f4";
+    case DType::kFloat64:
+      return "<f8";
+    case DType::kInt8:
+      return "|i1";
+    case DType::kInt32:
+      return "<i4";
+    case DType::kInt64:
+      return "<i8";
+    case DType::kBool:
+      return "|b1";
+    default:
+      return nullptr;
   }
 }
 
@@ -239,7 +255,8 @@ class NpyHeaderParser {
         have_shape = true;
         if (!parse_shape(&out->shape)) return false;
       } else {
-        return fail("unexpected key '" + key + "' in the header (expected 'descr', "
+        return fail("unexpected key '" + key +
+                    "' in the header (expected 'descr', "
                     "'fortran_order' and 'shape')");
       }
       skip_ws();
@@ -256,7 +273,10 @@ class NpyHeaderParser {
     }
     if (!have_descr || !have_fortran || !have_shape) {
       return fail(std::string("the header lacks the key '") +
-                  (!have_descr ? "descr" : !have_fortran ? "fortran_order" : "shape") + "'");
+                  (!have_descr     ? "descr"
+                   : !have_fortran ? "fortran_order"
+                                   : "shape") +
+                  "'");
     }
     if (fortran) {
       return fail("the array is in Fortran order (fortran_order: True); attnref reads C order only",
@@ -315,8 +335,8 @@ class NpyHeaderParser {
       if (p_ == end_) return fail("'shape' is not closed by ')'");
       if (*p_ == '-') return fail("'shape' has a negative extent");
       if (*p_ < '0' || *p_ > '9') {
-        return fail("'shape' holds something other than integers: '" +
-                    npy_excerpt(p_, rest()) + "'");
+        return fail("'shape' holds something other than integers: '" + npy_excerpt(p_, rest()) +
+                    "'");
       }
       std::int64_t value = 0;
       while (p_ != end_ && *p_ >= '0' && *p_ <= '9') {
@@ -389,10 +409,10 @@ inline NpyStatus npy_parse_preamble(const std::string& file, const unsigned char
     if (size >= 6 && std::memcmp(p, kMagic, 6) == 0) {
       return NpyStatus(file, "truncated: the file ends inside the format version", resave);
     }
-    return NpyStatus(file,
-                     "not a .npy file (it does not start with \\x93NUMPY; " +
-                         std::to_string(total) + " bytes)",
-                     "attnref-run reads files written by numpy.save; .npz archives are not read");
+    return NpyStatus(
+        file,
+        "not a .npy file (it does not start with \\x93NUMPY; " + std::to_string(total) + " bytes)",
+        "attnref-run reads files written by numpy.save; .npz archives are not read");
   }
   const int major = p[6], minor = p[7];
   if ((major != 1 && major != 2 && major != 3) || minor != 0) {
@@ -416,8 +436,8 @@ inline NpyStatus npy_parse_preamble(const std::string& file, const unsigned char
   if (*header_len > total - *header_offset) {
     return NpyStatus(file,
                      "truncated header: it claims " + std::to_string(*header_len) +
-                         " bytes but the file has only " +
-                         std::to_string(total - *header_offset) + " after the length field",
+                         " bytes but the file has only " + std::to_string(total - *header_offset) +
+                         " after the length field",
                      resave);
   }
   return NpyStatus();
@@ -436,21 +456,21 @@ inline NpyStatus npy_parse_header(const std::string& file, const char* text, std
   std::int64_t numel = 1;
   for (std::int64_t e : out->shape) {
     if (!checked_mul(numel, e, &numel)) {
-      return NpyStatus(file,
-                       "the shape " + npy_shape_string(out->shape) +
-                           " has more elements than int64 can count",
-                       "the header is corrupt; re-save the array with numpy.save");
+      return NpyStatus(
+          file,
+          "the shape " + npy_shape_string(out->shape) + " has more elements than int64 can count",
+          "the header is corrupt; re-save the array with numpy.save");
     }
   }
   if (!checked_mul(numel, itemsize, &out->data_bytes)) {
     return NpyStatus(file,
-                     "the shape " + npy_shape_string(out->shape) + " of " +
-                         dtype_name(out->dtype) + " needs more bytes than int64 can count",
+                     "the shape " + npy_shape_string(out->shape) + " of " + dtype_name(out->dtype) +
+                         " needs more bytes than int64 can count",
                      "the header is corrupt; re-save the array with numpy.save");
   }
   if (data_available != out->data_bytes) {
-    const std::string what = data_available < out->data_bytes ? "data is truncated" :
-                                                                "data is longer than the shape";
+    const std::string what =
+        data_available < out->data_bytes ? "data is truncated" : "data is longer than the shape";
     return NpyStatus(file,
                      what + ": shape " + npy_shape_string(out->shape) + " of " +
                          dtype_name(out->dtype) + " needs " + std::to_string(out->data_bytes) +
