@@ -218,9 +218,10 @@ void ReferenceShape(benchmark::internal::Benchmark* b) {
   for (std::int64_t g : {1, 2, 4, 8})
     for (std::int64_t variant : {0, 1}) b->Args({variant, 4, 8 * g, 8, 128, 16, 4096, 0, 1});
   for (std::int64_t d : {64, 256}) b->Args({0, 8, 32, 8, d, 16, 4096, 0, 1});
-  // Context: short, and long ones whose per-(seq, KV head) slice no longer fits in cache.
-  for (std::int64_t variant : {0, 1}) b->Args({variant, 1, 32, 8, 128, 16, 512, 0, 1});
-  for (std::int64_t variant : {0, 1}) b->Args({variant, 1, 32, 8, 128, 16, 32768, 0, 1});
+  // Context sweep (the chart): B=2, every variant; at 32768 a per-(seq, KV head) slice is
+  // 32 MiB, past the cache, so per_head pays DRAM for its re-reads.
+  for (std::int64_t ctx : {512, 2048, 8192, 32768})
+    for (std::int64_t variant : {0, 1, 2}) b->Args({variant, 2, 32, 8, 128, 16, ctx, 0, 1});
   // Split-KV: one sequence, one KV head, long context, 1 vs 2 threads.
   for (std::int64_t threads : {1, 2}) b->Args({0, 1, 4, 1, 128, 16, 32768, 0, threads});
 }

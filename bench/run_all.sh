@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Reproduces the README's benchmark tables and charts: builds the release preset, runs every
+# benchmark with 3 repetitions (medians are reported) and writes docs/benchmarks.md and the PNGs.
+# Usage: bench/run_all.sh [extra Google Benchmark flags, e.g. --benchmark_filter=...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh python3-matplotlib
+cmake --preset release >/dev/null
+cmake --build --preset release
+out=build/release/bench-results
+mkdir -p "$out"
+for b in build/release/bench/bench_*; do
+  [ -x "$b" ] || continue
+  name=$(basename "$b")
+  echo "=== $name"
+  "$b" --benchmark_repetitions=3 --benchmark_out="$out/$name.json" --benchmark_out_format=json \
+       --benchmark_display_aggregates_only=true "$@"
+done
+python3 bench/report.py --out-dir docs "$out"/*.json
