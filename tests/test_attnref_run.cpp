@@ -489,48 +489,113 @@ TEST_F(Cli, PagedFloat16) {
 }
 
 TEST_F(Cli, PagedInt8PagesWithScales) {
-  Problem p = random_problem(13, 3, 4, 2, 8, 4, 2);
-  // Quantize: int8 weights, one float scale per (head, page, slot); the reference dequantizes
-  // as JAX does, w * s / 127.5.
-  std::mt19937 rng(5);
-  std::vector<std::int8_t> kw(p.k.size()), vw(p.v.size());
-  std::vector<double> ks(p.k.size() / static_cast<std::size_t>(p.dim)), vs(ks.size());
-  for (std::size_t row = 0; row < ks.size(); ++row) {
-    ks[row] = static_cast<float>(0.5 + static_cast<double>(rng() % 100) / 100.0);
-    vs[row] = static_cast<float>(0.5 + static_cast<double>(rng() % 100) / 100.0);
-    for (std::int64_t d = 0; d < p.dim; ++d) {
-      const std::size_t i = row * static_cast<std::size_t>(p.dim) + static_cast<std::size_t>(d);
-      kw[i] = static_cast<std::int8_t>(static_cast<int>(rng() % 255) - 127);
-      vw[i] = static_cast<std::int8_t>(static_cast<int>(rng() % 255) - 127);
-      p.k[i] = kw[i] * ks[row] / 127.5;
-      p.v[i] = vw[i] * vs[row] / 127.5;
+  // Quantized pages in every layout, with one scale per (head, page, slot) ([..., 1]) or one per
+  // element ([..., head_dim]); the reference dequantizes as JAX does, w * s / 127.5.
+  for (const std::string layout : {"jax", "nhd", "hnd"}) {
+    for (const std::int64_t per_row : {1, 0}) {
+      SCOPED_TRACE(layout + (per_row ? " [..., 1]" : " [..., head_dim]"));
+      Problem p = random_problem(13, 3, 4, 2, 8, 4, 2);
+      const std::int64_t last = per_row ? 1 : p.dim;
+      std::mt19937 rng(5);
+      std::vector<double> kw(p.k.size()), vw(p.v.size());
+      std::vector<double> ks(p.k.size() / static_cast<std::size_t>(p.dim / last)), vs(ks.size());
+      for (double& x : ks) x = static_cast<float>(0.5 + static_cast<double>(rng() % 100) / 100.0);
+      for (double& x : vs) x = static_cast<float>(0.5 + static_cast<double>(rng() % 100) / 100.0);
+      for (std::size_t i = 0; i < kw.size(); ++i) {
+        kw[i] = static_cast<double>(static_cast<int>(rng() % 255) - 127);
+        vw[i] = static_cast<double>(static_cast<int>(rng() % 255) - 127);
+        const std::size_t si = per_row ? i / static_cast<std::size_t>(p.dim) : i;
+        p.k[i] = kw[i] * ks[si] / 127.5;
+        p.v[i] = vw[i] * vs[si] / 127.5;
+      }
+      save_problem<float>(*this, p, layout);
+      const std::vector<std::int64_t> shape = physical_shape(p, layout, p.dim);
+      save<std::int8_t>("k.npy", shape, to_physical<std::int8_t>(p, kw, layout, p.dim));
+      save<std::int8_t>("v.npy", shape, to_physical<std::int8_t>(p, vw, layout, p.dim));
+      const std::vector<std::int64_t> scales_shape = physical_shape(p, layout, last);
+      save<float>("ks.npy", scales_shape, to_physical<float>(p, ks, layout, last));
+      save<float>("vs.npy", scales_shape, to_physical<float>(p, vs, layout, last));
+      const Result r =
+          run(in_dir(*this, std::string("paged ") + kInputs + " --kv-layout " + layout +
+                                " --k-scales ks.npy --v-scales vs.npy --out out.npy"));
+      ASSERT_EQ(r.code, 0) << r.err;
+      EXPECT_LT(max_abs_diff(read_out(*this, "out.npy", p), reference(p)), 2e-5);
     }
   }
+}
+
+TEST_F(Cli, PagedScalesErrors) {
+  const Problem p = random_problem(14, 3, 4, 2, 8, 4, 2);
   save_problem<float>(*this, p);
   const std::vector<std::int64_t> shape = physical_shape(p, "jax", p.dim);
-  save<std::int8_t>("k.npy", shape, kw);  // logical order == jax order
-  save<std::int8_t>("v.npy", shape, vw);
-  save<float>("ks.npy", physical_shape(p, "jax", 1), cast<float>(ks));
-  save<float>("vs.npy", physical_shape(p, "jax", 1), cast<float>(vs));
-  Result r = run(in_dir(*this, std::string("paged ") + kInputs +
-                                   " --k-scales ks.npy --v-scales vs.npy --out out.npy"));
-  ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_LT(max_abs_diff(read_out(*this, "out.npy", p), reference(p)), 2e-5);
+  save<std::int8_t>("k8.npy", shape, std::vector<std::int8_t>(p.k.size(), 1));
+  save<std::int8_t>("v8.npy", shape, std::vector<std::int8_t>(p.k.size(), 1));
+  const std::vector<double> ones(p.k.size() / static_cast<std::size_t>(p.dim), 1.0);
+  save<float>("ks.npy", physical_shape(p, "jax", 1), cast<float>(ones));
+  save<float>("vs.npy", physical_shape(p, "jax", 1), cast<float>(ones));
+  const std::string int8_inputs =
+      "paged --q q.npy --k-pages k8.npy --v-pages v8.npy --lengths lengths.npy "
+      "--page-indices table.npy";
 
-  r = run(in_dir(*this, std::string("paged ") + kInputs + " --k-scales ks.npy"));
+  // Scales with float pages.
+  Result r =
+      run(in_dir(*this, std::string("paged ") + kInputs + " --k-scales ks.npy --v-scales vs.npy"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[quantization_mismatch] k_scales/v_scales were given but the K/V "
+            "pages are not int8");
+  // int8 pages without scales.
+  r = run(in_dir(*this, int8_inputs));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[quantization_mismatch] int8 K/V pages need both k_scales and "
+            "v_scales; got k_scales: 0, v_scales: 0");
+  // Scales of the wrong shape: [Hkv, P, S, 2].
+  save<float>("vs2.npy", physical_shape(p, "jax", 2), std::vector<float>(2 * ones.size(), 1.0f));
+  r = run(in_dir(*this, int8_inputs + " --k-scales ks.npy --v-scales vs2.npy"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[scales_shape] v_scales has shape (2, 9, 4, 2); expected (2, 9, 4, 1) "
+            "or (2, 9, 4, 8)");
+  save<float>("vs3.npy", {2, 9, 4}, std::vector<float>(72, 1.0f));
+  r = run(in_dir(*this, int8_inputs + " --k-scales ks.npy --v-scales vs3.npy"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err_line(0), "attnref: error[rank_mismatch] v_scales must have 4 dimensions; got 3");
+  // Only K quantized.
+  r = run(in_dir(*this,
+                 "paged --q q.npy --k-pages k8.npy --v-pages v.npy --lengths lengths.npy "
+                 "--page-indices table.npy --k-scales ks.npy --v-scales vs.npy"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[quantization_mismatch] k_pages (int8) and v_pages (float32) must have "
+            "the same dtype");
+  // One scale file missing.
+  r = run(in_dir(*this, int8_inputs + " --k-scales ks.npy"));
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err_line(0),
             "attnref: error[quantization_mismatch] int8 K/V pages need both k_scales and "
             "v_scales; got k_scales: 1, v_scales: 0");
-
-  save<double>("ks64.npy", physical_shape(p, "jax", 1), ks);
-  r = run(
-      in_dir(*this, std::string("paged ") + kInputs + " --k-scales ks64.npy --v-scales vs.npy"));
+  // float64 scales.
+  save<double>("ks64.npy", physical_shape(p, "jax", 1), ones);
+  r = run(in_dir(*this, int8_inputs + " --k-scales ks64.npy --v-scales vs.npy"));
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err_line(0),
             "attnref: error[dtype_not_supported] k_scales has dtype float64, which "
             "is not supported here");
   EXPECT_EQ(r.err_line(1), "dequantization scales must be float32");
+}
+
+TEST_F(Cli, PagedEmptyBatch) {
+  save<float>("q.npy", {0, 4, 8}, std::vector<float>{});
+  save<float>("k.npy", {2, 3, 4, 8}, std::vector<float>(192, 1.0f));
+  save<float>("v.npy", {2, 3, 4, 8}, std::vector<float>(192, 1.0f));
+  save<std::int32_t>("lengths.npy", {0}, std::vector<std::int32_t>{});
+  save<std::int32_t>("table.npy", {0, 2}, std::vector<std::int32_t>{});
+  const Result r = run(in_dir(*this, std::string("paged ") + kInputs + " --out out.npy"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const NpyArray out = load("out.npy");
+  EXPECT_EQ(out.shape, (std::vector<std::int64_t>{0, 4, 8}));
+  EXPECT_EQ(out.numel(), 0);
 }
 
 // --- paged: --expect, --check-only, profiles ---------------------------------------------------

@@ -193,6 +193,13 @@ Status dtype_error(const Input& input, const char* name, const char* hint) {
                 {static_cast<std::int64_t>(input.array.dtype)}, {}, name);
 }
 
+KvLayout kv_layout_option(const ParsedArgs& args, KvLayout fallback) {
+  KvLayout layout = fallback;
+  parse_kv_layout(args.choice("--kv-layout", {"jax", "nhd", "hnd"}, to_string(fallback)).c_str(),
+                  &layout);
+  return layout;
+}
+
 Tolerance default_tolerance(DType output_dtype) {
   switch (output_dtype) {
     case DType::kFloat16:

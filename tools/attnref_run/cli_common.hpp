@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "attnref/core/dtype.hpp"
+#include "attnref/core/kv_layout.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
 #include "attnref/io/npy.hpp"
@@ -156,6 +157,29 @@ TensorView<const T, Rank> view_of(const Input& input) {
   std::array<std::int64_t, Rank> extents{};
   for (std::size_t i = 0; i < Rank; ++i) extents[i] = input.array.shape[i];
   return TensorView<const T, Rank>(input.array.data<T>(), extents, input.array.numel());
+}
+
+/// The `--kv-layout` option (jax, nhd or hnd; `fallback` when not given; exit 1 otherwise).
+KvLayout kv_layout_option(const ParsedArgs& args, KvLayout fallback = KvLayout::kJax);
+
+/// The logical `[num_kv_heads, total_pages, page_size, last]` view of a 4-d page pool (or of its
+/// scales) stored in `layout`: jax `[Hkv, P, S, last]`, nhd `[P, S, Hkv, last]`, hnd
+/// `[P, Hkv, S, last]`. Preconditions: rank 4 and dtype `T`.
+template <class T>
+TensorView<const T, 4> layout_pages_view(const Input& input, KvLayout layout) {
+  const std::vector<std::int64_t>& s = input.array.shape;
+  std::int64_t heads = s[0], pages = s[1], slots = s[2];
+  if (layout == KvLayout::kNhd) {
+    pages = s[0];
+    slots = s[1];
+    heads = s[2];
+  } else if (layout == KvLayout::kHnd) {
+    pages = s[0];
+    heads = s[1];
+    slots = s[2];
+  }
+  return kv_pages_view(input.array.data<T>(), layout, heads, pages, slots, s[3],
+                       input.array.numel());
 }
 
 /// Absolute and relative tolerance of `--expect`: |got - expected| <= atol + rtol * |expected|.

@@ -15,7 +15,6 @@
 
 #include <Eigen/Core>
 
-#include "attnref/core/kv_layout.hpp"
 #include "attnref/core/profile.hpp"
 #include "attnref/kernels/paged_attention.hpp"
 #include "attnref/validate/paged.hpp"
@@ -37,24 +36,6 @@ struct PagedInputs {
   bool check_only = false;
 };
 
-/// The logical [num_kv_heads, total_pages, page_size, last] view of a page pool (or of its
-/// scales) stored in `layout`. Precondition: rank 4 and dtype T.
-template <class T>
-TensorView<const T, 4> pages_view(const Input& in, KvLayout layout) {
-  const std::vector<std::int64_t>& s = in.array.shape;
-  std::int64_t heads = s[0], pages = s[1], slots = s[2];
-  if (layout == KvLayout::kNhd) {
-    pages = s[0];
-    slots = s[1];
-    heads = s[2];
-  } else if (layout == KvLayout::kHnd) {
-    pages = s[0];
-    heads = s[1];
-    slots = s[2];
-  }
-  return kv_pages_view(in.array.data<T>(), layout, heads, pages, slots, s[3], in.array.numel());
-}
-
 /// The descriptor over the loaded arrays, with lengths/page_indices read as `Index`. When the
 /// files hold another dtype, `index_stand_in` (non-null) replaces their data: only the shape
 /// tier may then be run on the result, which reads extents and never data.
@@ -63,8 +44,8 @@ PagedAttentionArgs<Q, KV, Index> make_args(const PagedInputs& in,
                                            const Index* index_stand_in = nullptr) {
   PagedAttentionArgs<Q, KV, Index> a;
   a.q = view_of<Q, 3>(in.q);
-  a.k_pages = pages_view<KV>(in.k, in.layout);
-  a.v_pages = pages_view<KV>(in.v, in.layout);
+  a.k_pages = layout_pages_view<KV>(in.k, in.layout);
+  a.v_pages = layout_pages_view<KV>(in.v, in.layout);
   if (index_stand_in != nullptr) {
     a.lengths = TensorView<const Index, 1>(index_stand_in, {in.lengths.array.shape[0]});
     a.page_indices = TensorView<const Index, 2>(
@@ -73,8 +54,8 @@ PagedAttentionArgs<Q, KV, Index> make_args(const PagedInputs& in,
     a.lengths = view_of<Index, 1>(in.lengths);
     a.page_indices = view_of<Index, 2>(in.page_indices);
   }
-  if (in.k_scales.present()) a.k_scales = pages_view<float>(in.k_scales, in.layout);
-  if (in.v_scales.present()) a.v_scales = pages_view<float>(in.v_scales, in.layout);
+  if (in.k_scales.present()) a.k_scales = layout_pages_view<float>(in.k_scales, in.layout);
+  if (in.v_scales.present()) a.v_scales = layout_pages_view<float>(in.v_scales, in.layout);
   a.soft_cap = in.soft_cap;
   a.mask_value = in.mask_value;
   a.sm_scale = in.sm_scale;
@@ -227,7 +208,8 @@ int run_paged(int argc, char** argv) {
        {"--v-pages", "V.npy", "value pages, same shape as the key pages"},
        {"--lengths", "L.npy", "tokens of each sequence [batch]"},
        {"--page-indices", "PI.npy", "page table [batch, pages_per_sequence]"},
-       {"--k-scales", "KS.npy", "float32 scales of int8 key pages [..., 1 or head_dim]"},
+       {"--k-scales", "KS.npy",
+        "float32 scales of int8 key pages, in the --kv-layout order, last dim 1 or head_dim"},
        {"--v-scales", "VS.npy", "float32 scales of int8 value pages"},
        {"--soft-cap", "C", "soft cap c: logits become c * tanh(x / c)"},
        {"--mask-value", "M", "JAX's additive mask value (default -2.3819763e+38)"},
@@ -247,7 +229,7 @@ int run_paged(int argc, char** argv) {
 
   PagedInputs in;
   // Options first: a usage error costs no file reading.
-  parse_kv_layout(args.choice("--kv-layout", {"jax", "nhd", "hnd"}, "jax").c_str(), &in.layout);
+  in.layout = kv_layout_option(args);
   in.profile = args.choice("--profile", {"jax", "reference"}, "reference") == "jax"
                    ? Profile::kJax
                    : Profile::kReference;
