@@ -49,11 +49,12 @@ namespace detail {
 /// Kept thread_local and reused across calls, so a steady-state call allocates nothing.
 template <class Acc>
 struct PagedScratch {
-  std::vector<Acc> q, scores, k, v;  // [G, D], [G, S], [S, D], [S, D]
+  std::vector<Acc> q, scores, k, v;  // [G, D], [G, chunk tokens], [S, D], [S, D]
   OnlineSoftmax<Acc> state;
   void reserve(std::int64_t group, std::int64_t dim, std::int64_t page_size) {
     q.resize(static_cast<size_t>(group * dim));
-    scores.resize(static_cast<size_t>(group * page_size));
+    scores.resize(static_cast<size_t>(group * page_size *
+                                      (page_size >= 128 ? 1 : 128 / page_size)));
     k.resize(static_cast<size_t>(page_size * dim));
     v.resize(static_cast<size_t>(page_size * dim));
   }
@@ -131,8 +132,16 @@ const Acc* page_rows(const TensorView<const KV, 4>& pages, const TensorView<cons
   return scratch;
 }
 
+/// Tokens scored per online-softmax step: several small pages share one softmax update.
+inline constexpr std::int64_t kChunkTokens = 128;
+
+inline std::int64_t chunk_pages(std::int64_t page_size) noexcept {
+  return page_size >= kChunkTokens ? 1 : kChunkTokens / page_size;
+}
+
 /// Folds pages [page_begin, page_end) of sequence b into the online-softmax state of the G
-/// query heads that read KV head h. Reads only rows t < lengths[b].
+/// query heads that read KV head h, a chunk of pages per softmax step. Reads only rows
+/// t < lengths[b]; prefetches V pages during the QK pass and the next K pages during PV.
 template <class Acc, class Q, class KV, class Index>
 void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std::int64_t h,
                   std::int64_t page_begin, std::int64_t page_end, PagedScratch<Acc>& s) {
@@ -146,32 +155,47 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
     for (std::int64_t d = 0; d < dim; ++d)
       s.q[static_cast<size_t>(g * dim + d)] = load_as<Acc>(a.q(b, first_q_head + g, d));
   s.state.reset(group, dim);
+  const std::int64_t live_end = std::min(page_end, ceil_div(length, page_size));
+  const std::int64_t per_chunk = chunk_pages(page_size);
+  const std::int64_t ld_scores = per_chunk * page_size;
   const std::int64_t row_bytes = dim * static_cast<std::int64_t>(sizeof(KV));
-  for (std::int64_t j = page_begin; j < page_end && j * page_size < length; ++j) {
-    const std::int64_t page = a.page_indices(b, j);
-    const std::int64_t rows = std::min(page_size, length - j * page_size);
-    if (j + 1 < page_end && (j + 1) * page_size < length) {  // the next page, while this computes
-      const std::int64_t next = a.page_indices(b, j + 1);
-      const std::int64_t next_rows = std::min(page_size, length - (j + 1) * page_size);
-      const std::int64_t off = h * a.k_pages.strides[0] + next * a.k_pages.strides[1];
-      prefetch_rows(a.k_pages.data + off, next_rows, a.k_pages.strides[2], row_bytes);
-      prefetch_rows(a.v_pages.data + h * a.v_pages.strides[0] + next * a.v_pages.strides[1],
-                    next_rows, a.v_pages.strides[2], row_bytes);
+  const auto rows_of = [&](std::int64_t j) { return std::min(page_size, length - j * page_size); };
+  const auto prefetch = [&](const TensorView<const KV, 4>& pages, std::int64_t j) {
+    if (j >= live_end) return;
+    prefetch_rows(pages.data + h * pages.strides[0] + a.page_indices(b, j) * pages.strides[1],
+                  rows_of(j), pages.strides[2], row_bytes);
+  };
+  for (std::int64_t j0 = page_begin; j0 < live_end; j0 += per_chunk) {
+    const std::int64_t j1 = std::min(j0 + per_chunk, live_end);
+    std::int64_t cols = 0;
+    for (std::int64_t j = j0; j < j1; ++j) {  // scores of the chunk
+      prefetch(a.v_pages, j);
+      std::int64_t ldk = 0;
+      const Acc* k = page_rows<Acc>(a.k_pages, a.k_scales, h, a.page_indices(b, j), rows_of(j),
+                                    round_kv, s.k.data(), &ldk);
+      qk_rows<Acc>(s.q.data(), dim, group, k, ldk, rows_of(j), dim, s.scores.data() + cols,
+                   ld_scores);
+      cols += rows_of(j);
     }
-    std::int64_t ldk = 0, ldv = 0;
-    const Acc* k = page_rows<Acc>(a.k_pages, a.k_scales, h, page, rows, round_kv, s.k.data(), &ldk);
-    qk_rows<Acc>(s.q.data(), dim, group, k, ldk, rows, dim, s.scores.data(), page_size);
     Eigen::Map<RowMajorMatrix<Acc>, Eigen::Unaligned, Eigen::OuterStride<>> all_scores(
-        s.scores.data(), group, page_size, Eigen::OuterStride<>(page_size));
-    auto scores = all_scores.leftCols(rows);
+        s.scores.data(), group, ld_scores, Eigen::OuterStride<>(ld_scores));
+    auto scores = all_scores.leftCols(cols);
     scores *= sm_scale;
     if (a.soft_cap) {
       const Acc c = static_cast<Acc>(*a.soft_cap);
       scores = (c * (scores.array() / c).tanh()).matrix();
     }
     s.state.rescale_and_exponentiate(scores);
-    const Acc* v = page_rows<Acc>(a.v_pages, a.v_scales, h, page, rows, round_kv, s.v.data(), &ldv);
-    pv_rows<Acc>(s.scores.data(), page_size, group, v, ldv, rows, dim, s.state.o.data(), dim);
+    cols = 0;
+    for (std::int64_t j = j0; j < j1; ++j) {  // probabilities times V
+      prefetch(a.k_pages, j + per_chunk);
+      std::int64_t ldv = 0;
+      const Acc* v = page_rows<Acc>(a.v_pages, a.v_scales, h, a.page_indices(b, j), rows_of(j),
+                                    round_kv, s.v.data(), &ldv);
+      pv_rows<Acc>(s.scores.data() + cols, ld_scores, group, v, ldv, rows_of(j), dim,
+                   s.state.o.data(), dim);
+      cols += rows_of(j);
+    }
   }
 }
 
