@@ -17,6 +17,7 @@
 #define ATTNREF_RUN_SUBCOMMANDS(X)                                                \
   X(config, "check an attention configuration: head counts, head_dim, page size") \
   X(paged, "validate and run paged attention (decode) on .npy files")             \
+  X(splash, "validate and run splash attention (prefill/training) on .npy files") \
   /* add a subcommand above this line */
 
 namespace attnref {

@@ -1,0 +1,377 @@
+// SPDX-License-Identifier: Apache-2.0
+// attnref-run splash: validates splash attention inputs given as .npy files, under the
+// `reference` or `jax` profile, then runs attnref's forward (and, with --dout, backward) kernel
+// and writes or compares the results. Every output is float32.
+//
+// q, k and v share one dtype (float16, float32 or float64: three kernel instantiations). A 2-dim
+// k/v ([kv_seq_len, head_dim]) selects MQA, as JAX's make_splash_mqa. The mask is a bool
+// `[1 or Hq, Sq, Skv]` array, or one of --causal / --local / --chunked; with none it is full.
+#include <iostream>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "attnref/core/profile.hpp"
+#include "attnref/kernels/splash_attention.hpp"
+#include "attnref/masks/mask.hpp"
+#include "attnref/validate/splash.hpp"
+#include "cli_common.hpp"
+
+namespace attnref {
+namespace cli {
+namespace {
+
+/// The parsed inputs and options of one `splash` invocation.
+struct SplashInputs {
+  Input q, k, v, mask, q_seg, kv_seg, sinks, dout, expect;
+  bool is_mqa = false;
+  Profile profile = Profile::kReference;
+  std::optional<float> soft_cap;
+  float mask_value = kDefaultMaskValue;
+  float sm_scale = 1.0f;
+  SplashBlockSizes blocks = SplashBlockSizes::get_default();
+  // The built-in mask: 0 full, 1 causal, 2 local, 3 chunked; 4 the --mask file.
+  int mask_kind = 0;
+  std::int64_t offset = 0;
+  std::optional<std::int64_t> left, right;
+  std::int64_t chunk = 0;
+  std::vector<float> sinks_f32;
+  bool check_only = false;
+};
+
+/// `[Hkv, S, D]` view of k/v, or `[1, S, D]` for a 2-dim MQA array.
+template <class T>
+TensorView<const T, 3> kv_view(const Input& in) {
+  const std::vector<std::int64_t>& s = in.array.shape;
+  if (s.size() == 2) {
+    return TensorView<const T, 3>(in.array.data<T>(), {1, s[0], s[1]}, in.array.numel());
+  }
+  return view_of<T, 3>(in);
+}
+
+/// The mask as a MultiHeadMask: a --mask file gives one DenseMask per head, the options one
+/// lazy mask shared by all heads.
+MultiHeadMask make_mask(const SplashInputs& in, std::int64_t sq, std::int64_t skv) {
+  const MaskShape shape{sq, skv};
+  switch (in.mask_kind) {
+    case 1: return MultiHeadMask{CausalMask{shape, in.offset}};
+    case 2: return MultiHeadMask{LocalMask{shape, in.left, in.right, in.offset}};
+    case 3: return MultiHeadMask{ChunkedCausalMask{shape, in.chunk}};
+    case 4: {
+      const std::vector<std::int64_t>& s = in.mask.array.shape;
+      const bool* data = in.mask.array.data<bool>();
+      std::vector<AnyMask> heads;
+      for (std::int64_t h = 0; h < s[0]; ++h) {
+        heads.emplace_back(DenseMask{TensorView<const bool, 2>(data + h * s[1] * s[2], {s[1], s[2]})});
+      }
+      return MultiHeadMask(heads);
+    }
+    default: return MultiHeadMask{FullMask{shape}};
+  }
+}
+
+template <class T>
+SplashAttentionArgs<T> make_args(const SplashInputs& in) {
+  SplashAttentionArgs<T> a;
+  a.q = view_of<T, 3>(in.q);
+  a.k = kv_view<T>(in.k);
+  a.v = kv_view<T>(in.v);
+  a.is_mqa = in.is_mqa;
+  if (in.q_seg.present()) a.q_segment_ids = view_of<std::int32_t, 1>(in.q_seg);
+  if (in.kv_seg.present()) a.kv_segment_ids = view_of<std::int32_t, 1>(in.kv_seg);
+  if (in.sinks.present()) {
+    a.sinks = TensorView<const float, 1>(in.sinks_f32.data(),
+                                         {static_cast<std::int64_t>(in.sinks_f32.size())});
+  }
+  a.soft_cap = in.soft_cap;
+  a.mask_value = in.mask_value;
+  a.sm_scale = in.sm_scale;
+  a.block_sizes = in.blocks;
+  return a;
+}
+
+template <class T>
+std::vector<double> to_double(const std::vector<T>& x) {
+  std::vector<double> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if constexpr (std::is_same<T, double>::value) {
+      out[i] = x[i];
+    } else {
+      out[i] = static_cast<double>(static_cast<float>(x[i]));
+    }
+  }
+  return out;
+}
+
+/// Writes `values` as float32 to the file an option names, if given.
+template <class T>
+void write_output(const ParsedArgs& args, const char* option, const std::vector<std::int64_t>& shape,
+                  const std::vector<T>& values) {
+  const std::optional<std::string> path = args.value(option);
+  if (!path) return;
+  std::vector<float> f32(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) f32[i] = static_cast<float>(values[i]);
+  const NpyStatus s = write_npy(*path, make_npy_array<float>(shape, f32.data()));
+  if (!s.ok()) fail_file(s);
+  std::cout << "wrote " << *path << " (float32, " << option + 2 << ")\n";
+}
+
+template <class T>
+int run_typed(const ParsedArgs& args, const SplashInputs& in) {
+  const SplashAttentionArgs<T> a = make_args<T>(in);
+  const MultiHeadMask mask = make_mask(in, a.q_seq_len(), a.kv_seq_len());
+  fail_if_error(check_splash(a, mask, in.profile));
+  const bool backward = in.dout.present();
+  if (backward) fail_if_error(check_splash_backward(a, mask, in.profile));
+  if (in.check_only) {
+    std::cout << "ok\n";
+    return kExitOk;
+  }
+  const std::int64_t hq = a.num_q_heads(), sq = a.q_seq_len(), dv = a.head_dim_v();
+  std::vector<T> out(static_cast<std::size_t>(hq * sq * dv));
+  std::vector<float> lse(static_cast<std::size_t>(hq * sq));
+  try {
+    splash_attention(a, mask, TensorView<T, 3>(out.data(), {hq, sq, dv}),
+                     TensorView<float, 2>(lse.data(), {hq, sq}), in.profile);
+  } catch (const ShapeError& e) {
+    fail_status(e.status());
+  }
+  write_output(args, "--lse-out", {hq, sq}, lse);
+  if (backward) {
+    const std::int64_t dqk = a.head_dim_qk(), hkv = a.num_kv_heads(), skv = a.kv_seq_len();
+    std::vector<T> dq(static_cast<std::size_t>(hq * sq * dqk)), dk(static_cast<std::size_t>(hkv * skv * dqk)),
+        dvv(static_cast<std::size_t>(hkv * skv * dv));
+    std::vector<float> dsinks(in.sinks_f32.size());
+    SplashGradients<T> g;
+    g.dq = TensorView<T, 3>(dq.data(), {hq, sq, dqk});
+    g.dk = TensorView<T, 3>(dk.data(), {hkv, skv, dqk});
+    g.dv = TensorView<T, 3>(dvv.data(), {hkv, skv, dv});
+    if (!dsinks.empty()) g.dsinks = TensorView<float, 1>(dsinks.data(), {hq});
+    try {
+      splash_attention_backward(a, mask, TensorView<const T, 3>(out.data(), {hq, sq, dv}),
+                                TensorView<const float, 2>(lse.data(), {hq, sq}),
+                                view_of<T, 3>(in.dout), g, in.profile);
+    } catch (const ShapeError& e) {
+      fail_status(e.status());
+    }
+    write_output(args, "--dq-out", {hq, sq, dqk}, dq);
+    // MQA gradients keep k/v's 2-dim shape.
+    write_output(args, "--dk-out", in.k.array.shape, dk);
+    write_output(args, "--dv-out", in.v.array.shape, dvv);
+    write_output(args, "--dsinks-out", {hq}, dsinks);
+  }
+  return finish_output(args, {hq, sq, dv}, to_double(out), in.expect,
+                       default_tolerance(in.q.array.dtype));
+}
+
+/// "none" or a non-negative integer, for --local LEFT,RIGHT.
+std::optional<std::int64_t> window_side(const ParsedArgs& args, const std::string& text) {
+  if (text == "none") return std::nullopt;
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty()) {
+    args.usage_error("--local takes LEFT,RIGHT, each an integer or 'none'; got '" + text + "'");
+  }
+  return static_cast<std::int64_t>(v);
+}
+
+}  // namespace
+
+int run_splash(int argc, char** argv) {
+  static const CommandSpec kSpec{
+      "splash",
+      "--q Q.npy --k K.npy --v V.npy\n"
+      "       [--mask M.npy | --causal | --local LEFT,RIGHT | --chunked C] [--offset N]\n"
+      "       [--q-segment-ids A.npy --kv-segment-ids B.npy] [--sinks S.npy] [--soft-cap C]\n"
+      "       [--mask-value M] [--sm-scale S] [--block-q N] [--block-kv N]\n"
+      "       [--block-kv-compute N] [--profile jax|reference] [--check-only]\n"
+      "       [--out OUT.npy] [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]]\n"
+      "       [--dout DO.npy --dq-out DQ.npy --dk-out DK.npy --dv-out DV.npy\n"
+      "        [--dsinks-out DS.npy]]",
+      "Splash attention (prefill/training): out[h, r] = softmax over the allowed t (mask AND\n"
+      "q_segment_ids[r] == kv_segment_ids[t]) of cap(sm_scale * q[h, r] . k_t), plus an optional\n"
+      "sink logit per head, applied to v_t. A row with no allowed key and no sink gives 0 and\n"
+      "logsumexp -inf. k/v of rank 2 ([Skv, D]) select MQA. Validates under the chosen profile\n"
+      "(jax: every check JAX's Pallas TPU kernel makes; reference: what the math needs; the\n"
+      "sequence lengths need not divide by the blocks), then runs attnref's kernels. With --dout,\n"
+      "also the backward pass (dq, dk, dv and, with sinks, dsinks). Outputs are float32.",
+      {{"--q", "Q.npy", "queries [num_q_heads, q_seq_len, head_dim_qk]"},
+       {"--k", "K.npy", "keys [num_kv_heads, kv_seq_len, head_dim_qk] or MQA [kv_seq_len, head_dim_qk]"},
+       {"--v", "V.npy", "values [num_kv_heads, kv_seq_len, head_dim_v] or MQA [kv_seq_len, head_dim_v]"},
+       {"--mask", "M.npy", "bool mask [1 or num_q_heads, q_seq_len, kv_seq_len]"},
+       {"--causal", nullptr, "causal mask: q + offset >= kv"},
+       {"--local", "LEFT,RIGHT", "local window, each side an integer or 'none'"},
+       {"--chunked", "C", "chunked causal mask with chunks of C tokens"},
+       {"--offset", "N", "diagonal offset of --causal/--local (default 0)"},
+       {"--q-segment-ids", "A.npy", "int32 [q_seq_len]"},
+       {"--kv-segment-ids", "B.npy", "int32 [kv_seq_len]"},
+       {"--sinks", "S.npy", "attention-sink logits [num_q_heads] (float)"},
+       {"--soft-cap", "C", "soft cap c: logits become c * tanh(x / c)"},
+       {"--mask-value", "M", "JAX's mask value (default -2.3819763e+38; validated only)"},
+       {"--sm-scale", "S", "scale of q.k (default 1.0; JAX's kernel has none)"},
+       {"--block-q", "N", "q block (default 128; no numerical effect beyond rounding)"},
+       {"--block-kv", "N", "kv block (default 128)"},
+       {"--block-kv-compute", "N", "kv compute sub-block (default --block-kv)"},
+       {"--profile", "P", "jax or reference (default reference)"},
+       {"--check-only", nullptr, "validate only and print ok"},
+       kOutOption,
+       {"--lse-out", "LSE.npy", "write logsumexp [num_q_heads, q_seq_len]"},
+       kExpectOption,
+       kAtolOption,
+       kRtolOption,
+       {"--dout", "DO.npy", "output gradient [num_q_heads, q_seq_len, head_dim_v]: run backward"},
+       {"--dq-out", "DQ.npy", "write dq (with --dout)"},
+       {"--dk-out", "DK.npy", "write dk, k's shape (with --dout)"},
+       {"--dv-out", "DV.npy", "write dv, v's shape (with --dout)"},
+       {"--dsinks-out", "DS.npy", "write dsinks [num_q_heads] (with --dout and --sinks)"}}};
+  const ParsedArgs args(kSpec, argc, argv);
+  if (args.help_requested()) return print_help(kSpec);
+
+  SplashInputs in;
+  // Options first: a usage error costs no file reading.
+  in.profile = args.choice("--profile", {"jax", "reference"}, "reference") == "jax"
+                   ? Profile::kJax
+                   : Profile::kReference;
+  int mask_options = 0;
+  if (args.has("--mask")) {
+    in.mask_kind = 4;
+    ++mask_options;
+  }
+  if (args.has("--causal")) {
+    in.mask_kind = 1;
+    ++mask_options;
+  }
+  if (std::optional<std::string> local = args.value("--local")) {
+    in.mask_kind = 2;
+    ++mask_options;
+    const std::size_t comma = local->find(',');
+    if (comma == std::string::npos) args.usage_error("--local takes LEFT,RIGHT; got '" + *local + "'");
+    in.left = window_side(args, local->substr(0, comma));
+    in.right = window_side(args, local->substr(comma + 1));
+  }
+  if (std::optional<std::int64_t> c = args.int64("--chunked")) {
+    in.mask_kind = 3;
+    in.chunk = *c;
+    ++mask_options;
+  }
+  if (mask_options > 1) args.usage_error("give at most one of --mask, --causal, --local, --chunked");
+  if (std::optional<std::int64_t> o = args.int64("--offset")) {
+    if (in.mask_kind != 1 && in.mask_kind != 2) args.usage_error("--offset applies to --causal and --local only");
+    in.offset = *o;
+  }
+  if (std::optional<double> c = args.real("--soft-cap")) in.soft_cap = static_cast<float>(*c);
+  if (std::optional<double> m = args.real("--mask-value")) in.mask_value = static_cast<float>(*m);
+  if (std::optional<double> s = args.real("--sm-scale")) in.sm_scale = static_cast<float>(*s);
+  const std::int64_t bq = args.int64("--block-q").value_or(128);
+  const std::int64_t bkv = args.int64("--block-kv").value_or(128);
+  in.blocks.block_q = bq;
+  in.blocks.block_kv = bkv;
+  in.blocks.block_kv_compute = args.int64("--block-kv-compute").value_or(bkv);
+  // Backward blocks follow the forward ones.
+  in.blocks.block_q_dkv = in.blocks.block_q_dq = bq;
+  in.blocks.block_kv_dkv = in.blocks.block_kv_dq = bkv;
+  in.blocks.block_kv_dkv_compute = in.blocks.block_kv_compute;
+  in.check_only = args.has("--check-only");
+  if (in.check_only && (args.has("--out") || args.has("--expect") || args.has("--lse-out") || args.has("--dout"))) {
+    args.usage_error("--check-only runs nothing, so it takes no --out, --lse-out, --expect or --dout");
+  }
+  for (const char* grad : {"--dq-out", "--dk-out", "--dv-out", "--dsinks-out"}) {
+    if (args.has(grad) && !args.has("--dout")) args.usage_error(std::string(grad) + " needs --dout");
+  }
+  if (args.has("--dsinks-out") && !args.has("--sinks")) args.usage_error("--dsinks-out needs --sinks");
+  check_result_options(args);
+  for (const char* required : {"--q", "--k", "--v"}) args.required(required);
+
+  in.q = load_input(args, "--q", true);
+  in.k = load_input(args, "--k", true);
+  in.v = load_input(args, "--v", true);
+  in.mask = load_input(args, "--mask", false);
+  in.q_seg = load_input(args, "--q-segment-ids", false);
+  in.kv_seg = load_input(args, "--kv-segment-ids", false);
+  in.sinks = load_input(args, "--sinks", false);
+  in.dout = load_input(args, "--dout", false);
+
+  // Ranks: q is 3-dim; k 3-dim (MHA/GQA) or 2-dim (MQA), v like k (JAX's S3).
+  fail_if_error(check_rank(in.q, 3, "q", "q is [num_q_heads, q_seq_len, head_dim_qk]"));
+  const auto k_rank = static_cast<std::int64_t>(in.k.array.rank());
+  in.is_mqa = k_rank == 2;
+  fail_if_error(check_key_rank(k_rank, in.is_mqa));
+  fail_if_error(check_rank(in.v, in.k.array.rank(), "v",
+                           "v has k's rank: [num_kv_heads, kv_seq_len, head_dim_v], or MQA "
+                           "[kv_seq_len, head_dim_v]"));
+  if (in.mask.present()) {
+    const std::vector<std::int64_t>& s = in.mask.array.shape;
+    fail_if_error(check_mask_rank(static_cast<std::int64_t>(s.size()), s.data()));
+    if (in.mask.array.dtype != DType::kBool) {
+      fail_status(Status(ErrorCode::kDtypeNotSupported, "K9", "Mask must be a boolean array",
+                         "got {d0}; save the mask with dtype=bool", {static_cast<std::int64_t>(in.mask.array.dtype)},
+                         {}, "mask"));
+    }
+    if (s[0] != 1 && s[0] != in.q.array.shape[0]) {
+      fail_status(Status(ErrorCode::kMaskHeadCount, "",
+                         "the mask has {0} heads; expected 1 (shared by all heads) or num_q_heads={1}",
+                         "give one mask per query head, or a single mask for all of them",
+                         {s[0], in.q.array.shape[0]}));
+    }
+  }
+  for (const Input* seg : {&in.q_seg, &in.kv_seg}) {
+    if (!seg->present()) continue;
+    const char* name = seg == &in.q_seg ? "q_segment_ids" : "kv_segment_ids";
+    fail_if_error(check_rank(*seg, 1, name, "segment ids are [sequence length]"));
+    if (seg->array.dtype != DType::kInt32) fail_status(dtype_error(*seg, name, "segment ids must be int32"));
+  }
+  if (in.sinks.present()) {
+    fail_if_error(check_rank(in.sinks, 1, "sinks", "sinks are [num_q_heads]"));
+    const DType st = in.sinks.array.dtype;
+    if (st != DType::kFloat16 && st != DType::kFloat32 && st != DType::kFloat64) {
+      fail_status(dtype_error(in.sinks, "sinks", "sinks must be float (they are cast to float32)"));
+    }
+    for (double x : to_doubles(in.sinks.array)) in.sinks_f32.push_back(static_cast<float>(x));
+  }
+  const std::vector<std::int64_t> out_shape = {in.q.array.shape[0], in.q.array.shape[1],
+                                               in.v.array.shape.back()};
+  if (in.dout.present()) {
+    fail_if_error(check_rank(in.dout, 3, "dout", "dout is [num_q_heads, q_seq_len, head_dim_v]"));
+    if (in.dout.array.shape != out_shape) {
+      fail_status(Status(ErrorCode::kShapeMismatch, "", "dout has shape ({0}, {1}, {2}); expected ({3}, {4}, {5})",
+                         "dout is the gradient of out [num_q_heads, q_seq_len, head_dim_v]",
+                         {in.dout.array.shape[0], in.dout.array.shape[1], in.dout.array.shape[2],
+                          out_shape[0], out_shape[1], out_shape[2]}, {}, "dout"));
+    }
+  }
+  in.expect = load_expect(args, out_shape);
+
+  // Element types: q, k, v (and dout) share one float dtype.
+  const DType qt = in.q.array.dtype;
+  if (qt != DType::kFloat16 && qt != DType::kFloat32 && qt != DType::kFloat64) {
+    fail_status(dtype_error(in.q, "q", "q must be float16, float32 or float64"));
+  }
+  for (const Input* x : {&in.k, &in.v, &in.dout}) {
+    if (!x->present() || x->array.dtype == qt) continue;
+    fail_status(Status(ErrorCode::kDtypeNotSupported, "",
+                       "{f} has dtype {d0}; attnref-run takes k, v and dout of q's dtype ({d1})",
+                       "save q, k, v and dout with one dtype",
+                       {static_cast<std::int64_t>(x->array.dtype), static_cast<std::int64_t>(qt)},
+                       {}, x == &in.k ? "k" : (x == &in.v ? "v" : "dout")));
+  }
+
+  switch (qt) {
+    case DType::kFloat16:
+      return run_typed<Eigen::half>(args, in);
+    case DType::kFloat64:
+      return run_typed<double>(args, in);
+    default:
+      return run_typed<float>(args, in);
+  }
+}
+
+}  // namespace cli
+}  // namespace attnref
