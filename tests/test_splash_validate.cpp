@@ -375,3 +375,27 @@ TEST(SplashValidate, BackwardTensorShapes) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(SplashValidate, AgainstMaskInfo) {
+  Fixture f;
+  auto a = f.args();
+  const attnref::MaskInfo good = attnref::make_mask_info(kMask, 128, 128);
+  EXPECT_TRUE(attnref::check_splash(a, good, Profile::kJax).ok());
+  attnref::MaskInfo wrong_heads = good;
+  wrong_heads.num_heads = 3;
+  expect_error(attnref::check_splash(a, wrong_heads, Profile::kReference), ErrorCode::kMaskHeadCount,
+               "", "the mask has 3 heads; expected 1 (shared by all heads) or num_q_heads=8");
+  const attnref::MaskInfo wrong_shape = attnref::make_mask_info(CausalMask{{256, 128}}, 128, 128);
+  expect_error(attnref::check_splash(a, wrong_shape, Profile::kReference), ErrorCode::kMaskShape, "",
+               "mask shape (256, 128) does not match (q_seq_len, kv_seq_len) = (256, 256)");
+  const attnref::MaskInfo wrong_blocks = attnref::make_mask_info(kMask, 64, 128);
+  expect_error(attnref::check_splash(a, wrong_blocks, Profile::kReference),
+               ErrorCode::kInvalidBlockSize, "",
+               "the MaskInfo was built for blocks (64, 128) but block_sizes say (128, 128)");
+  a.k.extents[2] = 32;  // JAX's input checks come first
+  EXPECT_EQ(std::string(attnref::check_splash(a, good, Profile::kReference).jax_check()), "S4");
+}
+
+}  // namespace
