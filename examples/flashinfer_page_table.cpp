@@ -62,7 +62,8 @@ int main() {
               s.to_string().c_str());
   if (!s.ok()) return 1;
   std::vector<float> out_fi(q.size());
-  s = attnref::try_paged_attention(args, attnref::TensorView<float, 3>(out_fi.data(), {kBatch, kHq, kDim}));
+  s = attnref::try_paged_attention(
+      args, attnref::TensorView<float, 3>(out_fi.data(), {kBatch, kHq, kDim}));
   if (!s.ok()) {
     std::printf("paged_attention: %s\n", s.to_string().c_str());
     return 1;

@@ -42,7 +42,8 @@ int main() {
 
   attnref::VllmKvCache<float> cache;
   cache.layout = attnref::VllmKvLayout::kBlockFirst;
-  cache.kv_cache = {kv_cache.data(), {kBlocks, 2, kBlockSize, kHkv, kDim},
+  cache.kv_cache = {kv_cache.data(),
+                    {kBlocks, 2, kBlockSize, kHkv, kDim},
                     static_cast<std::int64_t>(kv_cache.size())};
   cache.block_size = kBlockSize;  // the engine's config: catches a cache in the wrong layout
   cache.num_kv_heads = kHkv;
@@ -74,7 +75,8 @@ int main() {
               static_cast<long long>(args.k_pages.strides[2]),
               static_cast<long long>(args.k_pages.strides[3]));
   std::vector<float> out_vllm(q.size());
-  s = attnref::try_paged_attention(args, attnref::TensorView<float, 3>(out_vllm.data(), {kSeqs, kHq, kDim}));
+  s = attnref::try_paged_attention(
+      args, attnref::TensorView<float, 3>(out_vllm.data(), {kSeqs, kHq, kDim}));
   if (!s.ok()) {
     std::printf("paged_attention: %s\n", s.to_string().c_str());
     return 1;

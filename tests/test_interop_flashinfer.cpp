@@ -46,11 +46,12 @@ struct Csr {
     t.kv_indptr = {indptr.data(), {static_cast<std::int64_t>(indptr.size())}};
     t.kv_indices = {indices.data(), {static_cast<std::int64_t>(indices.size())}};
     t.kv_last_page_len = {last.data(), {static_cast<std::int64_t>(last.size())}};
-    if (with_seq_lens)
-      t.seq_lens = {seq_lens.data(), {static_cast<std::int64_t>(seq_lens.size())}};
+    if (with_seq_lens) t.seq_lens = {seq_lens.data(), {static_cast<std::int64_t>(seq_lens.size())}};
     return t;
   }
-  Status check() const { return attnref::check_flashinfer_page_table(table(), page_size, total_pages); }
+  Status check() const {
+    return attnref::check_flashinfer_page_table(table(), page_size, total_pages);
+  }
 };
 
 TEST(FlashInferCsr, ValidTableConvertsIntoOwnedStorage) {
@@ -94,8 +95,7 @@ TEST(FlashInferCsr, OwnedStorageHonoursWidthAndPadValue) {
 TEST(FlashInferCsr, ConvertsIntoCallerStorage) {
   Csr csr;
   std::vector<std::int32_t> lengths(3, 99), table(3 * 4, 99);
-  ASSERT_TRUE(attnref::flashinfer_to_dense<std::int32_t>(csr.table(), 4, 10,
-                                                         {lengths.data(), {3}},
+  ASSERT_TRUE(attnref::flashinfer_to_dense<std::int32_t>(csr.table(), 4, 10, {lengths.data(), {3}},
                                                          {table.data(), {3, 4}}, 8)
                   .ok());
   EXPECT_EQ(lengths, (std::vector<std::int32_t>{6, 0, 12}));
@@ -272,8 +272,7 @@ TEST(FlashInferCsr, ViewsAreChecked) {
 TEST(FlashInferCsr, CallerTableTooNarrowAndNothingWritten) {
   Csr csr;
   std::vector<std::int32_t> lengths(3, 99), table(3 * 2, 99);
-  expect_error(attnref::flashinfer_to_dense<std::int32_t>(csr.table(), 4, 10,
-                                                          {lengths.data(), {3}},
+  expect_error(attnref::flashinfer_to_dense<std::int32_t>(csr.table(), 4, 10, {lengths.data(), {3}},
                                                           {table.data(), {3, 2}}),
                ErrorCode::kPageTableTooNarrow,
                "page_indices is too narrow: sequence 2 holds 3 pages but a row has 2 entries");
@@ -295,8 +294,7 @@ TEST(FlashInferCsr, OwnedTableTooNarrow) {
 TEST(FlashInferCsr, CallerOutputsMustHaveOneRowPerSequence) {
   Csr csr;
   std::vector<std::int32_t> lengths(2), table(2 * 3);
-  expect_error(attnref::flashinfer_to_dense<std::int32_t>(csr.table(), 4, 10,
-                                                          {lengths.data(), {2}},
+  expect_error(attnref::flashinfer_to_dense<std::int32_t>(csr.table(), 4, 10, {lengths.data(), {2}},
                                                           {table.data(), {2, 3}}),
                ErrorCode::kBatchMismatch,
                "output lengths has 2 entries and page_indices 2 rows; the CSR table has 3 "
@@ -333,8 +331,10 @@ std::vector<float> run_jax(const paged_test::LogicalBatch& lb, const std::vector
   const auto& sh = lb.shape;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const auto to_f = [](double x) { return static_cast<float>(x); };
-  const std::vector<float> k = paged_test::to_physical(lb, lb.k, attnref::KvLayout::kJax, nan, to_f);
-  const std::vector<float> v = paged_test::to_physical(lb, lb.v, attnref::KvLayout::kJax, nan, to_f);
+  const std::vector<float> k =
+      paged_test::to_physical(lb, lb.k, attnref::KvLayout::kJax, nan, to_f);
+  const std::vector<float> v =
+      paged_test::to_physical(lb, lb.v, attnref::KvLayout::kJax, nan, to_f);
   std::vector<std::int32_t> lengths(lb.lengths.begin(), lb.lengths.end());
   std::vector<std::int32_t> table(lb.table.begin(), lb.table.end());
   attnref::PagedAttentionArgs<float> args;
@@ -358,8 +358,8 @@ std::vector<float> run_flashinfer(const paged_test::LogicalBatch& lb, const std:
   const std::vector<float> v = paged_test::to_physical(lb, lb.v, layout, nan, to_f);
   const CsrOf csr(lb);
   const auto kv = [&](const std::vector<float>& buf) {
-    return attnref::kv_pages_view(buf.data(), layout, sh.hkv, lb.total_pages, sh.page_size,
-                                  sh.dim, static_cast<std::int64_t>(buf.size()));
+    return attnref::kv_pages_view(buf.data(), layout, sh.hkv, lb.total_pages, sh.page_size, sh.dim,
+                                  static_cast<std::int64_t>(buf.size()));
   };
   attnref::DensePageTable<std::int32_t> dense;
   attnref::PagedAttentionArgs<float> args;
@@ -402,14 +402,14 @@ TEST(FlashInferCsr, PagedArgsTakePageSizeAndPoolFromTheCache) {
   // The CSR table above against a pool of only 8 pages: page 9 is out of range.
   Csr csr;
   std::vector<float> q(3 * 2 * 4, 1.0f), k(8 * 4 * 1 * 4, 1.0f);
-  const auto pages = attnref::kv_pages_view<const float>(k.data(), attnref::KvLayout::kNhd, 1, 8,
-                                                         4, 4);
+  const auto pages =
+      attnref::kv_pages_view<const float>(k.data(), attnref::KvLayout::kNhd, 1, 8, 4, 4);
   attnref::DensePageTable<std::int32_t> dense;
   attnref::PagedAttentionArgs<float> args;
-  expect_error(attnref::flashinfer_paged_args(csr.table(),
-                                              TensorView<const float, 3>(q.data(), {3, 2, 4}),
-                                              pages, pages, &dense, &args),
-               ErrorCode::kPageIndexOutOfRange, "kv_indices[3]=9 is outside [0, 8) (total_pages)");
+  expect_error(
+      attnref::flashinfer_paged_args(csr.table(), TensorView<const float, 3>(q.data(), {3, 2, 4}),
+                                     pages, pages, &dense, &args),
+      ErrorCode::kPageIndexOutOfRange, "kv_indices[3]=9 is outside [0, 8) (total_pages)");
   EXPECT_EQ(args.q.data, nullptr);  // untouched on error
 }
 

@@ -401,14 +401,19 @@ enum class Form { kNhd, kHnd, kKvFirst, kKvFirstHndOrder, kBlockFirst };
 /// Offset of (kv, block p, slot s, head h, dim d) in each physical form, by hand.
 std::int64_t form_offset(Form f, const paged_test::LogicalBatch& lb, int kv, std::int64_t p,
                          std::int64_t s, std::int64_t h, std::int64_t d) {
-  const std::int64_t P = lb.total_pages, S = lb.shape.page_size, H = lb.shape.hkv,
-                     D = lb.shape.dim, pool = P * S * H * D;
+  const std::int64_t P = lb.total_pages, S = lb.shape.page_size, H = lb.shape.hkv, D = lb.shape.dim,
+                     pool = P * S * H * D;
   switch (f) {
-    case Form::kNhd: return ((p * S + s) * H + h) * D + d;
-    case Form::kHnd: return ((p * H + h) * S + s) * D + d;
-    case Form::kKvFirst: return kv * pool + ((p * S + s) * H + h) * D + d;
-    case Form::kKvFirstHndOrder: return kv * pool + ((p * H + h) * S + s) * D + d;
-    case Form::kBlockFirst: return (((p * 2 + kv) * S + s) * H + h) * D + d;
+    case Form::kNhd:
+      return ((p * S + s) * H + h) * D + d;
+    case Form::kHnd:
+      return ((p * H + h) * S + s) * D + d;
+    case Form::kKvFirst:
+      return kv * pool + ((p * S + s) * H + h) * D + d;
+    case Form::kKvFirstHndOrder:
+      return kv * pool + ((p * H + h) * S + s) * D + d;
+    case Form::kBlockFirst:
+      return (((p * 2 + kv) * S + s) * H + h) * D + d;
   }
   return -1;
 }
@@ -417,8 +422,10 @@ std::vector<float> run_jax(const paged_test::LogicalBatch& lb, const std::vector
   const auto& sh = lb.shape;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const auto to_f = [](double x) { return static_cast<float>(x); };
-  const std::vector<float> k = paged_test::to_physical(lb, lb.k, attnref::KvLayout::kJax, nan, to_f);
-  const std::vector<float> v = paged_test::to_physical(lb, lb.v, attnref::KvLayout::kJax, nan, to_f);
+  const std::vector<float> k =
+      paged_test::to_physical(lb, lb.k, attnref::KvLayout::kJax, nan, to_f);
+  const std::vector<float> v =
+      paged_test::to_physical(lb, lb.v, attnref::KvLayout::kJax, nan, to_f);
   std::vector<std::int32_t> lengths(lb.lengths.begin(), lb.lengths.end());
   std::vector<std::int32_t> table(lb.table.begin(), lb.table.end());
   attnref::PagedAttentionArgs<float> args;
@@ -448,7 +455,8 @@ std::vector<float> run_vllm(const paged_test::LogicalBatch& lb, const std::vecto
         for (std::int64_t s = 0; s < S; ++s) {
           if (!live[p * S + s]) continue;
           for (std::int64_t d = 0; d < D; ++d) {
-            const std::int64_t at = (separate ? kv * pool : 0) + form_offset(form, lb, kv, p, s, h, d);
+            const std::int64_t at =
+                (separate ? kv * pool : 0) + form_offset(form, lb, kv, p, s, h, d);
             buf[at] = static_cast<float>(kv == 0 ? lb.k_at(h, p, s, d) : lb.v_at(h, p, s, d));
           }
         }
@@ -460,9 +468,9 @@ std::vector<float> run_vllm(const paged_test::LogicalBatch& lb, const std::vecto
     case Form::kNhd:
     case Form::kHnd: {
       c.layout = form == Form::kNhd ? VllmKvLayout::kNhd : VllmKvLayout::kHnd;
-      const std::array<std::int64_t, 4> e =
-          form == Form::kNhd ? std::array<std::int64_t, 4>{P, S, H, D}
-                             : std::array<std::int64_t, 4>{P, H, S, D};
+      const std::array<std::int64_t, 4> e = form == Form::kNhd
+                                                ? std::array<std::int64_t, 4>{P, S, H, D}
+                                                : std::array<std::int64_t, 4>{P, H, S, D};
       c.key_cache = {buf.data(), e, pool};
       c.value_cache = {buf.data() + pool, e, pool};
       c.dense_blocks = true;
@@ -510,8 +518,8 @@ TEST(VllmBlockTable, SameOutputAsTheJaxLayout) {
     std::vector<float> q(lb.q.begin(), lb.q.end());
     const std::vector<float> want = run_jax(lb, q);
     const std::vector<double> exact = paged_test::reference(lb, 1.0, std::nullopt);
-    for (Form form : {Form::kNhd, Form::kHnd, Form::kKvFirst, Form::kKvFirstHndOrder,
-                      Form::kBlockFirst}) {
+    for (Form form :
+         {Form::kNhd, Form::kHnd, Form::kKvFirst, Form::kKvFirstHndOrder, Form::kBlockFirst}) {
       const std::vector<float> got = run_vllm(lb, q, form);
       double max_diff = 0;
       for (size_t i = 0; i < want.size(); ++i)

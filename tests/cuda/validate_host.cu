@@ -1,9 +1,9 @@
 // The validators in a CUDA translation unit, compiled by nvcc (C++17): what a kernel author
 // writes on the host before a launch. Host code only: nothing here touches a GPU, so the test
 // runs on machines without one. Exits 0 when every check gives the expected answer.
-#include <attnref/validate.hpp>
 #include <attnref/interop/flashinfer.hpp>
 #include <attnref/interop/vllm.hpp>
+#include <attnref/validate.hpp>
 
 #include <cstdint>
 #include <cstdio>

@@ -37,17 +37,19 @@ constexpr DType dtype_from_dlpack(DLDataType t) noexcept {
   if (t.lanes != 1) return DType::kUnknown;
   switch (t.code) {
     case kDLFloat:
-      return t.bits == 16 ? DType::kFloat16
+      return t.bits == 16   ? DType::kFloat16
              : t.bits == 32 ? DType::kFloat32
              : t.bits == 64 ? DType::kFloat64
                             : DType::kUnknown;
-    case kDLBfloat: return t.bits == 16 ? DType::kBFloat16 : DType::kUnknown;
+    case kDLBfloat:
+      return t.bits == 16 ? DType::kBFloat16 : DType::kUnknown;
     case kDLInt:
-      return t.bits == 8 ? DType::kInt8
+      return t.bits == 8    ? DType::kInt8
              : t.bits == 32 ? DType::kInt32
              : t.bits == 64 ? DType::kInt64
                             : DType::kUnknown;
-    default: return DType::kUnknown;
+    default:
+      return DType::kUnknown;
   }
 }
 

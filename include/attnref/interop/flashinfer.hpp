@@ -164,17 +164,17 @@ Status check_flashinfer_page_table(const FlashInferPageTable<Index>& t, std::int
                     {b, last, page_size}, {}, "kv_last_page_len");
     }
     std::int64_t length = 0;
-    if (pages > 0 && (!checked_mul(pages - 1, page_size, &length) ||
-                      !checked_add(length, last, &length) ||
-                      length > std::numeric_limits<Index>::max())) {
-      return Status(ErrorCode::kSizeOverflow, "",
-                    "sequence {0}: ({1} pages - 1) x page_size {2} + kv_last_page_len {3} "
-                    "overflows the index type (max {4})",
-                    "a length must fit the index type; use int64 indices or check the page "
-                    "counts",
-                    {b, pages, page_size, last,
-                     static_cast<std::int64_t>(std::numeric_limits<Index>::max())},
-                    {}, "kv_last_page_len");
+    if (pages > 0 &&
+        (!checked_mul(pages - 1, page_size, &length) || !checked_add(length, last, &length) ||
+         length > std::numeric_limits<Index>::max())) {
+      return Status(
+          ErrorCode::kSizeOverflow, "",
+          "sequence {0}: ({1} pages - 1) x page_size {2} + kv_last_page_len {3} "
+          "overflows the index type (max {4})",
+          "a length must fit the index type; use int64 indices or check the page "
+          "counts",
+          {b, pages, page_size, last, static_cast<std::int64_t>(std::numeric_limits<Index>::max())},
+          {}, "kv_last_page_len");
     }
     if (has_seq_lens) {
       const std::int64_t want = t.seq_lens(b);

@@ -163,7 +163,8 @@ struct DensePageTable {
   }
   /// [batch, pages_per_sequence]
   TensorView<const Index, 2> page_indices() const noexcept {
-    return {page_indices_storage.data(), {batch, pages_per_sequence},
+    return {page_indices_storage.data(),
+            {batch, pages_per_sequence},
             static_cast<std::int64_t>(page_indices_storage.size())};
   }
 };

@@ -52,10 +52,14 @@ enum class VllmKvLayout {
 /// "nhd", "hnd", "kv_first" or "block_first".
 constexpr const char* to_string(VllmKvLayout layout) noexcept {
   switch (layout) {
-    case VllmKvLayout::kNhd: return "nhd";
-    case VllmKvLayout::kHnd: return "hnd";
-    case VllmKvLayout::kKvFirst: return "kv_first";
-    case VllmKvLayout::kBlockFirst: return "block_first";
+    case VllmKvLayout::kNhd:
+      return "nhd";
+    case VllmKvLayout::kHnd:
+      return "hnd";
+    case VllmKvLayout::kKvFirst:
+      return "kv_first";
+    case VllmKvLayout::kBlockFirst:
+      return "block_first";
   }
   return "unknown";
 }
@@ -157,8 +161,8 @@ Status vllm_kv_views(const VllmKvCache<T>& c, TensorView<const T, 4>* k_pages,
       const std::int64_t want_h = detail::declared_or(c.num_kv_heads, heads);
       const std::int64_t want_d = detail::declared_or(c.head_size, dim);
       // The shape is the other 4-D layout's: say so.
-      const bool swapped = e[1] == (nhd ? want_h : want_bs) && e[2] == (nhd ? want_bs : want_h) &&
-                           e[3] == want_d;
+      const bool swapped =
+          e[1] == (nhd ? want_h : want_bs) && e[2] == (nhd ? want_bs : want_h) && e[3] == want_d;
       const char* hint = swapped ? (nhd ? "the shape is the hnd layout [num_blocks, num_kv_heads, "
                                           "block_size, head_size]; pass VllmKvLayout::kHnd"
                                         : "the shape is the nhd layout [num_blocks, block_size, "
@@ -206,20 +210,20 @@ Status vllm_kv_views(const VllmKvCache<T>& c, TensorView<const T, 4>* k_pages,
     if (detail::declared_mismatch(c.block_size, block_size) ||
         detail::declared_mismatch(c.num_kv_heads, heads) ||
         detail::declared_mismatch(c.head_size, dim)) {
-      return Status(ErrorCode::kShapeMismatch, "",
-                    kv_first ? "kv_cache has shape ({0}, {1}, {2}, {3}, {4}) but layout kv_first "
-                               "[2, num_blocks, block_size, num_kv_heads, head_size] expects (2, "
-                               "{1}, {5}, {6}, {7})"
-                             : "kv_cache has shape ({0}, {1}, {2}, {3}, {4}) but layout "
-                               "block_first [num_blocks, 2, block_size, num_kv_heads, head_size] "
-                               "expects ({0}, 2, {5}, {6}, {7})",
-                    "check block_size, num_kv_heads and head_size against the engine's config, "
-                    "and the cache's layout (an HND stride order keeps this logical shape; only "
-                    "the strides change)",
-                    {e[0], e[1], e[2], e[3], e[4], detail::declared_or(c.block_size, block_size),
-                     detail::declared_or(c.num_kv_heads, heads),
-                     detail::declared_or(c.head_size, dim)},
-                    {}, "kv_cache");
+      return Status(
+          ErrorCode::kShapeMismatch, "",
+          kv_first ? "kv_cache has shape ({0}, {1}, {2}, {3}, {4}) but layout kv_first "
+                     "[2, num_blocks, block_size, num_kv_heads, head_size] expects (2, "
+                     "{1}, {5}, {6}, {7})"
+                   : "kv_cache has shape ({0}, {1}, {2}, {3}, {4}) but layout "
+                     "block_first [num_blocks, 2, block_size, num_kv_heads, head_size] "
+                     "expects ({0}, 2, {5}, {6}, {7})",
+          "check block_size, num_kv_heads and head_size against the engine's config, "
+          "and the cache's layout (an HND stride order keeps this logical shape; only "
+          "the strides change)",
+          {e[0], e[1], e[2], e[3], e[4], detail::declared_or(c.block_size, block_size),
+           detail::declared_or(c.num_kv_heads, heads), detail::declared_or(c.head_size, dim)},
+          {}, "kv_cache");
     }
     k_strides = {s[3], s[block_dim], s[2], s[4]};
     v_strides = k_strides;
