@@ -51,6 +51,9 @@ inline std::int64_t ragged_block_tokens(std::int64_t page_size) noexcept {
   return pages * page_size;
 }
 
+/// Row blocks of at most this many rows (decode: q_len x G) take the dot-product path.
+inline constexpr Eigen::Index kRaggedSmallRows = 16;
+
 /// Output view check: the shape of q, and a valid view.
 template <class Q, class KV, class Index>
 Status check_ragged_out(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
@@ -124,8 +127,75 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
   Matrix v_block(static_cast<Eigen::Index>(block), d_idx);
   Matrix s(q_block.rows(), static_cast<Eigen::Index>(block));
   Vector alpha(q_block.rows());
+  std::vector<const Acc*> k_rows(static_cast<std::size_t>(block)), v_rows(k_rows.size());
   const bool q_contiguous = a.q.strides[2] == 1;
   const bool kv_contiguous = a.kv_pages.strides[3] == 1;
+  using RowMap = Eigen::Map<const Eigen::Matrix<Acc, 1, Eigen::Dynamic>>;
+
+  // Buffers of the few-rows path (all KV heads of a sequence at once, one page at a time).
+  const Eigen::Index small_rows = static_cast<Eigen::Index>(kRaggedSmallRows * hkv);
+  const Eigen::Index page_keys = static_cast<Eigen::Index>(page_size * hkv);
+  Matrix qs, acc_s, logits_s, k_page, v_page;
+  Vector m_s, l_s, alpha_s;
+  std::vector<const Acc*> k_page_rows, v_page_rows;
+
+  // Converts K and V of `count` tokens from `slot0` of `page`, KV head h, into rows
+  // buf_row0 + t * buf_step of the buffers, and points k_out/v_out (step out_step) at them.
+  // Gathering beats reading f32 rows in place: a page is read front to back, which the
+  // hardware prefetcher follows.
+  auto load_rows = [&](std::int64_t page, std::int64_t slot0, std::int64_t count, std::int64_t h,
+                       Matrix& kd_buf, Matrix& vd_buf, std::int64_t buf_row0,
+                       std::int64_t buf_step, const Acc** k_out, const Acc** v_out,
+                       std::int64_t out_step) {
+    for (std::int64_t t = 0; t < count; ++t) {
+      const Acc** kp = k_out + t * out_step;
+      const Acc** vp = v_out + t * out_step;
+      const Eigen::Index br = static_cast<Eigen::Index>(buf_row0 + t * buf_step);
+      Acc* kd = kd_buf.row(br).data();
+      Acc* vd = vd_buf.row(br).data();
+      if (kv_contiguous) {
+        const KV* ks = &a.kv_pages(page, slot0 + t, 2 * h, 0);
+        const KV* vs = &a.kv_pages(page, slot0 + t, 2 * h + 1, 0);
+        if (k_scaled) {
+          for (std::int64_t d = 0; d < dim; ++d) kd[d] = load_kv<Acc, Q>(ks[d], true, k_scale);
+        } else {
+          for (std::int64_t d = 0; d < dim; ++d) kd[d] = load_as<Acc>(ks[d]);
+        }
+        if (v_scaled) {
+          for (std::int64_t d = 0; d < dim; ++d) vd[d] = load_kv<Acc, Q>(vs[d], true, v_scale);
+        } else {
+          for (std::int64_t d = 0; d < dim; ++d) vd[d] = load_as<Acc>(vs[d]);
+        }
+      } else {
+        for (std::int64_t d = 0; d < dim; ++d) {
+          kd[d] = load_kv<Acc, Q>(a.kv_pages(page, slot0 + t, 2 * h, d), k_scaled, k_scale);
+          vd[d] = load_kv<Acc, Q>(a.kv_pages(page, slot0 + t, 2 * h + 1, d), v_scaled, v_scale);
+        }
+      }
+      *kp = kd;
+      *vp = vd;
+    }
+  };
+
+  // One online-softmax step for one row: scale, cap, fold the visible logits [v0, v0 + nv) of
+  // `x` into (m, l) and leave exp(x - m_new) there (0 elsewhere); returns the rescale factor.
+  auto softmax_step = [&](auto x, Eigen::Index v0, Eigen::Index nv, Acc& m_row, Acc& l_row) {
+    if (nv <= 0) {  // nothing visible in this block: the row's state is unchanged
+      x.setZero();
+      return Acc(1);
+    }
+    auto seg = x.segment(v0, nv).array();
+    seg *= scale;
+    if (capped) seg = cap * (seg / cap).tanh();
+    const Acc m_new = std::max(m_row, seg.maxCoeff());
+    const Acc a_row = std::exp(m_row - m_new);  // exp(-inf) = 0 on the first block
+    seg = (seg - m_new).exp();
+    l_row = a_row * l_row + seg.sum();
+    m_row = m_new;
+    x.head(v0).setZero();
+    x.tail(x.size() - v0 - nv).setZero();
+    return a_row;
+  };
 
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t row0 = a.cu_q_lens(i);
@@ -136,6 +206,79 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
     // Keys any row can see: [key_lo, kv_len).
     const std::int64_t key_lo = window ? std::max<std::int64_t>(0, first_pos - w + 1) : 0;
     const Eigen::Index rows = static_cast<Eigen::Index>(q_len * group);
+
+    if (rows <= kRaggedSmallRows) {
+      // Few rows (decode): all KV heads together, page by page, so a token-major page is read
+      // front to back once. Row h * rows + r * G + g holds query head h * G + g of row r.
+      if (qs.rows() == 0) {
+        qs.resize(small_rows, d_idx);
+        acc_s.resize(small_rows, d_idx);
+        logits_s.resize(small_rows, static_cast<Eigen::Index>(page_size));
+        m_s.resize(small_rows);
+        l_s.resize(small_rows);
+        alpha_s.resize(small_rows);
+        k_page.resize(page_keys, d_idx);
+        v_page.resize(page_keys, d_idx);
+        k_page_rows.resize(static_cast<std::size_t>(page_keys));
+        v_page_rows.resize(static_cast<std::size_t>(page_keys));
+      }
+      const Eigen::Index all = rows * static_cast<Eigen::Index>(hkv);
+      for (std::int64_t r = 0; r < q_len; ++r)
+        for (std::int64_t qh = 0; qh < hq; ++qh) {
+          const std::int64_t h = qh / group, g = qh % group;
+          Acc* dst = qs.row(static_cast<Eigen::Index>(h * q_len * group + r * group + g)).data();
+          for (std::int64_t d = 0; d < dim; ++d) dst[d] = load_as<Acc>(a.q(row0 + r, qh, d));
+        }
+      acc_s.topRows(all).setZero();
+      m_s.head(all).setConstant(neg_inf);
+      l_s.head(all).setZero();
+      for (std::int64_t c0 = key_lo - key_lo % page_size; c0 < kv_len; c0 += page_size) {
+        const std::int64_t lo = std::max(c0, key_lo);
+        const std::int64_t hi = std::min(c0 + page_size, kv_len);
+        const std::int64_t page = a.page_indices(i, c0 / page_size);
+        const Eigen::Index nk = static_cast<Eigen::Index>(hi - lo);
+        // Read the page front to back (token-major: every KV head's K and V rows of a token
+        // are adjacent), converting to the accumulator type.
+        for (std::int64_t t = 0; t < hi - lo; ++t)
+          for (std::int64_t h = 0; h < hkv; ++h)
+            load_rows(page, lo % page_size + t, 1, h, k_page, v_page, t * hkv + h, 0,
+                      &k_page_rows[static_cast<std::size_t>(t * hkv + h)],
+                      &v_page_rows[static_cast<std::size_t>(t * hkv + h)], 0);
+        auto logits = logits_s.topLeftCorner(all, nk);
+        for (Eigen::Index t = 0; t < nk; ++t)
+          for (std::int64_t h = 0; h < hkv; ++h) {
+            const RowMap k_row(k_page_rows[static_cast<std::size_t>(t * hkv + h)], d_idx);
+            const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
+            for (Eigen::Index row = 0; row < rows; ++row)
+              logits(base + row, t) = qs.row(base + row).dot(k_row);
+          }
+        for (Eigen::Index row = 0; row < all; ++row) {
+          const std::int64_t pos = first_pos + (row % rows) / group;
+          const std::int64_t vis_hi = std::min(hi, pos + 1);
+          const std::int64_t vis_lo = window ? std::max(lo, pos - w + 1) : lo;
+          alpha_s[row] = softmax_step(logits.row(row), static_cast<Eigen::Index>(vis_lo - lo),
+                                      static_cast<Eigen::Index>(vis_hi - vis_lo), m_s[row],
+                                      l_s[row]);
+        }
+        acc_s.topRows(all) = alpha_s.head(all).asDiagonal() * acc_s.topRows(all);
+        for (Eigen::Index t = 0; t < nk; ++t)
+          for (std::int64_t h = 0; h < hkv; ++h) {
+            const RowMap v_row(v_page_rows[static_cast<std::size_t>(t * hkv + h)], d_idx);
+            const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
+            for (Eigen::Index row = base; row < base + rows; ++row)
+              if (logits(row, t) != Acc(0)) acc_s.row(row) += logits(row, t) * v_row;
+          }
+      }
+      for (std::int64_t r = 0; r < q_len; ++r)
+        for (std::int64_t qh = 0; qh < hq; ++qh) {
+          const std::int64_t h = qh / group, g = qh % group;
+          const Eigen::Index row = static_cast<Eigen::Index>(h * q_len * group + r * group + g);
+          const Acc inv = l_s[row] > Acc(0) ? Acc(1) / l_s[row] : Acc(0);
+          for (std::int64_t d = 0; d < dim; ++d)
+            out(row0 + r, qh, d) = store_as<Q>(acc_s(row, static_cast<Eigen::Index>(d)) * inv);
+        }
+      continue;
+    }
 
     for (std::int64_t h = 0; h < hkv; ++h) {
       // Row r * G + g holds query head h * G + g of token row0 + r.
@@ -165,33 +308,18 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
         if (window) r_hi = std::min(r_hi, hi - 1 + w - first_pos);
         if (r_lo >= r_hi) continue;
         const Eigen::Index nk = static_cast<Eigen::Index>(hi - lo);
-        // Gather K and V of keys [lo, hi), page by page.
+        const Eigen::Index br = static_cast<Eigen::Index>(r_lo * group);
+        const Eigen::Index nr = static_cast<Eigen::Index>((r_hi - r_lo) * group);
+        // K and V of keys [lo, hi), page by page, gathered into contiguous blocks.
         for (std::int64_t c = lo; c < hi;) {
           const std::int64_t page = a.page_indices(i, c / page_size);
           const std::int64_t slot0 = c % page_size;
           const std::int64_t run = std::min(page_size - slot0, hi - c);
-          for (std::int64_t t = 0; t < run; ++t) {
-            Acc* kd = k_block.row(static_cast<Eigen::Index>(c - lo + t)).data();
-            Acc* vd = v_block.row(static_cast<Eigen::Index>(c - lo + t)).data();
-            if (kv_contiguous) {
-              const KV* ks = &a.kv_pages(page, slot0 + t, 2 * h, 0);
-              const KV* vs = &a.kv_pages(page, slot0 + t, 2 * h + 1, 0);
-              for (std::int64_t d = 0; d < dim; ++d) {
-                kd[d] = load_kv<Acc, Q>(ks[d], k_scaled, k_scale);
-                vd[d] = load_kv<Acc, Q>(vs[d], v_scaled, v_scale);
-              }
-            } else {
-              for (std::int64_t d = 0; d < dim; ++d) {
-                kd[d] = load_kv<Acc, Q>(a.kv_pages(page, slot0 + t, 2 * h, d), k_scaled, k_scale);
-                vd[d] = load_kv<Acc, Q>(a.kv_pages(page, slot0 + t, 2 * h + 1, d), v_scaled,
-                                        v_scale);
-              }
-            }
-          }
+          load_rows(page, slot0, run, h, k_block, v_block, c - lo, 1,
+                    &k_rows[static_cast<std::size_t>(c - lo)],
+                    &v_rows[static_cast<std::size_t>(c - lo)], 1);
           c += run;
         }
-        const Eigen::Index br = static_cast<Eigen::Index>(r_lo * group);
-        const Eigen::Index nr = static_cast<Eigen::Index>((r_hi - r_lo) * group);
         auto logits = s.block(0, 0, nr, nk);
         logits.noalias() = q_block.middleRows(br, nr) * k_block.topRows(nk).transpose();
         for (Eigen::Index row = 0; row < nr; ++row) {
@@ -200,32 +328,9 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
           // Visible keys of this row inside [lo, hi): [vis_lo, vis_hi).
           const std::int64_t vis_hi = std::min(hi, pos + 1);
           const std::int64_t vis_lo = window ? std::max(lo, pos - w + 1) : lo;
-          Acc* x = logits.row(row).data();
-          const Eigen::Index gr = br + row;
-          if (vis_lo >= vis_hi) {  // nothing visible here: leave the row's state alone
-            for (Eigen::Index j = 0; j < nk; ++j) x[j] = Acc(0);
-            alpha[row] = Acc(1);
-            continue;
-          }
-          Acc row_max = neg_inf;
-          for (std::int64_t c = vis_lo; c < vis_hi; ++c) {
-            Acc v = x[c - lo] * scale;
-            if (capped) v = cap * std::tanh(v / cap);
-            x[c - lo] = v;
-            row_max = std::max(row_max, v);
-          }
-          const Acc m_new = std::max(m[gr], row_max);
-          const Acc a_row = std::exp(m[gr] - m_new);  // exp(-inf) = 0 on the first block
-          Acc sum = 0;
-          for (std::int64_t c = lo; c < hi; ++c) {
-            Acc p = Acc(0);
-            if (c >= vis_lo && c < vis_hi) p = std::exp(x[c - lo] - m_new);
-            x[c - lo] = p;
-            sum += p;
-          }
-          l[gr] = a_row * l[gr] + sum;
-          m[gr] = m_new;
-          alpha[row] = a_row;
+          alpha[row] = softmax_step(logits.row(row), static_cast<Eigen::Index>(vis_lo - lo),
+                                    static_cast<Eigen::Index>(std::max<std::int64_t>(0, vis_hi - vis_lo)),
+                                    m[br + row], l[br + row]);
         }
         auto acc_rows = acc.middleRows(br, nr);
         acc_rows = alpha.head(nr).asDiagonal() * acc_rows;

@@ -1,0 +1,194 @@
+// Ragged paged attention over JAX's sequence sets (spec §5.5: decode-only, prefill-only, mixed;
+// heads (32, 8), head_dim 128, pages of 16): the grouped-head kernel against the same kernel
+// called one query head at a time (`per_head`), beside a read-bandwidth probe over the KV page
+// pool itself, measured in the same benchmark. Also the cost of the validation tiers.
+// Counters:
+//   GBps       unique KV bytes read per second, in GB/s (each live K/V byte counted once)
+//   probe_GBps the probe's read bandwidth over the whole KV pool (median of 5 passes)
+//   frac_probe GBps / probe_GBps
+//   GFLOPs     useful multiply-adds x 2 per second (unmasked q.k and p.v only)
+//   tokens_per_s query rows per second
+// Arguments: set (0 decode-only, 1 prefill-only, 2 mixed), variant (0 grouped, 1 per_head),
+// dtype (0 f32, 1 bf16).
+#include <attnref/kernels/ragged_paged_attention.hpp>
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using attnref::TensorView;
+using SeqLens = std::vector<std::pair<std::int32_t, std::int32_t>>;  // (q_len, kv_len)
+
+const SeqLens kDecodeOnly = {{1, 18},   {1, 129}, {1, 597},  {1, 122}, {1, 64},   {1, 322},
+                             {1, 463},  {1, 181}, {1, 1107}, {1, 123}, {1, 31},   {1, 18},
+                             {1, 1229}, {1, 229}, {1, 87},   {1, 1328}};
+const SeqLens kPrefillOnly = {{5, 18},   {15, 129}, {120, 597}, {100, 122}, {21, 64},  {32, 322},
+                              {251, 463}, {40, 181}, {64, 1107}, {99, 123},  {10, 31},  {5, 18},
+                              {3, 1229}, {120, 229}, {9, 87},    {2, 1328}};
+const SeqLens kMixed = {{5, 18},   {1, 129}, {120, 597}, {1, 122},  {1, 64},  {32, 322},
+                        {251, 463}, {1, 181}, {1, 1107},  {99, 123}, {1, 31},  {5, 18},
+                        {3, 1229}, {117, 229}, {1, 87},   {1, 1328}};
+const char* const kSetNames[] = {"decode_only", "prefill_only", "mixed"};
+
+constexpr std::int64_t kHq = 32, kHkv = 8, kDim = 128, kPage = 16;
+
+/// Median read bandwidth (GB/s) of five full passes over `buf`, vectorised by Eigen.
+template <class T>
+double probe_read_bandwidth(const std::vector<T>& buf) {
+  std::vector<double> rates;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto* p = reinterpret_cast<const float*>(buf.data());
+    const auto n = static_cast<Eigen::Index>(buf.size() * sizeof(T) / sizeof(float));
+    const float sink = Eigen::Map<const Eigen::ArrayXf>(p, n).sum();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    benchmark::DoNotOptimize(sink);
+    rates.push_back(static_cast<double>(buf.size() * sizeof(T)) / s / 1e9);
+  }
+  std::sort(rates.begin(), rates.end());
+  return rates[2];
+}
+
+template <class T>
+struct Fixture {
+  std::int64_t tokens = 0, total_pages = 0, pages_per_seq = 0, max_seqs = 0;
+  std::vector<T> q, out, kv;
+  std::vector<std::int32_t> kv_lens, table, cu_q_lens;
+  std::int32_t num_seqs = 0;
+  double unique_kv_bytes = 0, flops = 0;
+  attnref::RaggedPagedAttentionArgs<T> args;
+
+  explicit Fixture(const SeqLens& seqs) {
+    num_seqs = static_cast<std::int32_t>(seqs.size());
+    max_seqs = num_seqs;
+    std::int32_t max_kv = 0;
+    for (const auto& s : seqs) {
+      tokens += s.first;
+      total_pages += (s.second + kPage - 1) / kPage;
+      max_kv = std::max(max_kv, s.second);
+      unique_kv_bytes += static_cast<double>(s.second) * 2 * kHkv * kDim * sizeof(T);
+      // Causal: row r sees kv_len - q_len + r + 1 keys; q.k and p.v are 2 flops each per dim.
+      const double seen = static_cast<double>(s.first) * (s.second - s.first) +
+                          static_cast<double>(s.first) * (s.first + 1) / 2.0;
+      flops += 4.0 * seen * kHq * kDim;
+    }
+    pages_per_seq = (max_kv + kPage - 1) / kPage;
+    std::mt19937 rng(42);
+    std::normal_distribution<float> normal;
+    q.resize(tokens * kHq * kDim);
+    for (T& x : q) x = static_cast<T>(normal(rng));
+    out.assign(q.size(), T(0));  // preallocated and pre-touched
+    kv.resize(total_pages * kPage * 2 * kHkv * kDim);
+    for (T& x : kv) x = static_cast<T>(normal(rng));  // pre-touched
+    std::vector<std::int32_t> pages(total_pages);
+    std::iota(pages.begin(), pages.end(), 0);
+    std::shuffle(pages.begin(), pages.end(), rng);
+    kv_lens.assign(max_seqs, 0);
+    table.assign(max_seqs * pages_per_seq, 0);
+    cu_q_lens.assign(max_seqs + 1, 0);
+    std::size_t next = 0;
+    for (std::int64_t i = 0; i < num_seqs; ++i) {
+      kv_lens[i] = seqs[i].second;
+      cu_q_lens[i + 1] = cu_q_lens[i] + seqs[i].first;
+      for (std::int64_t p = 0; p * kPage < seqs[i].second; ++p)
+        table[i * pages_per_seq + p] = pages[next++];
+    }
+    args.q = {q.data(), {tokens, kHq, kDim}};
+    args.kv_pages = {kv.data(), {total_pages, kPage, 2 * kHkv, kDim}};
+    args.kv_lens = {kv_lens.data(), {max_seqs}};
+    args.page_indices = {table.data(), {max_seqs, pages_per_seq}};
+    args.cu_q_lens = {cu_q_lens.data(), {max_seqs + 1}};
+    args.num_seqs = {&num_seqs, {1}};
+    args.sm_scale = 0.088f;
+  }
+
+  void grouped() {
+    attnref::ragged_paged_attention_unchecked(args, TensorView<T, 3>(out.data(), args.q.extents));
+  }
+
+  /// The same kernel with one query head (G = 1) at a time: every query head re-reads its KV
+  /// head's pages.
+  void per_head() {
+    const std::int64_t group = kHq / kHkv;
+    for (std::int64_t qh = 0; qh < kHq; ++qh) {
+      const std::int64_t h = qh / group;
+      attnref::RaggedPagedAttentionArgs<T> one = args;
+      one.q = {q.data() + qh * kDim, {tokens, 1, kDim}, {kHq * kDim, kDim, 1}};
+      one.kv_pages.data = kv.data() + 2 * h * kDim;  // combined heads 2h (K) and 2h + 1 (V)
+      one.kv_pages.extents[2] = 2;
+      attnref::ragged_paged_attention_unchecked(
+          one, TensorView<T, 3>(out.data() + qh * kDim, {tokens, 1, kDim}, {kHq * kDim, kDim, 1}));
+    }
+  }
+};
+
+const SeqLens& set_of(std::int64_t s) {
+  return s == 0 ? kDecodeOnly : s == 1 ? kPrefillOnly : kMixed;
+}
+
+template <class T>
+void run(benchmark::State& state, std::int64_t set, int variant) {
+  Fixture<T> f(set_of(set));
+  if (!attnref::check_ragged(f.args, attnref::Profile::kJax).ok()) {
+    state.SkipWithError("invalid fixture");
+    return;
+  }
+  const double probe = probe_read_bandwidth(f.kv);
+  const auto start = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    if (variant == 0) f.grouped();
+    else f.per_head();
+    benchmark::DoNotOptimize(f.out.data());
+    benchmark::ClobberMemory();
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double per_call = seconds / static_cast<double>(state.iterations());
+  const double gbps = f.unique_kv_bytes / 1e9 / per_call;
+  state.counters["GBps"] = gbps;
+  state.counters["probe_GBps"] = probe;
+  state.counters["frac_probe"] = gbps / probe;
+  state.counters["GFLOPs"] = f.flops / 1e9 / per_call;
+  state.counters["tokens_per_s"] = static_cast<double>(f.tokens) / per_call;
+  state.counters["KV_MiB"] = static_cast<double>(f.kv.size() * sizeof(T)) / (1 << 20);
+  state.SetLabel(std::string(kSetNames[set]) + (variant == 0 ? "/grouped" : "/per_head"));
+}
+
+void BM_Ragged(benchmark::State& state) {
+  const std::int64_t set = state.range(0);
+  const int variant = static_cast<int>(state.range(1));
+  if (state.range(2) == 0) run<float>(state, set, variant);
+  else run<Eigen::bfloat16>(state, set, variant);
+}
+
+BENCHMARK(BM_Ragged)
+    ->ArgNames({"set", "variant", "dtype"})
+    ->ArgsProduct({{0, 1, 2}, {0, 1}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+/// Validation tiers on the same batches: shapes (O(1)) and shapes + metadata.
+void BM_RaggedCheck(benchmark::State& state) {
+  Fixture<float> f(set_of(state.range(0)));
+  const bool metadata = state.range(1) != 0;
+  for (auto _ : state) {
+    const attnref::Status s = metadata ? attnref::check_ragged(f.args, attnref::Profile::kJax)
+                                       : attnref::check_ragged_shapes(f.args, attnref::Profile::kJax);
+    benchmark::DoNotOptimize(s);
+  }
+  state.SetLabel(std::string(kSetNames[state.range(0)]) + (metadata ? "/shapes+metadata" : "/shapes"));
+}
+
+BENCHMARK(BM_RaggedCheck)->ArgNames({"set", "metadata"})->ArgsProduct({{0, 1, 2}, {0, 1}});
+
+}  // namespace
+
+BENCHMARK_MAIN();
