@@ -17,7 +17,7 @@ namespace {
 
 constexpr std::int64_t kQHeads = 32, kKvHeads = 8, kHeadDim = 128, kPageSize = 16;
 constexpr std::int64_t kBatch = 8, kPagesPerSeq = 64;  // up to 1024 tokens per sequence
-constexpr attnref::AttentionConfig kLlama3_8b{kQHeads, kKvHeads, kHeadDim, -1, kPageSize};
+constexpr attnref::AttentionConfig kLlama3_8b{kQHeads, kKvHeads, kHeadDim, {}, kPageSize};
 static_assert(attnref::check_config(kLlama3_8b).ok(), "checked at compile time");
 
 /// One query head, one sequence, the textbook way: gather, softmax, weighted sum.

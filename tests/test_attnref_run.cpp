@@ -346,6 +346,9 @@ TEST_F(Cli, ConfigSeedScenarios) {
        "attnref: error[invalid_head_dim] head_dim must be positive. Got 0.", nullptr},
       {"--q-heads 8 --kv-heads 8 --head-dim 64 --page-size 0",
        "attnref: error[invalid_page_size] page_size must be positive. Got 0.", nullptr},
+      {"--q-heads 8 --kv-heads 8 --head-dim 64 --page-size -1",
+       "attnref: error[invalid_page_size] page_size must be positive. Got -1.",
+       "leave page_size unset for a non-paged cache"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);

@@ -13,7 +13,7 @@ using attnref::ErrorCode;
 static_assert(attnref::check_heads(32, 8).ok(), "Llama-3-8B");
 static_assert(!attnref::check_heads(8, 6).ok(), "8 query heads cannot share 6 KV heads");
 static_assert(attnref::kv_head_of(13, 32, 8) == 3, "query heads 12..15 read KV head 3");
-static_assert(attnref::check_config({32, 8, 128, -1, 16}).ok(), "constexpr config check");
+static_assert(attnref::check_config({32, 8, 128, {}, 16}).ok(), "constexpr config check");
 
 struct HeadCase {
   std::int64_t hq, hkv;
@@ -74,18 +74,21 @@ TEST(CheckHeadDim, SeedScenarios) {
 }
 
 TEST(CheckConfig, EveryField) {
-  EXPECT_TRUE(attnref::check_config({32, 8, 128, -1, 16}).ok());
-  EXPECT_TRUE(attnref::check_config({16, 16, 192, 128, -1}).ok());  // DeepSeek-style Dqk != Dv
-  EXPECT_EQ(attnref::check_config({8, 6, 128, -1, 16}).code(), ErrorCode::kGqaNotDivisible);
-  attnref::Status s = attnref::check_config({8, 8, 0, -1, 16});
+  EXPECT_TRUE(attnref::check_config({32, 8, 128, {}, 16}).ok());
+  EXPECT_TRUE(attnref::check_config({16, 16, 192, 128, {}}).ok());  // DeepSeek-style Dqk != Dv
+  EXPECT_EQ(attnref::check_config({8, 6, 128, {}, 16}).code(), ErrorCode::kGqaNotDivisible);
+  attnref::Status s = attnref::check_config({8, 8, 0, {}, 16});
   EXPECT_EQ(s.code(), ErrorCode::kInvalidHeadDim);
   EXPECT_EQ(s.message(), "head_dim must be positive. Got 0.");
   s = attnref::check_config({8, 8, 64, 0, 16});
   EXPECT_EQ(s.code(), ErrorCode::kInvalidHeadDim);
   EXPECT_EQ(s.message(), "head_dim_v must be positive. Got 0.");
-  s = attnref::check_config({8, 8, 64, -1, 0});
+  s = attnref::check_config({8, 8, 64, {}, 0});
   EXPECT_EQ(s.code(), ErrorCode::kInvalidPageSize);
   EXPECT_EQ(s.message(), "page_size must be positive. Got 0.");
+  s = attnref::check_config({8, 8, 64, {}, -1});
+  EXPECT_EQ(s.message(), "page_size must be positive. Got -1.");
+  EXPECT_EQ(s.hint(), "leave page_size unset for a non-paged cache");
 }
 
 }  // namespace
