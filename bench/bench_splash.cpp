@@ -15,8 +15,8 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -57,10 +57,18 @@ attnref::MultiHeadMask make_mask(int kind, std::int64_t s) {
   const attnref::MaskShape shape{s, s};
   attnref::AnyMask m;
   switch (kind) {
-    case 0: m = attnref::FullMask{shape}; break;
-    case 1: m = attnref::CausalMask{shape}; break;
-    case 2: m = attnref::LocalMask{shape, 256, 0, 0}; break;
-    default: m = attnref::ChunkedCausalMask{shape, 512}; break;
+    case 0:
+      m = attnref::FullMask{shape};
+      break;
+    case 1:
+      m = attnref::CausalMask{shape};
+      break;
+    case 2:
+      m = attnref::LocalMask{shape, 256, 0, 0};
+      break;
+    default:
+      m = attnref::ChunkedCausalMask{shape, 512};
+      break;
   }
   return attnref::MultiHeadMask{m};
 }
@@ -143,9 +151,10 @@ void run(benchmark::State& state, bool backward) {
   g.dv = {in.dv.data(), {hkv, s, kHeadDim}};
   for (auto _ : state) {
     if (backward) {
-      attnref::splash_backward(a, in.info, attnref::TensorView<const T, 3>(out),
-                               attnref::TensorView<const float, 2>(lse),
-                               attnref::TensorView<const T, 3>(in.dout.data(), {kNumQHeads, s, kHeadDim}), g);
+      attnref::splash_backward(
+          a, in.info, attnref::TensorView<const T, 3>(out),
+          attnref::TensorView<const float, 2>(lse),
+          attnref::TensorView<const T, 3>(in.dout.data(), {kNumQHeads, s, kHeadDim}), g);
       benchmark::DoNotOptimize(in.dq.data());
     } else {
       attnref::splash_forward(a, in.info, out, lse);
@@ -161,8 +170,8 @@ void run(benchmark::State& state, bool backward) {
   state.counters["probe_GFLOPs"] = probe;
   static const char* const kMaskNames[] = {"full", "causal", "local256", "chunked512"};
   state.SetLabel(std::string(kMaskNames[mask]) + (hkv == 8 ? " Hkv=8" : " Hkv=2"));
-  state.counters["frac_probe"] = benchmark::Counter(
-      flops * 1e-9 / probe, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["frac_probe"] =
+      benchmark::Counter(flops * 1e-9 / probe, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_SplashForward_f32(benchmark::State& s) { run<float>(s, false); }

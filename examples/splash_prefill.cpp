@@ -17,7 +17,7 @@
 namespace {
 
 constexpr std::int64_t kNumQHeads = 8, kNumKvHeads = 2, kHeadDim = 64;
-constexpr std::int64_t kSeqLen = 2048;      // two packed documents
+constexpr std::int64_t kSeqLen = 2048;       // two packed documents
 constexpr std::int64_t kFirstDocLen = 1280;  // tokens [0, 1280) are document 0
 constexpr std::int64_t kWindow = 256;        // local heads see 256 tokens back
 
@@ -79,13 +79,14 @@ int main() {
   const double classify_s = seconds_since(t0);
   const attnref::BlockCounts counts = info.counts();
   const std::int64_t total = counts.empty + counts.partial + counts.full;
-  std::printf("tiles of %lldx%lld over %lld mask rows: %lld empty (skipped), %lld partial, %lld full "
-              "(%.1f%% skipped; %lld distinct partial patterns; classified in %.1f ms)\n",
-              static_cast<long long>(info.block_q), static_cast<long long>(info.block_kv),
-              static_cast<long long>(info.num_heads), static_cast<long long>(counts.empty),
-              static_cast<long long>(counts.partial), static_cast<long long>(counts.full),
-              100.0 * static_cast<double>(counts.empty) / static_cast<double>(total),
-              static_cast<long long>(info.num_partial_blocks()), 1e3 * classify_s);
+  std::printf(
+      "tiles of %lldx%lld over %lld mask rows: %lld empty (skipped), %lld partial, %lld full "
+      "(%.1f%% skipped; %lld distinct partial patterns; classified in %.1f ms)\n",
+      static_cast<long long>(info.block_q), static_cast<long long>(info.block_kv),
+      static_cast<long long>(info.num_heads), static_cast<long long>(counts.empty),
+      static_cast<long long>(counts.partial), static_cast<long long>(counts.full),
+      100.0 * static_cast<double>(counts.empty) / static_cast<double>(total),
+      static_cast<long long>(info.num_partial_blocks()), 1e3 * classify_s);
 
   std::vector<float> out(kNumQHeads * kSeqLen * kHeadDim), lse(kNumQHeads * kSeqLen);
   attnref::TensorView<float, 3> out_view(out.data(), {kNumQHeads, kSeqLen, kHeadDim});
@@ -102,9 +103,10 @@ int main() {
   dense_args.block_sizes.block_kv = kSeqLen;
   std::vector<float> dense_out(out.size()), dense_lse(lse.size());
   t0 = std::chrono::steady_clock::now();
-  attnref::splash_attention(dense_args, mask,
-                            attnref::TensorView<float, 3>(dense_out.data(), {kNumQHeads, kSeqLen, kHeadDim}),
-                            attnref::TensorView<float, 2>(dense_lse.data(), {kNumQHeads, kSeqLen}));
+  attnref::splash_attention(
+      dense_args, mask,
+      attnref::TensorView<float, 3>(dense_out.data(), {kNumQHeads, kSeqLen, kHeadDim}),
+      attnref::TensorView<float, 2>(dense_lse.data(), {kNumQHeads, kSeqLen}));
   const double dense_s = seconds_since(t0);
 
   double max_diff = 0, checksum = 0;
@@ -112,9 +114,10 @@ int main() {
     max_diff = std::fmax(max_diff, std::fabs(out[i] - dense_out[i]));
     checksum += out[i];
   }
-  std::printf("block-sparse forward: %.1f ms; dense (one tile, includes classification): %.1f ms; "
-              "speed-up %.2fx\n",
-              1e3 * sparse_s, 1e3 * dense_s, dense_s / sparse_s);
+  std::printf(
+      "block-sparse forward: %.1f ms; dense (one tile, includes classification): %.1f ms; "
+      "speed-up %.2fx\n",
+      1e3 * sparse_s, 1e3 * dense_s, dense_s / sparse_s);
   std::printf("max |sparse - dense| = %.3g; checksum %.6f; lse[head 1, token 2047] = %.4f\n",
               max_diff, checksum, static_cast<double>(lse[1 * kSeqLen + 2047]));
   return max_diff < 1e-4 ? 0 : 2;

@@ -73,7 +73,8 @@ inline Forward forward(Problem& p) {
       for (std::int64_t t = 0; t < p.skv; ++t) {
         if (!p.ok(h, r, t)) continue;
         const double w = std::exp(x[t] - m) / l;
-        for (std::int64_t d = 0; d < p.dv; ++d) f.out[(h * p.sq + r) * p.dv + d] += w * p.V(p.kv_head(h), t, d);
+        for (std::int64_t d = 0; d < p.dv; ++d)
+          f.out[(h * p.sq + r) * p.dv + d] += w * p.V(p.kv_head(h), t, d);
       }
       f.lse[h * p.sq + r] = m + std::log(l);
     }

@@ -53,8 +53,8 @@ class SplashCli : public ::testing::Test {
   std::string path(const std::string& name) const { return dir_ + "/" + name; }
   Result run(const std::string& args) const {
     const std::string out = path("stdout.txt"), err = path("stderr.txt");
-    const std::string cmd = std::string("'") + ATTNREF_RUN_PATH + "' splash " + args + " >'" +
-                            out + "' 2>'" + err + "'";
+    const std::string cmd = std::string("'") + ATTNREF_RUN_PATH + "' splash " + args + " >'" + out +
+                            "' 2>'" + err + "'";
     const int status = std::system(cmd.c_str());
     Result r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -68,7 +68,8 @@ class SplashCli : public ::testing::Test {
         attnref::write_npy(path(name), attnref::make_npy_array<T>(std::move(shape), v.data()));
     ASSERT_TRUE(s.ok()) << s.message();
   }
-  void save_bool(const std::string& name, std::vector<std::int64_t> shape, const std::vector<char>& v) {
+  void save_bool(const std::string& name, std::vector<std::int64_t> shape,
+                 const std::vector<char>& v) {
     const attnref::NpyStatus s = attnref::write_npy(
         path(name), attnref::make_npy_array(attnref::DType::kBool, std::move(shape), v.data()));
     ASSERT_TRUE(s.ok()) << s.message();
@@ -172,7 +173,8 @@ TEST_F(SplashCli, RoundTripGqaForwardAndBackwardWithMaskFileSegmentsSinks) {
   EXPECT_EQ(c.out, "ok\n");
   c = run(inputs + " --check-only --profile jax");
   EXPECT_EQ(c.code, 2);
-  EXPECT_EQ(c.first_err_line(), "attnref: error[tiling_rule] bkv_compute=16 must be a multiple of 128.");
+  EXPECT_EQ(c.first_err_line(),
+            "attnref: error[tiling_rule] bkv_compute=16 must be a multiple of 128.");
 }
 
 TEST_F(SplashCli, MqaCausalLocalChunkedAndFull) {
@@ -189,24 +191,28 @@ TEST_F(SplashCli, MqaCausalLocalChunkedAndFull) {
   save("q.npy", {hq, s, d}, as_float(p.q));
   save("k.npy", {s, d}, as_float(p.k));  // 2-dim: MQA
   save("v.npy", {s, d}, as_float(p.v));
-  const std::string inputs =
-      "--q " + path("q.npy") + " --k " + path("k.npy") + " --v " + path("v.npy") + " --block-q 4 --block-kv 4";
+  const std::string inputs = "--q " + path("q.npy") + " --k " + path("k.npy") + " --v " +
+                             path("v.npy") + " --block-q 4 --block-kv 4";
   struct Case {
     std::string option;
     std::function<bool(std::int64_t, std::int64_t, std::int64_t)> allowed;
   };
   const std::vector<Case> cases = {
       {"", [](std::int64_t, std::int64_t, std::int64_t) { return true; }},
-      {"--causal --offset 2", [](std::int64_t, std::int64_t r, std::int64_t t) { return r + 2 >= t; }},
+      {"--causal --offset 2",
+       [](std::int64_t, std::int64_t r, std::int64_t t) { return r + 2 >= t; }},
       {"--local 3,none", [](std::int64_t, std::int64_t r, std::int64_t t) { return r - 3 <= t; }},
-      {"--local 1,2 --offset -1", [](std::int64_t, std::int64_t r, std::int64_t t) { return r - 2 <= t && r + 1 >= t; }},
-      {"--chunked 5", [](std::int64_t, std::int64_t r, std::int64_t t) { return r / 5 == t / 5 && r >= t; }},
+      {"--local 1,2 --offset -1",
+       [](std::int64_t, std::int64_t r, std::int64_t t) { return r - 2 <= t && r + 1 >= t; }},
+      {"--chunked 5",
+       [](std::int64_t, std::int64_t r, std::int64_t t) { return r / 5 == t / 5 && r >= t; }},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.option);
     p.allowed = c.allowed;
     const auto f = splash_ref::forward(p);
-    const Result r = run(inputs + " " + c.option + " --out " + path("out.npy") + " --lse-out " + path("lse.npy"));
+    const Result r = run(inputs + " " + c.option + " --out " + path("out.npy") + " --lse-out " +
+                         path("lse.npy"));
     ASSERT_EQ(r.code, 0) << r.err;
     expect_close(load("out.npy", {hq, s, d}), f.out, 1e-5, "out");
     expect_close(load("lse.npy", {hq, s}), f.lse, 1e-5, "lse");
@@ -226,7 +232,8 @@ TEST_F(SplashCli, MqaCausalLocalChunkedAndFull) {
 }
 
 TEST_F(SplashCli, ValidationErrorsExitTwo) {
-  std::vector<float> q(4 * 8 * 4, 0.5f), k(3 * 8 * 4, 0.5f), k2(2 * 8 * 4, 0.5f), k5(2 * 8 * 5, 0.5f);
+  std::vector<float> q(4 * 8 * 4, 0.5f), k(3 * 8 * 4, 0.5f), k2(2 * 8 * 4, 0.5f),
+      k5(2 * 8 * 5, 0.5f);
   save("q.npy", {4, 8, 4}, q);
   save("k3.npy", {3, 8, 4}, k);
   save("k2.npy", {2, 8, 4}, k2);
@@ -238,32 +245,37 @@ TEST_F(SplashCli, ValidationErrorsExitTwo) {
   const std::string q_arg = "--q " + path("q.npy");
   Result r = run(q_arg + " --k " + path("k3.npy") + " --v " + path("k3.npy"));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.first_err_line(),
-            "attnref: error[gqa_not_divisible] In MHA, expected number of 'query' heads (4) to be a "
-            "multiple of the number of 'key' heads (3)");
+  EXPECT_EQ(
+      r.first_err_line(),
+      "attnref: error[gqa_not_divisible] In MHA, expected number of 'query' heads (4) to be a "
+      "multiple of the number of 'key' heads (3)");
   r = run(q_arg + " --k " + path("k5.npy") + " --v " + path("k5.npy"));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.first_err_line(),
-            "attnref: error[head_dim_mismatch] Expected 'key' head dimension to be: 4. Instead got: 5.");
+  EXPECT_EQ(
+      r.first_err_line(),
+      "attnref: error[head_dim_mismatch] Expected 'key' head dimension to be: 4. Instead got: 5.");
   r = run(q_arg + " --k " + path("k1d.npy") + " --v " + path("k1d.npy"));
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.first_err_line(),
-            "attnref: error[rank_mismatch] Expected 3-dim 'key' tensor for MHA. Instead got a 1-dim one.");
+            "attnref: error[rank_mismatch] Expected 3-dim 'key' tensor for MHA. Instead got a "
+            "1-dim one.");
   const std::string kv = " --k " + path("k2.npy") + " --v " + path("k2.npy");
   r = run(q_arg + kv + " --mask " + path("mask2d.npy"));
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.first_err_line(), "attnref: error[mask_shape] Unexpected mask shape: (8, 8)");
   r = run(q_arg + kv + " --mask " + path("mask3h.npy"));
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.first_err_line(),
-            "attnref: error[mask_head_count] the mask has 3 heads; expected 1 (shared by all heads) "
-            "or num_q_heads=4");
+  EXPECT_EQ(
+      r.first_err_line(),
+      "attnref: error[mask_head_count] the mask has 3 heads; expected 1 (shared by all heads) "
+      "or num_q_heads=4");
   r = run(q_arg + kv + " --mask " + path("maskf.npy"));
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.first_err_line(), "attnref: error[dtype_not_supported] Mask must be a boolean array");
   r = run(q_arg + kv + " --chunked 0");
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.first_err_line(), "attnref: error[invalid_mask_parameter] chunk_size must be positive");
+  EXPECT_EQ(r.first_err_line(),
+            "attnref: error[invalid_mask_parameter] chunk_size must be positive");
   r = run(q_arg + kv + " --soft-cap 0");
   EXPECT_EQ(r.code, 2);
   r = run(q_arg + kv + " --profile jax --check-only");

@@ -64,11 +64,12 @@ TEST(MaskInfo, WorkedExampleCausal64Blocks16) {
               : attnref::build_mask_info(CausalMask{{64, 64}}, 16, 16, Profile::kJax, &info);
     ASSERT_TRUE(s.ok()) << s.to_string();
     EXPECT_EQ(info.num_heads, 1);
-    EXPECT_EQ(block_mask_of(info, 0),
-              (std::vector<std::vector<int>>{{1, 0, 0, 0}, {2, 1, 0, 0}, {2, 2, 1, 0}, {2, 2, 2, 1}}));
+    EXPECT_EQ(block_mask_of(info, 0), (std::vector<std::vector<int>>{
+                                          {1, 0, 0, 0}, {2, 1, 0, 0}, {2, 2, 1, 0}, {2, 2, 2, 1}}));
     ASSERT_EQ(info.num_partial_blocks(), 1);
     EXPECT_EQ(pattern(info, 0), tri(16, 0));
-    for (int i = 0; i < 4; ++i) EXPECT_EQ(info.mask_next[static_cast<size_t>(info.flat(0, i, i))], 0);
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(info.mask_next[static_cast<size_t>(info.flat(0, i, i))], 0);
     // Forward data_next at non-empty tiles = j; dkv data_next = i.
     EXPECT_EQ(info.kv_blocks(0, 2), (std::vector<std::int64_t>{0, 1, 2}));
     EXPECT_EQ(info.q_blocks(0, 1), (std::vector<std::int64_t>{1, 2, 3}));
@@ -81,8 +82,8 @@ TEST(MaskInfo, WorkedExampleCausal64Blocks16) {
 
 TEST(MaskInfo, WorkedExampleLocalWindow8) {
   MaskInfo info;
-  ASSERT_TRUE(attnref::build_mask_info(LocalMask({64, 64}, 8, 8, 0), 16, 16, Profile::kJax, &info)
-                  .ok());
+  ASSERT_TRUE(
+      attnref::build_mask_info(LocalMask({64, 64}, 8, 8, 0), 16, 16, Profile::kJax, &info).ok());
   // Shrunk forward grid: data_next rows [[0,1],[0,1,2],[1,2,3],[2,3]], all tiles partial.
   const std::vector<std::vector<std::int64_t>> rows = {{0, 1}, {0, 1, 2}, {1, 2, 3}, {2, 3}};
   const std::vector<std::vector<std::int32_t>> next = {{0, 1}, {2, 0, 1}, {2, 0, 1}, {2, 0}};
@@ -134,10 +135,13 @@ TEST(MaskInfo, WorkedExampleDynamicCausal8Blocks2x4) {
 bool from_info(const MaskInfo& info, std::int64_t h, std::int64_t q, std::int64_t kv) {
   const std::int64_t i = q / info.block_q, j = kv / info.block_kv;
   switch (info.kind(h, i, j)) {
-    case BlockKind::kEmpty: return false;
-    case BlockKind::kFull: return true;
+    case BlockKind::kEmpty:
+      return false;
+    case BlockKind::kFull:
+      return true;
     default:
-      return info.partial_block(h, i, j)[(q % info.block_q) * info.block_kv + kv % info.block_kv] != 0;
+      return info.partial_block(h, i, j)[(q % info.block_q) * info.block_kv + kv % info.block_kv] !=
+             0;
   }
 }
 
@@ -146,7 +150,8 @@ TEST(MaskInfo, RandomMasksRoundTripIncludingRaggedBlocks) {
   struct Case {
     std::int64_t sq, skv, bq, bkv;
   };
-  for (const Case& c : {Case{10, 13, 4, 5}, Case{7, 7, 8, 8}, Case{16, 9, 4, 3}, Case{33, 17, 16, 16}}) {
+  for (const Case& c :
+       {Case{10, 13, 4, 5}, Case{7, 7, 8, 8}, Case{16, 9, 4, 3}, Case{33, 17, 16, 16}}) {
     std::vector<char> data(static_cast<size_t>(c.sq * c.skv));
     std::bernoulli_distribution coin(0.6);
     for (auto& x : data) x = coin(rng);
@@ -154,7 +159,8 @@ TEST(MaskInfo, RandomMasksRoundTripIncludingRaggedBlocks) {
     for (std::int64_t q = 0; q < c.sq; ++q)
       for (std::int64_t kv = 0; kv < c.skv; ++kv) {
         if (q < c.bq && kv < c.bkv) data[static_cast<size_t>(q * c.skv + kv)] = 1;
-        if (q >= c.sq - c.bq / 2 - 1 && kv >= c.skv - c.bkv / 2 - 1) data[static_cast<size_t>(q * c.skv + kv)] = 0;
+        if (q >= c.sq - c.bq / 2 - 1 && kv >= c.skv - c.bkv / 2 - 1)
+          data[static_cast<size_t>(q * c.skv + kv)] = 0;
       }
     const DenseMask mask{{reinterpret_cast<const bool*>(data.data()), {c.sq, c.skv}}};
     MaskInfo info;
@@ -179,7 +185,8 @@ TEST(MaskInfo, RaggedLastTileIsFullWhenItsValidRegionIs) {
   // Sq = Skv = 10, blocks 4: the last block has 2 rows/cols; causal diagonal tiles are partial,
   // tiles below the diagonal full, including ragged ones.
   MaskInfo info;
-  ASSERT_TRUE(attnref::build_mask_info(CausalMask{{10, 10}}, 4, 4, Profile::kReference, &info).ok());
+  ASSERT_TRUE(
+      attnref::build_mask_info(CausalMask{{10, 10}}, 4, 4, Profile::kReference, &info).ok());
   EXPECT_EQ(block_mask_of(info, 0),
             (std::vector<std::vector<int>>{{1, 0, 0}, {2, 1, 0}, {2, 2, 1}}));
   EXPECT_EQ(info.q_rows(2), 2);
@@ -230,8 +237,8 @@ TEST(MaskInfo, M3QBlockMustDivideUnderJax) {
   EXPECT_EQ(s.hint(),
             "pick block_q among the divisors of 200: 1, 2, 4, 5, 8, 10, 20, 25, 40, 50, 100, 200 "
             "(the reference profile allows a ragged last block)");
-  EXPECT_TRUE(attnref::build_mask_info(CausalMask{{200, 256}}, 128, 128, Profile::kReference, &info)
-                  .ok());
+  EXPECT_TRUE(
+      attnref::build_mask_info(CausalMask{{200, 256}}, 128, 128, Profile::kReference, &info).ok());
 }
 
 TEST(MaskInfo, M4KvBlockMustDivideUnderJax) {

@@ -87,8 +87,8 @@ TEST(Masks, CausalMatchesDenseOnJaxShapes) {
 
 TEST(Masks, LocalMatchesDenseOnJaxWindows) {
   const std::vector<MaskShape> shapes = {{8, 8}, {6, 10}, {10, 6}};
-  const std::vector<std::pair<int, int>> windows = {{1, -1}, {-1, 2}, {1, 1}, {1, 0}, {0, 2},
-                                                    {-1, -1}};
+  const std::vector<std::pair<int, int>> windows = {{1, -1}, {-1, 2}, {1, 1},
+                                                    {1, 0},  {0, 2},  {-1, -1}};
   for (const MaskShape& s : shapes)
     for (auto w : windows)
       for (std::int64_t offset : {-2, 0, 3}) {
@@ -133,9 +133,8 @@ TEST(Masks, DenseMaskViewErrors) {
 }
 
 TEST(Masks, PredicateMaskAndComposition) {
-  auto even = attnref::make_predicate_mask({6, 6}, [](std::int64_t q, std::int64_t kv) {
-    return (q + kv) % 2 == 0;
-  });
+  auto even = attnref::make_predicate_mask(
+      {6, 6}, [](std::int64_t q, std::int64_t kv) { return (q + kv) % 2 == 0; });
   CausalMask causal{{6, 6}};
   auto both = causal & even;
   auto either = causal | even;
@@ -218,8 +217,8 @@ TEST(Masks, K12ChunkSize) {
     EXPECT_EQ(s.code(), ErrorCode::kInvalidMaskParameter);
     EXPECT_EQ(std::string(s.jax_check()), "K12");
     EXPECT_EQ(s.message(), "chunk_size must be positive");
-    EXPECT_EQ(s.hint(), "got chunk_size=" + std::to_string(c) +
-                            "; use the attention chunk length, e.g. 512");
+    EXPECT_EQ(s.hint(),
+              "got chunk_size=" + std::to_string(c) + "; use the attention chunk length, e.g. 512");
   }
 }
 

@@ -72,9 +72,12 @@ struct Case {
 MultiHeadMask make_mask(std::int64_t hq, std::int64_t sq, std::int64_t skv) {
   std::vector<attnref::AnyMask> heads;
   for (std::int64_t h = 0; h < hq; ++h) {
-    if (h % 3 == 0) heads.emplace_back(CausalMask{{sq, skv}});
-    else if (h % 3 == 1) heads.emplace_back(LocalMask{{sq, skv}, 4, 2, 0});
-    else heads.emplace_back(attnref::ChunkedCausalMask{{sq, skv}, 6});
+    if (h % 3 == 0)
+      heads.emplace_back(CausalMask{{sq, skv}});
+    else if (h % 3 == 1)
+      heads.emplace_back(LocalMask{{sq, skv}, 4, 2, 0});
+    else
+      heads.emplace_back(attnref::ChunkedCausalMask{{sq, skv}, 6});
   }
   return MultiHeadMask(heads);
 }
@@ -112,8 +115,10 @@ Case<T> make_case(std::int64_t hq, std::int64_t hkv, std::int64_t sq, std::int64
   if (seg) {
     p.q_seg.resize(static_cast<size_t>(sq));
     p.kv_seg.resize(static_cast<size_t>(skv));
-    for (std::int64_t r = 0; r < sq; ++r) p.q_seg[static_cast<size_t>(r)] = static_cast<std::int32_t>(r * 2 / sq);
-    for (std::int64_t t = 0; t < skv; ++t) p.kv_seg[static_cast<size_t>(t)] = static_cast<std::int32_t>(t * 2 / skv);
+    for (std::int64_t r = 0; r < sq; ++r)
+      p.q_seg[static_cast<size_t>(r)] = static_cast<std::int32_t>(r * 2 / sq);
+    for (std::int64_t t = 0; t < skv; ++t)
+      p.kv_seg[static_cast<size_t>(t)] = static_cast<std::int32_t>(t * 2 / skv);
   }
   if (sinks) {
     splash_ref::fill(p.sinks, static_cast<size_t>(hq), rng, 0, 1);
@@ -139,7 +144,8 @@ Result run_kernel(const Case<T>& c, const std::vector<double>& dout_d) {
   attnref::splash_attention(a, mask, TensorView<T, 3>(out.data(), {p.hq, p.sq, p.dv}),
                             TensorView<float, 2>(lse.data(), {p.hq, p.sq}));
   const std::vector<T> dout = to<T>(dout_d);
-  std::vector<T> dq(static_cast<size_t>(p.hq * p.sq * p.dqk), T(99)), dk(static_cast<size_t>(p.hkv * p.skv * p.dqk), T(99)),
+  std::vector<T> dq(static_cast<size_t>(p.hq * p.sq * p.dqk), T(99)),
+      dk(static_cast<size_t>(p.hkv * p.skv * p.dqk), T(99)),
       dv(static_cast<size_t>(p.hkv * p.skv * p.dv), T(99));
   std::vector<float> dsinks(c.sinks.size(), 99.0f);
   SplashGradients<T> g;
@@ -147,7 +153,8 @@ Result run_kernel(const Case<T>& c, const std::vector<double>& dout_d) {
   g.dk = {dk.data(), {p.hkv, p.skv, p.dqk}};
   g.dv = {dv.data(), {p.hkv, p.skv, p.dv}};
   if (!dsinks.empty()) g.dsinks = {dsinks.data(), {p.hq}};
-  attnref::splash_attention_backward(a, mask, TensorView<const T, 3>(out.data(), {p.hq, p.sq, p.dv}),
+  attnref::splash_attention_backward(a, mask,
+                                     TensorView<const T, 3>(out.data(), {p.hq, p.sq, p.dv}),
                                      TensorView<const float, 2>(lse.data(), {p.hq, p.sq}),
                                      TensorView<const T, 3>(dout.data(), {p.hq, p.sq, p.dv}), g);
   return {back(out), back(lse), back(dq), back(dk), back(dv), back(dsinks)};
@@ -161,8 +168,10 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
 }
 
 TEST(SplashBackward, JaxGridAgainstFloat64Formulas) {
-  const std::vector<std::pair<std::int64_t, std::int64_t>> heads = {{1, 1}, {2, 2}, {4, 1}, {8, 4}, {6, 2}};
-  const std::vector<std::pair<std::int64_t, std::int64_t>> dims = {{64, 64}, {128, 192}, {192, 128}};
+  const std::vector<std::pair<std::int64_t, std::int64_t>> heads = {
+      {1, 1}, {2, 2}, {4, 1}, {8, 4}, {6, 2}};
+  const std::vector<std::pair<std::int64_t, std::int64_t>> dims = {
+      {64, 64}, {128, 192}, {192, 128}};
   unsigned n = 0;
   for (auto h : heads)
     for (auto d : dims) {
@@ -207,7 +216,8 @@ TEST(SplashBackward, FiniteDifferencesInDouble) {
     const MultiHeadMask mask = make_mask(p.hq, p.sq, p.skv);
     auto loss = [&](const Case<double>& cc) {
       std::vector<double> out(static_cast<size_t>(p.hq * p.sq * p.dv));
-      attnref::splash_attention(cc.args(), mask, TensorView<double, 3>(out.data(), {p.hq, p.sq, p.dv}));
+      attnref::splash_attention(cc.args(), mask,
+                                TensorView<double, 3>(out.data(), {p.hq, p.sq, p.dv}));
       double l = 0;
       for (size_t n = 0; n < out.size(); ++n) l += out[n] * dout[n];
       return l;
@@ -251,7 +261,8 @@ TEST(SplashBackward, BlockSizeIndependence) {
   c.bq = 30;
   c.bkv = 30;
   const Result ref = run_kernel(c, dout);
-  for (auto b : std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {4, 7}, {16, 8}, {64, 64}}) {
+  for (auto b :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {4, 7}, {16, 8}, {64, 64}}) {
     c.bq = b.first;
     c.bkv = b.second;
     const Result r = run_kernel(c, dout);
@@ -281,7 +292,8 @@ TEST(SplashBackward, NaNInSkippedKvBlocksDoesNotLeak) {
     }
   const CausalMask mask{{sq, skv}};
   const auto a = c.args();
-  std::vector<float> out(hq * sq * d), lse(hq * sq), dq(hq * sq * d), dk(skv * d, 5.0f), dv(skv * d, 5.0f);
+  std::vector<float> out(hq * sq * d), lse(hq * sq), dq(hq * sq * d), dk(skv * d, 5.0f),
+      dv(skv * d, 5.0f);
   attnref::splash_attention(a, mask, TensorView<float, 3>(out.data(), {hq, sq, d}),
                             TensorView<float, 2>(lse.data(), {hq, sq}));
   const auto dout_f = to<float>(dout);
@@ -310,7 +322,8 @@ TEST(SplashBackward, FullyMaskedRowsHaveNoGradient) {
   std::vector<float> out(s * d), lse(s), dq(s * d, 7), dk(s * d, 7), dv(s * d, 7);
   attnref::splash_attention(a, mask, TensorView<float, 3>(out.data(), {1, s, d}),
                             TensorView<float, 2>(lse.data(), {1, s}));
-  SplashGradients<float> g{{dq.data(), {1, s, d}}, {dk.data(), {1, s, d}}, {dv.data(), {1, s, d}}, {}};
+  SplashGradients<float> g{
+      {dq.data(), {1, s, d}}, {dk.data(), {1, s, d}}, {dv.data(), {1, s, d}}, {}};
   attnref::splash_attention_backward(a, mask, TensorView<const float, 3>(out.data(), {1, s, d}),
                                      TensorView<const float, 2>(lse.data(), {1, s}),
                                      TensorView<const float, 3>(dout.data(), {1, s, d}), g);
@@ -331,7 +344,8 @@ TEST(SplashBackward, ValidatesBeforeRunning) {
   Case<float> c = make_case<float>(2, 1, 8, 8, 4, 4, false, false, false, 0.0, 1);
   auto a = c.args();
   std::vector<float> out(2 * 8 * 4), lse(2 * 8), dq(2 * 8 * 4), dk(8 * 4), dv(8 * 4);
-  SplashGradients<float> g{{dq.data(), {2, 8, 4}}, {dk.data(), {1, 8, 4}}, {dv.data(), {1, 8, 4}}, {}};
+  SplashGradients<float> g{
+      {dq.data(), {2, 8, 4}}, {dk.data(), {1, 8, 4}}, {dv.data(), {1, 8, 4}}, {}};
   const TensorView<const float, 3> o(out.data(), {2, 8, 4});
   const TensorView<const float, 2> l(lse.data(), {2, 8});
   {
@@ -340,7 +354,8 @@ TEST(SplashBackward, ValidatesBeforeRunning) {
     auto b = big.args();
     b.block_sizes = attnref::SplashBlockSizes{};
     std::vector<float> o2(2 * 128 * 4), l2(2 * 128), dq2(2 * 128 * 4), dk2(128 * 4), dv2(128 * 4);
-    SplashGradients<float> g2{{dq2.data(), {2, 128, 4}}, {dk2.data(), {1, 128, 4}}, {dv2.data(), {1, 128, 4}}, {}};
+    SplashGradients<float> g2{
+        {dq2.data(), {2, 128, 4}}, {dk2.data(), {1, 128, 4}}, {dv2.data(), {1, 128, 4}}, {}};
     const TensorView<const float, 3> ov(o2.data(), {2, 128, 4});
     const TensorView<const float, 2> lv(l2.data(), {2, 128});
     EXPECT_NO_THROW(attnref::splash_attention_backward(b, CausalMask{{128, 128}}, ov, lv, ov, g2));

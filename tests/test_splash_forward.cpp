@@ -41,17 +41,17 @@ struct Config {
   std::int64_t hq, hkv, sq, skv, dqk, dv;
   bool mqa = false, segments = false, sinks = false;
   double soft_cap = 0;
-  double scale = 0;  // 0: 1/sqrt(dqk)
+  double scale = 0;                        // 0: 1/sqrt(dqk)
   std::int64_t bq = 16, bkv = 16, bc = 0;  // bc 0: = bkv
   int mask = 0;  // 0 causal, 1 full, 2 local(5, 3), 3 per-head causal/local/random
 };
 
 std::string name(const Config& c) {
-  return "Hq" + std::to_string(c.hq) + "_Hkv" + std::to_string(c.hkv) + "_S" + std::to_string(c.sq) +
-         "x" + std::to_string(c.skv) + "_D" + std::to_string(c.dqk) + "x" + std::to_string(c.dv) +
-         (c.mqa ? "_mqa" : "") + (c.segments ? "_seg" : "") + (c.sinks ? "_sinks" : "") +
-         (c.soft_cap != 0 ? "_cap" : "") + "_mask" + std::to_string(c.mask) + "_b" +
-         std::to_string(c.bq) + "x" + std::to_string(c.bkv);
+  return "Hq" + std::to_string(c.hq) + "_Hkv" + std::to_string(c.hkv) + "_S" +
+         std::to_string(c.sq) + "x" + std::to_string(c.skv) + "_D" + std::to_string(c.dqk) + "x" +
+         std::to_string(c.dv) + (c.mqa ? "_mqa" : "") + (c.segments ? "_seg" : "") +
+         (c.sinks ? "_sinks" : "") + (c.soft_cap != 0 ? "_cap" : "") + "_mask" +
+         std::to_string(c.mask) + "_b" + std::to_string(c.bq) + "x" + std::to_string(c.bkv);
 }
 
 // Random per-head boolean masks for mask kind 3 (column 0 forced true, as JAX's strategy).
@@ -88,8 +88,10 @@ void run_case(const Config& c, double atol, double rtol) {
     // Segments of at least 2 tokens; identical ids on both sides when square.
     p.q_seg.resize(static_cast<size_t>(c.sq));
     p.kv_seg.resize(static_cast<size_t>(c.skv));
-    for (std::int64_t r = 0; r < c.sq; ++r) p.q_seg[static_cast<size_t>(r)] = static_cast<std::int32_t>(r * 3 / c.sq);
-    for (std::int64_t t = 0; t < c.skv; ++t) p.kv_seg[static_cast<size_t>(t)] = static_cast<std::int32_t>(t * 3 / c.skv);
+    for (std::int64_t r = 0; r < c.sq; ++r)
+      p.q_seg[static_cast<size_t>(r)] = static_cast<std::int32_t>(r * 3 / c.sq);
+    for (std::int64_t t = 0; t < c.skv; ++t)
+      p.kv_seg[static_cast<size_t>(t)] = static_cast<std::int32_t>(t * 3 / c.skv);
   }
   std::vector<float> sinks;
   if (c.sinks) {
@@ -102,16 +104,25 @@ void run_case(const Config& c, double atol, double rtol) {
   for (std::int64_t h = 0; h < c.hq; ++h) {
     std::vector<char> m(static_cast<size_t>(c.sq * c.skv));
     for (std::int64_t r = 0; r < c.sq; ++r)
-      for (std::int64_t t = 0; t < c.skv; ++t) m[static_cast<size_t>(r * c.skv + t)] = t == 0 || coin(rng);
+      for (std::int64_t t = 0; t < c.skv; ++t)
+        m[static_cast<size_t>(r * c.skv + t)] = t == 0 || coin(rng);
     masks.random.push_back(std::move(m));
   }
   const attnref::MaskShape shape{c.sq, c.skv};
   const CausalMask causal{shape};
   const LocalMask local{shape, 5, 3, 0};
   switch (c.mask) {
-    case 0: p.allowed = [](std::int64_t, std::int64_t r, std::int64_t t) { return t <= r; }; break;
-    case 1: p.allowed = [](std::int64_t, std::int64_t, std::int64_t) { return true; }; break;
-    case 2: p.allowed = [](std::int64_t, std::int64_t r, std::int64_t t) { return t >= r - 5 && t <= r + 3; }; break;
+    case 0:
+      p.allowed = [](std::int64_t, std::int64_t r, std::int64_t t) { return t <= r; };
+      break;
+    case 1:
+      p.allowed = [](std::int64_t, std::int64_t, std::int64_t) { return true; };
+      break;
+    case 2:
+      p.allowed = [](std::int64_t, std::int64_t r, std::int64_t t) {
+        return t >= r - 5 && t <= r + 3;
+      };
+      break;
     default:
       p.allowed = [&](std::int64_t h, std::int64_t r, std::int64_t t) {
         if (h % 3 == 0) return t <= r;
@@ -149,11 +160,14 @@ void run_case(const Config& c, double atol, double rtol) {
   } else {
     std::vector<attnref::AnyMask> heads;
     for (std::int64_t h = 0; h < c.hq; ++h) {
-      if (h % 3 == 0) heads.emplace_back(causal);
-      else if (h % 3 == 1) heads.emplace_back(local);
+      if (h % 3 == 0)
+        heads.emplace_back(causal);
+      else if (h % 3 == 1)
+        heads.emplace_back(local);
       else
         heads.emplace_back(attnref::DenseMask{
-            {reinterpret_cast<const bool*>(masks.random[static_cast<size_t>(h)].data()), {c.sq, c.skv}}});
+            {reinterpret_cast<const bool*>(masks.random[static_cast<size_t>(h)].data()),
+             {c.sq, c.skv}}});
     }
     attnref::splash_attention(a, MultiHeadMask(heads), out_view, lse_view);
   }
@@ -175,8 +189,10 @@ void run_case(const Config& c, double atol, double rtol) {
 
 // JAX's grid (spec §5.2) at small lengths, with lengths no block size divides.
 TEST(SplashForward, JaxGridFloat) {
-  const std::vector<std::pair<std::int64_t, std::int64_t>> heads = {{1, 1}, {2, 2}, {4, 1}, {8, 4}, {6, 2}};
-  const std::vector<std::pair<std::int64_t, std::int64_t>> dims = {{64, 64}, {128, 192}, {192, 128}};
+  const std::vector<std::pair<std::int64_t, std::int64_t>> heads = {
+      {1, 1}, {2, 2}, {4, 1}, {8, 4}, {6, 2}};
+  const std::vector<std::pair<std::int64_t, std::int64_t>> dims = {
+      {64, 64}, {128, 192}, {192, 128}};
   int n = 0;
   for (auto h : heads)
     for (auto d : dims) {
@@ -251,7 +267,8 @@ TEST(SplashForward, BlockSizeIndependence) {
   a.sm_scale = 0.2f;
   const LocalMask mask{{s, s}, 9, std::nullopt, 0};
   std::vector<float> first, first_lse;
-  for (auto b : std::vector<std::array<std::int64_t, 3>>{{1, 1, 1}, {8, 8, 8}, {16, 32, 8}, {64, 64, 64}, {7, 13, 5}}) {
+  for (auto b : std::vector<std::array<std::int64_t, 3>>{
+           {1, 1, 1}, {8, 8, 8}, {16, 32, 8}, {64, 64, 64}, {7, 13, 5}}) {
     a.block_sizes.block_q = b[0];
     a.block_sizes.block_kv = b[1];
     a.block_sizes.block_kv_compute = b[2];
@@ -440,10 +457,12 @@ TEST(SplashForward, ValidatesBeforeRunning) {
   }
   // Under the jax profile, 8 % 128 != 0 is an error; under reference it runs.
   a.block_sizes = attnref::SplashBlockSizes::get_default();
-  EXPECT_THROW(attnref::splash_attention(a, CausalMask{{8, 8}}, TensorView<float, 3>(out.data(), {2, 8, 4}),
-                                         {}, Profile::kJax),
-               attnref::ShapeError);
-  EXPECT_NO_THROW(attnref::splash_attention(a, CausalMask{{8, 8}}, TensorView<float, 3>(out.data(), {2, 8, 4})));
+  EXPECT_THROW(
+      attnref::splash_attention(a, CausalMask{{8, 8}}, TensorView<float, 3>(out.data(), {2, 8, 4}),
+                                {}, Profile::kJax),
+      attnref::ShapeError);
+  EXPECT_NO_THROW(attnref::splash_attention(a, CausalMask{{8, 8}},
+                                            TensorView<float, 3>(out.data(), {2, 8, 4})));
   // A MaskInfo built for other blocks is rejected.
   const attnref::MaskInfo info = attnref::make_mask_info(CausalMask{{8, 8}}, 4, 4);
   try {

@@ -273,8 +273,9 @@ TEST(SplashValidate, S1FusedWithDqBlocks) {
   Fixture f;
   auto a = f.args();
   a.block_sizes.use_fused_bwd_kernel = true;
-  expect_error(attnref::check_splash_backward(a, kMask, Profile::kJax), ErrorCode::kInvalidBlockSize,
-               "S1", "Block sizes for dq kernel are not needed with a fused kernel.");
+  expect_error(attnref::check_splash_backward(a, kMask, Profile::kJax),
+               ErrorCode::kInvalidBlockSize, "S1",
+               "Block sizes for dq kernel are not needed with a fused kernel.");
   a.block_sizes.block_q_dq.reset();
   a.block_sizes.block_kv_dq.reset();
   EXPECT_TRUE(attnref::check_splash_backward(a, kMask, Profile::kJax).ok());
@@ -305,7 +306,8 @@ TEST(SplashValidate, S16S17BlocksLargerThanSequences) {
   auto a = f.args();
   a.block_sizes.block_q_dkv = 512;
   expect_error(attnref::check_splash_backward(a, kMask, Profile::kJax),
-               ErrorCode::kBlockNotDivisible, "M3", "q_block_size=512 should divide q_seq_len=256.");
+               ErrorCode::kBlockNotDivisible, "M3",
+               "q_block_size=512 should divide q_seq_len=256.");
   a = f.args();
   a.q.extents[1] = 0;
   expect_error(attnref::check_splash_backward(a, CausalMask{{0, 256}}, Profile::kJax),
@@ -324,8 +326,9 @@ TEST(SplashValidate, S18S19DkvComputeBlock) {
                "S18", "bkv_compute=256 should not be greater than bkv=128");
   a.block_sizes.block_kv_dkv = 256;
   a.block_sizes.block_kv_dkv_compute = 96;
-  expect_error(attnref::check_splash_backward(a, kMask, Profile::kJax), ErrorCode::kBlockNotDivisible,
-               "S19", "bkv=256 should be a multiple of bkv_compute=96");
+  expect_error(attnref::check_splash_backward(a, kMask, Profile::kJax),
+               ErrorCode::kBlockNotDivisible, "S19",
+               "bkv=256 should be a multiple of bkv_compute=96");
   EXPECT_TRUE(attnref::check_splash_backward(a, kMask, Profile::kReference).ok());
 }
 
@@ -385,11 +388,12 @@ TEST(SplashValidate, AgainstMaskInfo) {
   EXPECT_TRUE(attnref::check_splash(a, good, Profile::kJax).ok());
   attnref::MaskInfo wrong_heads = good;
   wrong_heads.num_heads = 3;
-  expect_error(attnref::check_splash(a, wrong_heads, Profile::kReference), ErrorCode::kMaskHeadCount,
-               "", "the mask has 3 heads; expected 1 (shared by all heads) or num_q_heads=8");
+  expect_error(attnref::check_splash(a, wrong_heads, Profile::kReference),
+               ErrorCode::kMaskHeadCount, "",
+               "the mask has 3 heads; expected 1 (shared by all heads) or num_q_heads=8");
   const attnref::MaskInfo wrong_shape = attnref::make_mask_info(CausalMask{{256, 128}}, 128, 128);
-  expect_error(attnref::check_splash(a, wrong_shape, Profile::kReference), ErrorCode::kMaskShape, "",
-               "mask shape (256, 128) does not match (q_seq_len, kv_seq_len) = (256, 256)");
+  expect_error(attnref::check_splash(a, wrong_shape, Profile::kReference), ErrorCode::kMaskShape,
+               "", "mask shape (256, 128) does not match (q_seq_len, kv_seq_len) = (256, 256)");
   const attnref::MaskInfo wrong_blocks = attnref::make_mask_info(kMask, 64, 128);
   expect_error(attnref::check_splash(a, wrong_blocks, Profile::kReference),
                ErrorCode::kInvalidBlockSize, "",

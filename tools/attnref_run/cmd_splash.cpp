@@ -57,19 +57,24 @@ TensorView<const T, 3> kv_view(const Input& in) {
 MultiHeadMask make_mask(const SplashInputs& in, std::int64_t sq, std::int64_t skv) {
   const MaskShape shape{sq, skv};
   switch (in.mask_kind) {
-    case 1: return MultiHeadMask{CausalMask{shape, in.offset}};
-    case 2: return MultiHeadMask{LocalMask{shape, in.left, in.right, in.offset}};
-    case 3: return MultiHeadMask{ChunkedCausalMask{shape, in.chunk}};
+    case 1:
+      return MultiHeadMask{CausalMask{shape, in.offset}};
+    case 2:
+      return MultiHeadMask{LocalMask{shape, in.left, in.right, in.offset}};
+    case 3:
+      return MultiHeadMask{ChunkedCausalMask{shape, in.chunk}};
     case 4: {
       const std::vector<std::int64_t>& s = in.mask.array.shape;
       const bool* data = in.mask.array.data<bool>();
       std::vector<AnyMask> heads;
       for (std::int64_t h = 0; h < s[0]; ++h) {
-        heads.emplace_back(DenseMask{TensorView<const bool, 2>(data + h * s[1] * s[2], {s[1], s[2]})});
+        heads.emplace_back(
+            DenseMask{TensorView<const bool, 2>(data + h * s[1] * s[2], {s[1], s[2]})});
       }
       return MultiHeadMask(heads);
     }
-    default: return MultiHeadMask{FullMask{shape}};
+    default:
+      return MultiHeadMask{FullMask{shape}};
   }
 }
 
@@ -108,8 +113,8 @@ std::vector<double> to_double(const std::vector<T>& x) {
 
 /// Writes `values` as float32 to the file an option names, if given.
 template <class T>
-void write_output(const ParsedArgs& args, const char* option, const std::vector<std::int64_t>& shape,
-                  const std::vector<T>& values) {
+void write_output(const ParsedArgs& args, const char* option,
+                  const std::vector<std::int64_t>& shape, const std::vector<T>& values) {
   const std::optional<std::string> path = args.value(option);
   if (!path) return;
   std::vector<float> f32(values.size());
@@ -142,7 +147,8 @@ int run_typed(const ParsedArgs& args, const SplashInputs& in) {
   write_output(args, "--lse-out", {hq, sq}, lse);
   if (backward) {
     const std::int64_t dqk = a.head_dim_qk(), hkv = a.num_kv_heads(), skv = a.kv_seq_len();
-    std::vector<T> dq(static_cast<std::size_t>(hq * sq * dqk)), dk(static_cast<std::size_t>(hkv * skv * dqk)),
+    std::vector<T> dq(static_cast<std::size_t>(hq * sq * dqk)),
+        dk(static_cast<std::size_t>(hkv * skv * dqk)),
         dvv(static_cast<std::size_t>(hkv * skv * dv));
     std::vector<float> dsinks(in.sinks_f32.size());
     SplashGradients<T> g;
@@ -204,8 +210,10 @@ int run_splash(int argc, char** argv) {
       "sequence lengths need not divide by the blocks), then runs attnref's kernels. With --dout,\n"
       "also the backward pass (dq, dk, dv and, with sinks, dsinks). Outputs are float32.",
       {{"--q", "Q.npy", "queries [num_q_heads, q_seq_len, head_dim_qk]"},
-       {"--k", "K.npy", "keys [num_kv_heads, kv_seq_len, head_dim_qk] or MQA [kv_seq_len, head_dim_qk]"},
-       {"--v", "V.npy", "values [num_kv_heads, kv_seq_len, head_dim_v] or MQA [kv_seq_len, head_dim_v]"},
+       {"--k", "K.npy",
+        "keys [num_kv_heads, kv_seq_len, head_dim_qk] or MQA [kv_seq_len, head_dim_qk]"},
+       {"--v", "V.npy",
+        "values [num_kv_heads, kv_seq_len, head_dim_v] or MQA [kv_seq_len, head_dim_v]"},
        {"--mask", "M.npy", "bool mask [1 or num_q_heads, q_seq_len, kv_seq_len]"},
        {"--causal", nullptr, "causal mask: q + offset >= kv"},
        {"--local", "LEFT,RIGHT", "local window, each side an integer or 'none'"},
@@ -253,7 +261,8 @@ int run_splash(int argc, char** argv) {
     in.mask_kind = 2;
     ++mask_options;
     const std::size_t comma = local->find(',');
-    if (comma == std::string::npos) args.usage_error("--local takes LEFT,RIGHT; got '" + *local + "'");
+    if (comma == std::string::npos)
+      args.usage_error("--local takes LEFT,RIGHT; got '" + *local + "'");
     in.left = window_side(args, local->substr(0, comma));
     in.right = window_side(args, local->substr(comma + 1));
   }
@@ -262,9 +271,11 @@ int run_splash(int argc, char** argv) {
     in.chunk = *c;
     ++mask_options;
   }
-  if (mask_options > 1) args.usage_error("give at most one of --mask, --causal, --local, --chunked");
+  if (mask_options > 1)
+    args.usage_error("give at most one of --mask, --causal, --local, --chunked");
   if (std::optional<std::int64_t> o = args.int64("--offset")) {
-    if (in.mask_kind != 1 && in.mask_kind != 2) args.usage_error("--offset applies to --causal and --local only");
+    if (in.mask_kind != 1 && in.mask_kind != 2)
+      args.usage_error("--offset applies to --causal and --local only");
     in.offset = *o;
   }
   if (std::optional<double> c = args.real("--soft-cap")) in.soft_cap = static_cast<float>(*c);
@@ -280,13 +291,17 @@ int run_splash(int argc, char** argv) {
   in.blocks.block_kv_dkv = in.blocks.block_kv_dq = bkv;
   in.blocks.block_kv_dkv_compute = in.blocks.block_kv_compute;
   in.check_only = args.has("--check-only");
-  if (in.check_only && (args.has("--out") || args.has("--expect") || args.has("--lse-out") || args.has("--dout"))) {
-    args.usage_error("--check-only runs nothing, so it takes no --out, --lse-out, --expect or --dout");
+  if (in.check_only &&
+      (args.has("--out") || args.has("--expect") || args.has("--lse-out") || args.has("--dout"))) {
+    args.usage_error(
+        "--check-only runs nothing, so it takes no --out, --lse-out, --expect or --dout");
   }
   for (const char* grad : {"--dq-out", "--dk-out", "--dv-out", "--dsinks-out"}) {
-    if (args.has(grad) && !args.has("--dout")) args.usage_error(std::string(grad) + " needs --dout");
+    if (args.has(grad) && !args.has("--dout"))
+      args.usage_error(std::string(grad) + " needs --dout");
   }
-  if (args.has("--dsinks-out") && !args.has("--sinks")) args.usage_error("--dsinks-out needs --sinks");
+  if (args.has("--dsinks-out") && !args.has("--sinks"))
+    args.usage_error("--dsinks-out needs --sinks");
   check_result_options(args);
   for (const char* required : {"--q", "--k", "--v"}) args.required(required);
 
@@ -312,21 +327,23 @@ int run_splash(int argc, char** argv) {
     fail_if_error(check_mask_rank(static_cast<std::int64_t>(s.size()), s.data()));
     if (in.mask.array.dtype != DType::kBool) {
       fail_status(Status(ErrorCode::kDtypeNotSupported, "K9", "Mask must be a boolean array",
-                         "got {d0}; save the mask with dtype=bool", {static_cast<std::int64_t>(in.mask.array.dtype)},
-                         {}, "mask"));
+                         "got {d0}; save the mask with dtype=bool",
+                         {static_cast<std::int64_t>(in.mask.array.dtype)}, {}, "mask"));
     }
     if (s[0] != 1 && s[0] != in.q.array.shape[0]) {
-      fail_status(Status(ErrorCode::kMaskHeadCount, "",
-                         "the mask has {0} heads; expected 1 (shared by all heads) or num_q_heads={1}",
-                         "give one mask per query head, or a single mask for all of them",
-                         {s[0], in.q.array.shape[0]}));
+      fail_status(
+          Status(ErrorCode::kMaskHeadCount, "",
+                 "the mask has {0} heads; expected 1 (shared by all heads) or num_q_heads={1}",
+                 "give one mask per query head, or a single mask for all of them",
+                 {s[0], in.q.array.shape[0]}));
     }
   }
   for (const Input* seg : {&in.q_seg, &in.kv_seg}) {
     if (!seg->present()) continue;
     const char* name = seg == &in.q_seg ? "q_segment_ids" : "kv_segment_ids";
     fail_if_error(check_rank(*seg, 1, name, "segment ids are [sequence length]"));
-    if (seg->array.dtype != DType::kInt32) fail_status(dtype_error(*seg, name, "segment ids must be int32"));
+    if (seg->array.dtype != DType::kInt32)
+      fail_status(dtype_error(*seg, name, "segment ids must be int32"));
   }
   if (in.sinks.present()) {
     fail_if_error(check_rank(in.sinks, 1, "sinks", "sinks are [num_q_heads]"));
@@ -341,10 +358,12 @@ int run_splash(int argc, char** argv) {
   if (in.dout.present()) {
     fail_if_error(check_rank(in.dout, 3, "dout", "dout is [num_q_heads, q_seq_len, head_dim_v]"));
     if (in.dout.array.shape != out_shape) {
-      fail_status(Status(ErrorCode::kShapeMismatch, "", "dout has shape ({0}, {1}, {2}); expected ({3}, {4}, {5})",
+      fail_status(Status(ErrorCode::kShapeMismatch, "",
+                         "dout has shape ({0}, {1}, {2}); expected ({3}, {4}, {5})",
                          "dout is the gradient of out [num_q_heads, q_seq_len, head_dim_v]",
                          {in.dout.array.shape[0], in.dout.array.shape[1], in.dout.array.shape[2],
-                          out_shape[0], out_shape[1], out_shape[2]}, {}, "dout"));
+                          out_shape[0], out_shape[1], out_shape[2]},
+                         {}, "dout"));
     }
   }
   in.expect = load_expect(args, out_shape);

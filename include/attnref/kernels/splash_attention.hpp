@@ -25,7 +25,8 @@
 ///   args.sm_scale = 1.0f / std::sqrt(128.0f);
 ///   attnref::CausalMask mask{{1024, 1024}};
 ///   std::vector<float> out(8 * 1024 * 128), lse(8 * 1024);
-///   attnref::splash_attention(args, mask, attnref::TensorView<float, 3>(out.data(), {8, 1024, 128}),
+///   attnref::splash_attention(args, mask, attnref::TensorView<float, 3>(out.data(), {8, 1024,
+///   128}),
 ///                             attnref::TensorView<float, 2>(lse.data(), {8, 1024}));
 /// @endcode
 #pragma once
@@ -53,9 +54,9 @@ namespace attnref {
 /// The gradients a splash backward pass writes. `dsinks` is optional (empty view: not written).
 template <class Q, class KV = Q>
 struct SplashGradients {
-  TensorView<Q, 3> dq;         ///< [num_q_heads, q_seq_len, head_dim_qk], q's dtype
-  TensorView<KV, 3> dk;        ///< [num_kv_heads, kv_seq_len, head_dim_qk], k's dtype
-  TensorView<KV, 3> dv;        ///< [num_kv_heads, kv_seq_len, head_dim_v], v's dtype
+  TensorView<Q, 3> dq;          ///< [num_q_heads, q_seq_len, head_dim_qk], q's dtype
+  TensorView<KV, 3> dk;         ///< [num_kv_heads, kv_seq_len, head_dim_qk], k's dtype
+  TensorView<KV, 3> dv;         ///< [num_kv_heads, kv_seq_len, head_dim_v], v's dtype
   TensorView<float, 1> dsinks;  ///< [num_q_heads], only with sinks
 };
 
@@ -129,7 +130,8 @@ Status check_splash_outputs(const SplashAttentionArgs<Q, KV>& a, const TensorVie
                             const TensorView<float, 2>& lse) {
   const auto& e = out.extents;
   if (e[0] != a.num_q_heads() || e[1] != a.q_seq_len() || e[2] != a.head_dim_v()) {
-    return Status(ErrorCode::kShapeMismatch, "", "{f} has shape ({0}, {1}, {2}); expected ({3}, {4}, {5})",
+    return Status(ErrorCode::kShapeMismatch, "",
+                  "{f} has shape ({0}, {1}, {2}); expected ({3}, {4}, {5})",
                   "out is [num_q_heads, q_seq_len, head_dim_v]",
                   {e[0], e[1], e[2], a.num_q_heads(), a.q_seq_len(), a.head_dim_v()}, {}, "out");
   }
@@ -226,8 +228,7 @@ void splash_forward_unchecked(const SplashAttentionArgs<Q, KV>& a, const MaskInf
           for (std::int64_t d = 0; d < dv; ++d)
             dst[d * out.strides[2]] = store_as<Q>(st.o(r, d) * inv);
           if (!lse.empty_view()) {
-            lse(h, r0 + r) =
-                live ? static_cast<float>(st.m[r] + std::log(st.l[r])) : kNegInf;
+            lse(h, r0 + r) = live ? static_cast<float>(st.m[r] + std::log(st.l[r])) : kNegInf;
           }
         }
       }
@@ -349,8 +350,8 @@ void splash_attention(const SplashAttentionArgs<Q, KV>& args, const M& mask, Ten
                       TensorView<float, 2> logsumexp = {}, Profile profile = Profile::kReference) {
   throw_if_error(check_splash(args, mask, profile));
   MaskInfo info;
-  throw_if_error(build_mask_info(mask, args.block_sizes.block_q, args.block_sizes.block_kv,
-                                 profile, &info, args.sharding));
+  throw_if_error(build_mask_info(mask, args.block_sizes.block_q, args.block_sizes.block_kv, profile,
+                                 &info, args.sharding));
   throw_if_error(detail::check_splash_outputs(args, out, logsumexp));
   detail::splash_forward_unchecked(args, info, out, logsumexp);
 }
@@ -368,7 +369,9 @@ void splash_backward(const SplashAttentionArgs<Q, KV>& args, const MaskInfo& inf
   fwd.block_sizes.block_kv = info.block_kv;
   fwd.block_sizes.block_kv_compute = args.block_sizes.kv_dkv_compute();
   throw_if_error(check_splash(fwd, info, Profile::kReference));
-  if (profile == Profile::kJax) throw_if_error(check_splash_backward(args, FullMask{{info.q_seq_len, info.kv_seq_len}}, profile));
+  if (profile == Profile::kJax)
+    throw_if_error(
+        check_splash_backward(args, FullMask{{info.q_seq_len, info.kv_seq_len}}, profile));
   throw_if_error(check_splash_backward_tensors(args, out, logsumexp, dout, grads.dq, grads.dk,
                                                grads.dv, grads.dsinks));
   detail::splash_backward_unchecked(args, info, out, logsumexp, dout, grads);

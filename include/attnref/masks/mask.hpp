@@ -91,8 +91,8 @@ struct FullMask : MaskBase {
 
 /// `q + offset >= kv` (JAX's CausalMask). A positive offset lets each row see `offset` more keys.
 struct CausalMask : MaskBase {
-  MaskShape shape{};          ///< (q_seq_len, kv_seq_len)
-  std::int64_t offset = 0;    ///< shifts the diagonal toward larger kv
+  MaskShape shape{};             ///< (q_seq_len, kv_seq_len)
+  std::int64_t offset = 0;       ///< shifts the diagonal toward larger kv
   std::int64_t shard_count = 1;  ///< JAX's shard_count; only checked (K11)
 
   CausalMask() = default;
@@ -114,16 +114,15 @@ struct CausalMask : MaskBase {
 /// `(!left || q + offset - *left <= kv) && (!right || q + offset + *right >= kv)`.
 /// Both sides unset allows everything. JAX requires the offset argument; here it is the third.
 struct LocalMask : MaskBase {
-  MaskShape shape{};                ///< (q_seq_len, kv_seq_len)
+  MaskShape shape{};                  ///< (q_seq_len, kv_seq_len)
   std::optional<std::int64_t> left;   ///< keys allowed before the diagonal; unset = unbounded
   std::optional<std::int64_t> right;  ///< keys allowed after the diagonal; unset = unbounded
   std::int64_t offset = 0;
   std::int64_t shard_count = 1;
 
   LocalMask() = default;
-  LocalMask(MaskShape shape_, std::optional<std::int64_t> left_,
-            std::optional<std::int64_t> right_, std::int64_t offset_,
-            std::int64_t shard_count_ = 1)
+  LocalMask(MaskShape shape_, std::optional<std::int64_t> left_, std::optional<std::int64_t> right_,
+            std::int64_t offset_, std::int64_t shard_count_ = 1)
       : shape(shape_), left(left_), right(right_), offset(offset_), shard_count(shard_count_) {}
   constexpr bool operator()(std::int64_t q, std::int64_t kv) const noexcept {
     return (!left || q + offset - *left <= kv) && (!right || q + offset + *right >= kv);
@@ -217,7 +216,8 @@ Status check_binary_mask(const L& left, const R& right, bool from_operator) {
   const MaskShape b = mask_shape(right);
   if (a != b) {
     if (from_operator) {
-      return Status(ErrorCode::kMaskShape, "K2", "Invalid shape for other: ({0}, {1}), expected: ({2}, {3})",
+      return Status(ErrorCode::kMaskShape, "K2",
+                    "Invalid shape for other: ({0}, {1}), expected: ({2}, {3})",
                     "both sides of & and | must have the same (q_seq_len, kv_seq_len)",
                     {b[0], b[1], a[0], a[1]});
     }

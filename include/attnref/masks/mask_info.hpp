@@ -52,15 +52,15 @@ struct BlockCounts {
 /// The classified block grid of a mask. `num_heads` is 1 when every query head shares one mask
 /// (query head h then reads row 0), else the mask's head count.
 struct MaskInfo {
-  std::int64_t num_heads = 0;      ///< 1 (shared) or the number of distinct-by-head rows
-  std::int64_t q_seq_len = 0;      ///< Sq
-  std::int64_t kv_seq_len = 0;     ///< Skv
-  std::int64_t block_q = 0;        ///< bq
-  std::int64_t block_kv = 0;       ///< bkv
-  std::int64_t num_q_blocks = 0;   ///< ceil(Sq / bq)
-  std::int64_t num_kv_blocks = 0;  ///< ceil(Skv / bkv)
-  std::vector<std::uint8_t> block_mask;   ///< [num_heads, num_q_blocks, num_kv_blocks] BlockKind
-  std::vector<std::int32_t> mask_next;    ///< same shape: partial pattern index (0 elsewhere)
+  std::int64_t num_heads = 0;                ///< 1 (shared) or the number of distinct-by-head rows
+  std::int64_t q_seq_len = 0;                ///< Sq
+  std::int64_t kv_seq_len = 0;               ///< Skv
+  std::int64_t block_q = 0;                  ///< bq
+  std::int64_t block_kv = 0;                 ///< bkv
+  std::int64_t num_q_blocks = 0;             ///< ceil(Sq / bq)
+  std::int64_t num_kv_blocks = 0;            ///< ceil(Skv / bkv)
+  std::vector<std::uint8_t> block_mask;      ///< [num_heads, num_q_blocks, num_kv_blocks] BlockKind
+  std::vector<std::int32_t> mask_next;       ///< same shape: partial pattern index (0 elsewhere)
   std::vector<std::uint8_t> partial_blocks;  ///< [num_partial, bq, bkv], 1 = may attend;
                                              ///< positions past a ragged edge are 0
 
@@ -75,8 +75,9 @@ struct MaskInfo {
   }
   /// The stored pattern of a partial tile, row-major [bq, bkv].
   const std::uint8_t* partial_block(std::int64_t h, std::int64_t i, std::int64_t j) const noexcept {
-    return partial_blocks.data() + static_cast<size_t>(mask_next[static_cast<size_t>(flat(h, i, j))]) *
-                                       static_cast<size_t>(block_q * block_kv);
+    return partial_blocks.data() +
+           static_cast<size_t>(mask_next[static_cast<size_t>(flat(h, i, j))]) *
+               static_cast<size_t>(block_q * block_kv);
   }
   std::int64_t num_partial_blocks() const noexcept {
     const std::int64_t tile = block_q * block_kv;
@@ -108,9 +109,12 @@ struct MaskInfo {
   BlockCounts counts() const noexcept {
     BlockCounts c;
     for (std::uint8_t b : block_mask) {
-      if (b == 0) ++c.empty;
-      else if (b == 1) ++c.partial;
-      else ++c.full;
+      if (b == 0)
+        ++c.empty;
+      else if (b == 1)
+        ++c.partial;
+      else
+        ++c.full;
     }
     return c;
   }
@@ -119,9 +123,8 @@ struct MaskInfo {
 /// Block-size checks of a mask grid: sizes positive (always), then JAX's M3..M7 under
 /// `Profile::kJax`. `num_heads` is the mask's head count (M7). O(1).
 inline Status check_mask_blocks(std::int64_t q_seq_len, std::int64_t kv_seq_len,
-                                std::int64_t num_heads, std::int64_t block_q,
-                                std::int64_t block_kv, Profile profile,
-                                const MaskSharding& sharding = {}) {
+                                std::int64_t num_heads, std::int64_t block_q, std::int64_t block_kv,
+                                Profile profile, const MaskSharding& sharding = {}) {
   if (block_q <= 0) {
     return Status(ErrorCode::kInvalidBlockSize, "", "q_block_size={0} must be positive.",
                   "use e.g. 128, or any positive size under the reference profile", {block_q}, {},
@@ -129,8 +132,8 @@ inline Status check_mask_blocks(std::int64_t q_seq_len, std::int64_t kv_seq_len,
   }
   if (block_kv <= 0) {
     return Status(ErrorCode::kInvalidBlockSize, "", "kv_block_size={0} must be positive.",
-                  "use e.g. 128, or any positive size under the reference profile", {block_kv},
-                  {}, "block_kv");
+                  "use e.g. 128, or any positive size under the reference profile", {block_kv}, {},
+                  "block_kv");
   }
   if (sharding.head_shards <= 0 || sharding.q_seq_shards <= 0) {
     return Status(ErrorCode::kInvalidMaskParameter, "",
@@ -139,7 +142,8 @@ inline Status check_mask_blocks(std::int64_t q_seq_len, std::int64_t kv_seq_len,
   }
   if (profile != Profile::kJax) return Status();
   if (q_seq_len % block_q != 0) {
-    return Status(ErrorCode::kBlockNotDivisible, "M3", "q_block_size={0} should divide q_seq_len={1}.",
+    return Status(ErrorCode::kBlockNotDivisible, "M3",
+                  "q_block_size={0} should divide q_seq_len={1}.",
                   "pick block_q among the divisors of {1}: {k1} (the reference profile allows a "
                   "ragged last block)",
                   {block_q, q_seq_len});
@@ -152,8 +156,9 @@ inline Status check_mask_blocks(std::int64_t q_seq_len, std::int64_t kv_seq_len,
                   {block_kv, kv_seq_len});
   }
   if (q_seq_len % sharding.q_seq_shards != 0) {
-    return Status(ErrorCode::kBlockNotDivisible, "M5", "q_seq_shards={0} should divide q_seq_len={1}.",
-                  "valid q_seq_shards: {k1}", {sharding.q_seq_shards, q_seq_len});
+    return Status(ErrorCode::kBlockNotDivisible, "M5",
+                  "q_seq_shards={0} should divide q_seq_len={1}.", "valid q_seq_shards: {k1}",
+                  {sharding.q_seq_shards, q_seq_len});
   }
   const std::int64_t per_shard = q_seq_len / sharding.q_seq_shards;
   if (per_shard % block_q != 0) {
@@ -162,8 +167,9 @@ inline Status check_mask_blocks(std::int64_t q_seq_len, std::int64_t kv_seq_len,
                   "pick block_q among the divisors of {1}: {k1}", {block_q, per_shard});
   }
   if (num_heads % sharding.head_shards != 0) {
-    return Status(ErrorCode::kBlockNotDivisible, "M7", "head_shards={0} should divide head_count={1}.",
-                  "valid head_shards: {k1}", {sharding.head_shards, num_heads});
+    return Status(ErrorCode::kBlockNotDivisible, "M7",
+                  "head_shards={0} should divide head_count={1}.", "valid head_shards: {k1}",
+                  {sharding.head_shards, num_heads});
   }
   return Status();
 }
@@ -215,8 +221,8 @@ inline void classify_head(const AnyMask& mask, MaskInfo& info, std::int64_t row,
 /// appearance (unique masks in head order, then tiles row-major), as JAX does.
 /// O(num_unique_masks * Sq * Skv) mask evaluations.
 template <class M>
-Status build_mask_info(const M& mask, std::int64_t block_q, std::int64_t block_kv,
-                       Profile profile, MaskInfo* out, const MaskSharding& sharding = {}) {
+Status build_mask_info(const M& mask, std::int64_t block_q, std::int64_t block_kv, Profile profile,
+                       MaskInfo* out, const MaskSharding& sharding = {}) {
   ATTNREF_RETURN_IF_ERROR(check_mask(mask));
   const MaskShape shape = mask_shape(mask);
   const std::int64_t heads = mask_num_heads(mask);

@@ -43,15 +43,15 @@ namespace attnref {
 /// back to the forward ones; `Profile::kJax` requires them (S15). No numerical effect beyond
 /// rounding.
 struct SplashBlockSizes {
-  std::int64_t block_q = 128;                           ///< forward q block (bq)
-  std::int64_t block_kv = 128;                          ///< forward kv block (bkv)
-  std::optional<std::int64_t> block_kv_compute;         ///< kv sub-block per softmax update
-  std::optional<std::int64_t> block_q_dkv;              ///< dk/dv kernel q block
-  std::optional<std::int64_t> block_kv_dkv;             ///< dk/dv kernel kv block
-  std::optional<std::int64_t> block_kv_dkv_compute;     ///< dk/dv kernel kv sub-block
-  std::optional<std::int64_t> block_q_dq;               ///< dq kernel q block (unfused only)
-  std::optional<std::int64_t> block_kv_dq;              ///< dq kernel kv block (unfused only)
-  bool use_fused_bwd_kernel = false;                    ///< JAX's fused dq+dkv kernel
+  std::int64_t block_q = 128;                        ///< forward q block (bq)
+  std::int64_t block_kv = 128;                       ///< forward kv block (bkv)
+  std::optional<std::int64_t> block_kv_compute;      ///< kv sub-block per softmax update
+  std::optional<std::int64_t> block_q_dkv;           ///< dk/dv kernel q block
+  std::optional<std::int64_t> block_kv_dkv;          ///< dk/dv kernel kv block
+  std::optional<std::int64_t> block_kv_dkv_compute;  ///< dk/dv kernel kv sub-block
+  std::optional<std::int64_t> block_q_dq;            ///< dq kernel q block (unfused only)
+  std::optional<std::int64_t> block_kv_dq;           ///< dq kernel kv block (unfused only)
+  bool use_fused_bwd_kernel = false;                 ///< JAX's fused dq+dkv kernel
 
   /// JAX's `BlockSizes.get_default()`: every block 128, backward blocks set.
   static SplashBlockSizes get_default() {
@@ -78,22 +78,23 @@ struct SplashBlockSizes {
 template <class Q, class KV = Q>
 struct SplashAttentionArgs {
   static_assert(is_float_dtype<Q>, "q must be float, double, Eigen::half or Eigen::bfloat16");
-  static_assert(is_float_dtype<KV>, "k and v must be float, double, Eigen::half or Eigen::bfloat16");
+  static_assert(is_float_dtype<KV>,
+                "k and v must be float, double, Eigen::half or Eigen::bfloat16");
   using q_type = Q;
   using kv_type = KV;
 
-  TensorView<const Q, 3> q;                   ///< [num_q_heads, q_seq_len, head_dim_qk]
-  TensorView<const KV, 3> k;                  ///< [num_kv_heads, kv_seq_len, head_dim_qk] (MQA: [1, ...])
-  TensorView<const KV, 3> v;                  ///< [num_kv_heads, kv_seq_len, head_dim_v] (MQA: [1, ...])
-  bool is_mqa = false;                        ///< JAX's make_splash_mqa: k/v are [Skv, D]
+  TensorView<const Q, 3> q;   ///< [num_q_heads, q_seq_len, head_dim_qk]
+  TensorView<const KV, 3> k;  ///< [num_kv_heads, kv_seq_len, head_dim_qk] (MQA: [1, ...])
+  TensorView<const KV, 3> v;  ///< [num_kv_heads, kv_seq_len, head_dim_v] (MQA: [1, ...])
+  bool is_mqa = false;        ///< JAX's make_splash_mqa: k/v are [Skv, D]
   TensorView<const std::int32_t, 1> q_segment_ids;   ///< optional [q_seq_len]
   TensorView<const std::int32_t, 1> kv_segment_ids;  ///< optional [kv_seq_len]
-  TensorView<const float, 1> sinks;           ///< optional [num_q_heads] attention-sink logits
-  std::optional<float> soft_cap;              ///< c in c * tanh(x / c), applied before masking
-  float sm_scale = 1.0f;                      ///< multiplies q.k (JAX has no scale: 1.0)
-  float mask_value = kDefaultMaskValue;       ///< JAX's mask value; validated (see README)
-  SplashBlockSizes block_sizes;               ///< tiling; results do not depend on it
-  MaskSharding sharding;                      ///< JAX's head/q-seq shards; checked under kJax
+  TensorView<const float, 1> sinks;      ///< optional [num_q_heads] attention-sink logits
+  std::optional<float> soft_cap;         ///< c in c * tanh(x / c), applied before masking
+  float sm_scale = 1.0f;                 ///< multiplies q.k (JAX has no scale: 1.0)
+  float mask_value = kDefaultMaskValue;  ///< JAX's mask value; validated (see README)
+  SplashBlockSizes block_sizes;          ///< tiling; results do not depend on it
+  MaskSharding sharding;                 ///< JAX's head/q-seq shards; checked under kJax
 
   std::int64_t num_q_heads() const noexcept { return q.extents[0]; }
   std::int64_t q_seq_len() const noexcept { return q.extents[1]; }
@@ -134,9 +135,12 @@ inline Status check_mask_rank(std::int64_t rank, const std::int64_t* shape) {
   v[7] = rank;
   const char* hint = "a mask is [1 or num_q_heads, q_seq_len, kv_seq_len]; got {7} dims";
   switch (rank) {
-    case 0: return Status(ErrorCode::kMaskShape, "S2", "Unexpected mask shape: ()", hint, v);
-    case 1: return Status(ErrorCode::kMaskShape, "S2", "Unexpected mask shape: ({0},)", hint, v);
-    case 2: return Status(ErrorCode::kMaskShape, "S2", "Unexpected mask shape: ({0}, {1})", hint, v);
+    case 0:
+      return Status(ErrorCode::kMaskShape, "S2", "Unexpected mask shape: ()", hint, v);
+    case 1:
+      return Status(ErrorCode::kMaskShape, "S2", "Unexpected mask shape: ({0},)", hint, v);
+    case 2:
+      return Status(ErrorCode::kMaskShape, "S2", "Unexpected mask shape: ({0}, {1})", hint, v);
     case 4:
       return Status(ErrorCode::kMaskShape, "S2", "Unexpected mask shape: ({0}, {1}, {2}, {3})",
                     hint, v);
@@ -216,9 +220,9 @@ Status check_splash_inputs(const SplashAttentionArgs<Q, KV>& a, Profile profile)
   ATTNREF_RETURN_IF_ERROR(detail::check_positive_block(b.kv_compute(), "block_kv_compute"));
   if (profile == Profile::kJax) {
     if (b.block_kv % b.kv_compute() != 0) {
-      return Status(ErrorCode::kBlockNotDivisible, "S7", "bkv={0} must be a multiple of bkv_compute={1}.",
-                    "pick block_kv_compute among the divisors of {0}: {k0}",
-                    {b.block_kv, b.kv_compute()});
+      return Status(
+          ErrorCode::kBlockNotDivisible, "S7", "bkv={0} must be a multiple of bkv_compute={1}.",
+          "pick block_kv_compute among the divisors of {0}: {k0}", {b.block_kv, b.kv_compute()});
     }
     if (b.kv_compute() % 128 != 0) {
       return Status(ErrorCode::kTilingRule, "S8", "bkv_compute={0} must be a multiple of 128.",
@@ -267,7 +271,8 @@ Status check_splash_safety(const SplashAttentionArgs<Q, KV>& a) {
   ATTNREF_RETURN_IF_ERROR(check_view(a.sinks, "sinks"));
   ATTNREF_RETURN_IF_ERROR(check_heads(q[0], a.is_mqa ? 1 : k[0], "S5"));
   if (q[2] <= 0 || v[2] <= 0) {
-    return Status(ErrorCode::kInvalidHeadDim, "", "head_dim must be positive. Got {0} (qk) and {1} (v).",
+    return Status(ErrorCode::kInvalidHeadDim, "",
+                  "head_dim must be positive. Got {0} (qk) and {1} (v).",
                   "head_dim is the size of one head's vectors, e.g. 64 or 128", {q[2], v[2]});
   }
   ATTNREF_RETURN_IF_ERROR(detail::check_soft_cap(a.soft_cap));
@@ -334,8 +339,8 @@ Status check_splash(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, P
                   "build the MaskInfo with (block_q, block_kv) of this call",
                   {info.block_q, info.block_kv, a.block_sizes.block_q, a.block_sizes.block_kv});
   }
-  ATTNREF_RETURN_IF_ERROR(
-      check_mask_blocks(q[1], k[1], info.num_heads, info.block_q, info.block_kv, profile, a.sharding));
+  ATTNREF_RETURN_IF_ERROR(check_mask_blocks(q[1], k[1], info.num_heads, info.block_q, info.block_kv,
+                                            profile, a.sharding));
   return detail::check_splash_safety(a);
 }
 
@@ -366,7 +371,8 @@ Status check_splash_backward(const SplashAttentionArgs<Q, KV>& a, const M& mask,
   ATTNREF_RETURN_IF_ERROR(detail::check_positive_block(b.q_dkv(), "block_q_dkv"));
   ATTNREF_RETURN_IF_ERROR(detail::check_positive_block(b.kv_dkv(), "block_kv_dkv"));
   ATTNREF_RETURN_IF_ERROR(detail::check_positive_block(b.kv_dkv_compute(), "block_kv_dkv_compute"));
-  if (b.block_q_dq) ATTNREF_RETURN_IF_ERROR(detail::check_positive_block(*b.block_q_dq, "block_q_dq"));
+  if (b.block_q_dq)
+    ATTNREF_RETURN_IF_ERROR(detail::check_positive_block(*b.block_q_dq, "block_q_dq"));
   if (b.block_kv_dq)
     ATTNREF_RETURN_IF_ERROR(detail::check_positive_block(*b.block_kv_dq, "block_kv_dq"));
   if (profile != Profile::kJax) return Status();
@@ -380,7 +386,8 @@ Status check_splash_backward(const SplashAttentionArgs<Q, KV>& a, const M& mask,
   // dkv kernel first, as in JAX.
   auto too_large = [](std::int64_t bq, std::int64_t bkv, std::int64_t sq_, std::int64_t skv_) {
     if (bq > sq_) {
-      return Status(ErrorCode::kBlockTooLarge, "S16", "bq={0} should not be greater than q_seq_len={1}",
+      return Status(ErrorCode::kBlockTooLarge, "S16",
+                    "bq={0} should not be greater than q_seq_len={1}",
                     "use a q block no larger than the sequence", {bq, sq_});
     }
     if (bkv > skv_) {
@@ -392,11 +399,13 @@ Status check_splash_backward(const SplashAttentionArgs<Q, KV>& a, const M& mask,
   };
   ATTNREF_RETURN_IF_ERROR(too_large(b.q_dkv(), b.kv_dkv(), sq, skv));
   if (b.kv_dkv_compute() > b.kv_dkv()) {
-    return Status(ErrorCode::kBlockTooLarge, "S18", "bkv_compute={0} should not be greater than bkv={1}",
-                  "block_kv_dkv_compute is a sub-block of block_kv_dkv", {b.kv_dkv_compute(), b.kv_dkv()});
+    return Status(
+        ErrorCode::kBlockTooLarge, "S18", "bkv_compute={0} should not be greater than bkv={1}",
+        "block_kv_dkv_compute is a sub-block of block_kv_dkv", {b.kv_dkv_compute(), b.kv_dkv()});
   }
   if (b.kv_dkv() % b.kv_dkv_compute() != 0) {
-    return Status(ErrorCode::kBlockNotDivisible, "S19", "bkv={0} should be a multiple of bkv_compute={1}",
+    return Status(ErrorCode::kBlockNotDivisible, "S19",
+                  "bkv={0} should be a multiple of bkv_compute={1}",
                   "pick block_kv_dkv_compute among the divisors of {0}: {k0}",
                   {b.kv_dkv(), b.kv_dkv_compute()});
   }
@@ -419,20 +428,18 @@ Status check_splash_backward(const SplashAttentionArgs<Q, KV>& a, const M& mask,
 /// logsumexp `[Hq, Sq]`, dq `[Hq, Sq, Dqk]`, dk `[Hkv, Skv, Dqk]`, dv `[Hkv, Skv, Dv]`, and
 /// dsinks `[Hq]` when sinks are given (an empty dsinks view skips that gradient).
 template <class Q, class KV, class OutT, class GradQ, class GradKV>
-Status check_splash_backward_tensors(const SplashAttentionArgs<Q, KV>& a,
-                                     const TensorView<OutT, 3>& out,
-                                     const TensorView<const float, 2>& logsumexp,
-                                     const TensorView<OutT, 3>& dout,
-                                     const TensorView<GradQ, 3>& dq,
-                                     const TensorView<GradKV, 3>& dk,
-                                     const TensorView<GradKV, 3>& dv,
-                                     const TensorView<float, 1>& dsinks) {
+Status check_splash_backward_tensors(
+    const SplashAttentionArgs<Q, KV>& a, const TensorView<OutT, 3>& out,
+    const TensorView<const float, 2>& logsumexp, const TensorView<OutT, 3>& dout,
+    const TensorView<GradQ, 3>& dq, const TensorView<GradKV, 3>& dk,
+    const TensorView<GradKV, 3>& dv, const TensorView<float, 1>& dsinks) {
   const std::int64_t hq = a.num_q_heads(), sq = a.q_seq_len(), dqk = a.head_dim_qk();
   const std::int64_t hkv = a.num_kv_heads(), skv = a.kv_seq_len(), dvd = a.head_dim_v();
   auto expect3 = [](const std::array<std::int64_t, 3>& e, std::int64_t e0, std::int64_t e1,
                     std::int64_t e2, const char* name) {
     if (e[0] != e0 || e[1] != e1 || e[2] != e2) {
-      return Status(ErrorCode::kShapeMismatch, "", "{f} has shape ({0}, {1}, {2}); expected ({3}, {4}, {5})",
+      return Status(ErrorCode::kShapeMismatch, "",
+                    "{f} has shape ({0}, {1}, {2}); expected ({3}, {4}, {5})",
                     "out/dout are [Hq, Sq, Dv], dq [Hq, Sq, Dqk], dk [Hkv, Skv, Dqk], dv [Hkv, "
                     "Skv, Dv]",
                     {e[0], e[1], e[2], e0, e1, e2}, {}, name);
@@ -473,8 +480,7 @@ void validate_splash(const SplashAttentionArgs<Q, KV>& a, const M& mask, Profile
 
 /// Throwing wrapper of `check_splash_backward`.
 template <class Q, class KV, class M>
-void validate_splash_backward(const SplashAttentionArgs<Q, KV>& a, const M& mask,
-                              Profile profile) {
+void validate_splash_backward(const SplashAttentionArgs<Q, KV>& a, const M& mask, Profile profile) {
   throw_if_error(check_splash_backward(a, mask, profile));
 }
 
