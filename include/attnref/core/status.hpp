@@ -237,14 +237,39 @@ class Status {
     if (decimals <= 0) out += ".0";
   }
 
+  /// The divisors of n in ascending order, found up to sqrt(n) (at most 2^20 trial divisions,
+  /// so a hostile n cannot stall rendering); past 2^40 only the small ones, then "..., n".
   static void append_divisors(std::string& out, std::int64_t n) {
+    if (n <= 0) return;
+    constexpr std::int64_t kMaxTrial = std::int64_t{1} << 20;
+    std::array<std::int64_t, 64> stack{};  // large co-divisors n / d, emitted in reverse
+    std::string large;                     // ... or as text once the stack is full
+    size_t top = 0;
     bool first = true;
-    for (std::int64_t d = 1; d <= n && d > 0; ++d) {
-      if (n % d != 0) continue;
+    const auto emit = [&](std::int64_t d) {
       if (!first) out += ", ";
       append_int(out, d);
       first = false;
+    };
+    std::int64_t d = 1;
+    for (; d <= kMaxTrial && d <= n / d; ++d) {
+      if (n % d != 0) continue;
+      emit(d);
+      const std::int64_t co = n / d;
+      if (co == d) continue;
+      if (top < stack.size()) {
+        stack[top++] = co;
+      } else {
+        large.insert(0, ", " + std::to_string(co));
+      }
     }
+    if (d <= n / d) {  // stopped early: n > 2^40
+      out += ", ..., ";
+      append_int(out, n);
+      return;
+    }
+    out += large;
+    while (top > 0) emit(stack[--top]);
   }
 
   std::string render(const char* format) const {

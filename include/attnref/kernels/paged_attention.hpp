@@ -202,7 +202,7 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
 /// How many page ranges each (sequence, KV head) is split into: 1 unless there are fewer items
 /// than threads (small batches), then enough to keep every thread busy (flash-decoding).
 inline std::int64_t kv_splits(std::int64_t items, int concurrency, std::int64_t max_pages) {
-  if (concurrency <= 1 || items >= concurrency || max_pages <= 1) return 1;
+  if (concurrency <= 1 || items <= 0 || items >= concurrency || max_pages <= 1) return 1;
   const std::int64_t want = (2 * concurrency + items - 1) / items;
   return std::min(want, max_pages);
 }

@@ -1,0 +1,498 @@
+// SPDX-License-Identifier: Apache-2.0
+// libFuzzer harness of the paged family: fuzz bytes become a paged-attention call (shapes,
+// strides, buffer sizes, page tables, lengths, KV layouts, float or int8 pages with scales,
+// int32 or int64 indices, soft cap / mask value / scale, executor), sometimes made hostile by a
+// few mutations (extents, strides, buffer sizes, null data, page indices, lengths, options).
+//
+// Every buffer the harness allocates holds exactly the elements its view's `buffer_size` claims
+// (so AddressSanitizer sees any read past it) and at most 2^20 elements (the harness stays far
+// under 64 MiB). Data is written only through views the validator accepted; everything the
+// kernel must not read (padding, rows past lengths, unused pages, dead page-table entries) holds
+// NaN or a hostile index.
+//
+// Invariants:
+//  - check_paged(jax) ok implies check_paged(reference) ok;
+//  - try_paged_attention returns exactly check_paged's error when that fails, and leaves `out`
+//    untouched on any error;
+//  - on success every output element is written, finite, and equal (within float tolerance) to
+//    a plain float64 implementation here;
+//  - the data tier accepts NaN outside the used region and reports NaN injected inside it;
+//  - every error renders (code name, message, hint).
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <attnref/core/executor.hpp>
+#include <attnref/core/kv_layout.hpp>
+#include <attnref/kernels/paged_attention.hpp>
+#include <attnref/validate/paged.hpp>
+
+#include "fuzz_common.hpp"
+
+namespace {
+
+using attnref::ErrorCode;
+using attnref::Status;
+using attnref::TensorView;
+using attnref_fuzz::kMaxElements;
+using attnref_fuzz::Reader;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+/// The geometry of one view and the buffer behind it.
+template <size_t R>
+struct Geometry {
+  std::array<std::int64_t, R> extents{};
+  std::array<std::int64_t, R> strides{};
+  bool null_data = false;
+  bool unknown_size = false;   // buffer_size = -1 (only for views no mutation touched)
+  std::int64_t shrink = 0;     // buffer_size = allocation - shrink
+  bool mutated = false;
+};
+
+/// Elements a view of this geometry reaches (last offset + 1), or -1 when that is not a small,
+/// well-formed number.
+template <size_t R>
+std::int64_t reach(const Geometry<R>& g) {
+  std::int64_t last = 0;
+  for (size_t i = 0; i < R; ++i) {
+    if (g.extents[i] < 0 || g.strides[i] < 0) return -1;
+    if (g.extents[i] == 0) return 0;
+  }
+  for (size_t i = 0; i < R; ++i) {
+    std::int64_t step = 0;
+    if (!attnref::checked_mul(g.extents[i] - 1, g.strides[i], &step) ||
+        !attnref::checked_add(last, step, &last))
+      return -1;
+  }
+  return last + 1 <= kMaxElements ? last + 1 : -1;
+}
+
+/// A buffer sized by the geometry (capped) and the view over it whose buffer_size is the truth
+/// (or less, when a mutation shrinks it; or -1 for an untouched, in-bounds view).
+template <class T, size_t R>
+struct Buffer {
+  std::vector<T> data;
+  TensorView<const T, R> view;
+  TensorView<T, R> mutable_view;
+};
+
+template <class T, size_t R>
+void make_buffer(const Geometry<R>& g, T fill, Buffer<T, R>* b) {
+  const std::int64_t need = reach(g);
+  const std::int64_t alloc = need >= 0 ? std::max<std::int64_t>(need, 1) : 16;
+  b->data.assign(static_cast<size_t>(alloc), fill);
+  std::int64_t size = need >= 0 ? need : alloc;
+  if (g.shrink > 0) size = std::max<std::int64_t>(0, size - g.shrink);
+  if (g.unknown_size && !g.mutated && need >= 0) size = -1;
+  T* p = g.null_data ? nullptr : b->data.data();
+  b->mutable_view = TensorView<T, R>(p, g.extents, g.strides, size);
+  b->view = b->mutable_view;
+}
+
+/// Offset of an index tuple in a geometry when it lies inside `alloc` elements, else -1.
+template <size_t R>
+std::int64_t safe_offset(const Geometry<R>& g, const std::array<std::int64_t, R>& idx,
+                         std::int64_t alloc) {
+  std::int64_t off = 0;
+  for (size_t i = 0; i < R; ++i) {
+    if (idx[i] < 0 || idx[i] >= g.extents[i] || g.strides[i] < 0) return -1;
+    std::int64_t step = 0;
+    if (!attnref::checked_mul(idx[i], g.strides[i], &step) ||
+        !attnref::checked_add(off, step, &off))
+      return -1;
+  }
+  return off < alloc ? off : -1;
+}
+
+/// Row-major strides with `pad` extra elements per row of the innermost dimension.
+template <size_t R>
+std::array<std::int64_t, R> padded_strides(const std::array<std::int64_t, R>& e,
+                                           std::int64_t pad) {
+  std::array<std::int64_t, R> s{};
+  std::int64_t run = 1;
+  for (size_t i = R; i-- > 0;) {
+    s[i] = run;
+    run *= std::max<std::int64_t>(e[i], 1) + (i == R - 1 ? pad : 0);
+  }
+  return s;
+}
+
+/// Executors: serial, a serial one that claims concurrency (forces split-KV), a real pool.
+struct ClaimedConcurrency {
+  int c;
+  int concurrency() const noexcept { return c; }
+  template <class Fn>
+  void parallel_for(std::int64_t n, const Fn& fn) const {
+    for (std::int64_t i = n; i-- > 0;) fn(i);  // reverse order: no reliance on order
+  }
+};
+
+attnref::ThreadPoolExecutor& pool() {
+  static attnref::ThreadPoolExecutor p(2);
+  return p;
+}
+
+double bf16_round(double x) {
+  return static_cast<double>(attnref::detail::round_to_bf16(static_cast<float>(x)));
+}
+
+template <class KV, class Index>
+void run_case(Reader& r, attnref_fuzz::Rng& rng) {
+  using Args = attnref::PagedAttentionArgs<float, KV, Index>;
+  constexpr bool kQuant = Args::kQuantized;
+  constexpr std::int64_t kIndexMax = std::numeric_limits<Index>::max();
+
+  // --- a consistent call -------------------------------------------------------------------
+  const std::int64_t batch = r.range(0, 4);
+  const std::int64_t hkv = r.range(1, 3);
+  const std::int64_t group = r.range(1, 4);
+  const std::int64_t hq = hkv * group;
+  const std::int64_t dim = r.range(1, 40);
+  const std::int64_t page_size = r.range(1, 20);
+  const std::int64_t pps = r.range(0, 6);
+  const std::int64_t total_pages = r.range(0, 10);
+  const std::int64_t capacity = pps * page_size;
+  const int layout = r.u8() % 4;  // jax, nhd, hnd, padded custom
+  const bool scale_per_element = r.flag();
+  const int executor_kind = r.u8() % 3;
+
+  std::vector<std::int64_t> lengths(static_cast<size_t>(batch));
+  for (auto& len : lengths) {
+    if (total_pages == 0 || capacity == 0) {
+      len = 0;
+    } else {
+      switch (r.u8() % 6) {
+        case 0: len = 0; break;
+        case 1: len = capacity; break;
+        case 2: len = std::min(capacity, page_size); break;
+        case 3: len = std::min(capacity, page_size + 1); break;
+        default: len = r.range(0, capacity);
+      }
+    }
+  }
+  const std::int64_t dead_entry = attnref_fuzz::hostile_int(r, total_pages);
+  std::vector<std::int64_t> table(static_cast<size_t>(batch * pps), dead_entry);
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t j = 0; j * page_size < lengths[b]; ++j)
+      table[b * pps + j] = r.range(0, total_pages - 1);
+
+  Geometry<3> q_g;
+  q_g.extents = {batch, hq, dim};
+  q_g.strides = padded_strides<3>(q_g.extents, r.range(0, 3));
+  Geometry<4> k_g, v_g, ks_g, vs_g;
+  if (layout < 3) {
+    const auto lay = static_cast<attnref::KvLayout>(layout);
+    const auto kv = attnref::kv_pages_view<const KV>(nullptr, lay, hkv, total_pages, page_size, dim);
+    k_g.extents = kv.extents;
+    k_g.strides = kv.strides;
+    const std::int64_t last = scale_per_element ? dim : 1;
+    const auto sv = attnref::kv_pages_view<const float>(nullptr, lay, hkv, total_pages, page_size, last);
+    ks_g.extents = sv.extents;
+    ks_g.strides = sv.strides;
+  } else {  // head-major with padding between rows and pages
+    k_g.extents = {hkv, total_pages, page_size, dim};
+    k_g.strides = padded_strides<4>(k_g.extents, r.range(0, 5));
+    ks_g.extents = {hkv, total_pages, page_size, scale_per_element ? dim : 1};
+    ks_g.strides = padded_strides<4>(ks_g.extents, r.range(0, 2));
+  }
+  v_g = k_g;
+  vs_g = ks_g;
+  Geometry<1> len_g;
+  len_g.extents = {batch};
+  len_g.strides = {r.range(1, 2)};
+  Geometry<2> pi_g;
+  pi_g.extents = {batch, pps};
+  pi_g.strides = padded_strides<2>(pi_g.extents, r.range(0, 2));
+  q_g.unknown_size = r.chance(40);
+  k_g.unknown_size = v_g.unknown_size = r.chance(40);
+
+  Args a;
+  a.sm_scale = r.chance(200) ? static_cast<float>(r.range(1, 16)) / 8.0f : attnref_fuzz::hostile_real(r);
+  if (r.flag()) a.soft_cap = r.chance(200) ? static_cast<float>(r.range(1, 40)) : attnref_fuzz::hostile_real(r);
+  if (r.chance(30)) a.mask_value = attnref_fuzz::hostile_real(r);
+  a.pages_per_compute_block = r.chance(200) ? r.range(1, 3) : attnref_fuzz::hostile_int(r, pps);
+  a.round_kv_to_bf16 = r.chance(40);
+  a.megacore_mode = static_cast<attnref::MegacoreMode>(r.range(0, 3));
+  bool give_k_scales = kQuant, give_v_scales = kQuant;
+  if (r.chance(20)) give_k_scales = !give_k_scales;
+  if (r.chance(20)) give_v_scales = !give_v_scales;
+
+  // --- hostile mutations -------------------------------------------------------------------
+  const int mutations = r.u8() % 4 == 0 ? static_cast<int>(r.range(1, 3)) : 0;
+  for (int m = 0; m < mutations; ++m) {
+    const int target = r.u8() % 15;
+    const int field = r.u8() % 6;  // 0..3: extent/stride of dim, 4: shrink buffer, 5: null data
+    auto mutate = [&](auto& g, std::int64_t near) {
+      constexpr size_t kR = std::tuple_size<std::decay_t<decltype(g.extents)>>::value;
+      g.mutated = true;
+      const size_t dimn = static_cast<size_t>(r.u8()) % kR;
+      if (field == 4) g.shrink = r.range(1, 4);
+      else if (field == 5) g.null_data = true;
+      else if (field % 2 == 0) g.extents[dimn] = attnref_fuzz::hostile_int(r, near);
+      else g.strides[dimn] = attnref_fuzz::hostile_int(r, near);
+    };
+    switch (target) {
+      case 0: mutate(q_g, dim); break;
+      case 1: mutate(k_g, page_size); break;
+      case 2: mutate(v_g, page_size); break;
+      case 3: mutate(len_g, batch); break;
+      case 4: mutate(pi_g, pps); break;
+      case 5: mutate(ks_g, dim); break;
+      case 6: mutate(vs_g, dim); break;
+      case 7:
+      case 8:
+        if (!lengths.empty()) {
+          lengths[static_cast<size_t>(r.range(0, batch - 1))] = attnref_fuzz::hostile_int(r, capacity);
+        }
+        break;
+      case 9:
+      case 10:
+        if (!table.empty()) {
+          table[static_cast<size_t>(r.range(0, batch * pps - 1))] =
+              attnref_fuzz::hostile_int(r, total_pages);
+        }
+        break;
+      case 11: a.sm_scale = attnref_fuzz::hostile_real(r); break;
+      case 12: a.soft_cap = attnref_fuzz::hostile_real(r); break;
+      case 13: {  // K, V (and their scales) together, so P1 (same shape) still holds
+        const size_t i = static_cast<size_t>(r.u8() % 3);
+        const std::int64_t x = attnref_fuzz::hostile_int(r, page_size);
+        for (Geometry<4>* g : {&k_g, &v_g, &ks_g, &vs_g}) {
+          g->extents[i] = x;
+          g->mutated = true;
+        }
+        break;
+      }
+      default: a.mask_value = attnref_fuzz::hostile_real(r); break;
+    }
+  }
+
+  // --- buffers -----------------------------------------------------------------------------
+  Buffer<float, 3> q;
+  make_buffer(q_g, kNaN, &q);
+  KV kv_poison{};
+  if constexpr (kQuant) kv_poison = KV(127);
+  else kv_poison = static_cast<KV>(kNaN);
+  Buffer<KV, 4> k, v;
+  make_buffer(k_g, kv_poison, &k);
+  make_buffer(v_g, kv_poison, &v);
+  Buffer<float, 4> ks, vs;
+  make_buffer(ks_g, kNaN, &ks);
+  make_buffer(vs_g, kNaN, &vs);
+  // Index values go in through the geometry the harness built, bounded by the allocation: a
+  // mutated view may then show the validator anything (that is the point).
+  Buffer<Index, 1> len_b;
+  make_buffer(len_g, static_cast<Index>(dead_entry > kIndexMax ? kIndexMax : dead_entry), &len_b);
+  Buffer<Index, 2> pi_b;
+  make_buffer(pi_g, static_cast<Index>(dead_entry > kIndexMax ? kIndexMax : dead_entry), &pi_b);
+  auto narrow = [](std::int64_t x) {
+    if (x > kIndexMax) return kIndexMax;
+    if (x < std::numeric_limits<Index>::min()) return std::int64_t{std::numeric_limits<Index>::min()};
+    return x;
+  };
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t off = safe_offset(len_g, {b}, static_cast<std::int64_t>(len_b.data.size()));
+    if (off >= 0) len_b.data[static_cast<size_t>(off)] = static_cast<Index>(narrow(lengths[b]));
+    for (std::int64_t j = 0; j < pps; ++j) {
+      const std::int64_t o = safe_offset(pi_g, {b, j}, static_cast<std::int64_t>(pi_b.data.size()));
+      if (o >= 0) pi_b.data[static_cast<size_t>(o)] = static_cast<Index>(narrow(table[b * pps + j]));
+    }
+  }
+  a.q = q.view;
+  a.k_pages = k.view;
+  a.v_pages = v.view;
+  a.lengths = len_b.view;
+  a.page_indices = pi_b.view;
+  if (give_k_scales) a.k_scales = ks.view;
+  if (give_v_scales) a.v_scales = vs.view;
+
+  // --- validate ----------------------------------------------------------------------------
+  const Status jax = attnref::check_paged(a, attnref::Profile::kJax);
+  const Status ref = attnref::check_paged(a, attnref::Profile::kReference);
+  attnref_fuzz::check_error_renders(jax);
+  attnref_fuzz::check_error_renders(ref);
+  ATTNREF_FUZZ_CHECK(!jax.ok() || ref.ok(), "jax profile accepted what reference rejected: " + ref.to_string());
+
+  if (!ref.ok()) {
+    // The kernel entry point must report the same error and not touch out.
+    float sentinel = 12345.0f;
+    TensorView<float, 3> out(&sentinel, a.q.extents, a.q.strides, 1);
+    const Status s = attnref::try_paged_attention(a, out);
+    ATTNREF_FUZZ_CHECK(s.code() == ref.code(), "try_paged_attention: " + s.to_string() + " vs " + ref.to_string());
+    ATTNREF_FUZZ_CHECK(sentinel == 12345.0f, "out written on error");
+    return;
+  }
+
+  // --- data: finite values in the used region only -----------------------------------------
+  const std::int64_t B = a.batch(), Hq = a.num_q_heads(), D = a.head_dim(), S = a.page_size();
+  const std::int64_t G = attnref::group_size(Hq, a.num_kv_heads());
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < Hq; ++h)
+      for (std::int64_t d = 0; d < D; ++d) q.mutable_view(b, h, d) = rng.small();
+  auto kv_value = [&]() -> KV {
+    if constexpr (kQuant) return static_cast<KV>(static_cast<int>(rng.next() % 255) - 127);
+    else return static_cast<KV>(rng.small());
+  };
+  for (std::int64_t b = 0; b < B; ++b) {
+    for (std::int64_t t = 0; t < a.lengths(b); ++t) {
+      const std::int64_t page = a.page_indices(b, t / S), slot = t % S;
+      for (std::int64_t h = 0; h < a.num_kv_heads(); ++h) {
+        for (std::int64_t d = 0; d < D; ++d) {
+          k.mutable_view(h, page, slot, d) = kv_value();
+          v.mutable_view(h, page, slot, d) = kv_value();
+        }
+        if constexpr (kQuant) {
+          for (std::int64_t d = 0; d < a.k_scales.extents[3]; ++d) {
+            ks.mutable_view(h, page, slot, d) = 0.25f + static_cast<float>(rng.next() % 8) / 4.0f;
+            vs.mutable_view(h, page, slot, d) = 0.25f + static_cast<float>(rng.next() % 8) / 4.0f;
+          }
+        }
+      }
+    }
+  }
+  const Status data_ok = attnref::check_paged_data(a);
+  ATTNREF_FUZZ_CHECK(data_ok.ok(), "data tier rejected NaN outside the used region: " + data_ok.to_string());
+  bool poisoned = false;
+  if (r.chance(25)) {  // NaN or Inf inside the used region: the data tier must see it
+    const float bad = r.flag() ? kNaN : std::numeric_limits<float>::infinity();
+    if (B > 0 && r.flag()) {
+      q.mutable_view(r.range(0, B - 1), r.range(0, Hq - 1), r.range(0, D - 1)) = bad;
+      poisoned = true;
+    } else {
+      for (std::int64_t b = 0; b < B && !poisoned; ++b) {
+        if (a.lengths(b) == 0) continue;
+        const std::int64_t t = r.range(0, a.lengths(b) - 1);
+        const std::int64_t page = a.page_indices(b, t / S), h = r.range(0, a.num_kv_heads() - 1);
+        if constexpr (kQuant) {
+          (r.flag() ? ks : vs).mutable_view(h, page, t % S, 0) = bad;
+        } else {
+          (r.flag() ? k : v).mutable_view(h, page, t % S, r.range(0, D - 1)) = static_cast<KV>(bad);
+        }
+        poisoned = true;
+      }
+    }
+    if (poisoned) {
+      const Status s = attnref::check_paged_data(a);
+      ATTNREF_FUZZ_CHECK(s.code() == ErrorCode::kNonFiniteData, "data tier missed a NaN/Inf: " + s.to_string());
+      attnref_fuzz::check_error_renders(s);
+    }
+  }
+
+  // --- output buffer, sized from the validated q ---------------------------------------------
+  Geometry<3> out_g;
+  out_g.extents = a.q.extents;
+  out_g.strides = padded_strides<3>(out_g.extents, r.range(0, 2));
+  const bool bad_out = r.chance(20);
+  if (bad_out) {
+    const int f = r.u8() % 4;
+    if (f == 0) out_g.extents[r.u8() % 3] = attnref_fuzz::hostile_int(r, D);
+    else if (f == 1) out_g.strides[r.u8() % 3] = attnref_fuzz::hostile_int(r, D);
+    else if (f == 2) out_g.shrink = r.range(1, 3);
+    else out_g.null_data = true;
+    out_g.mutated = true;
+  }
+  Buffer<float, 3> out;
+  make_buffer(out_g, kNaN, &out);
+  const std::vector<float> before = out.data;
+  Status s;
+  switch (executor_kind) {
+    case 0: s = attnref::try_paged_attention(a, out.mutable_view); break;
+    case 1: s = attnref::try_paged_attention(a, out.mutable_view, ClaimedConcurrency{static_cast<int>(r.range(2, 9))}); break;
+    default: s = attnref::try_paged_attention(a, out.mutable_view, pool()); break;
+  }
+  attnref_fuzz::check_error_renders(s);
+  const Status out_check = attnref::check_paged_output(a, TensorView<float, 3>(out.mutable_view));
+  ATTNREF_FUZZ_CHECK(s.code() == out_check.code(), "try_paged_attention vs check_paged_output: " + s.to_string());
+  if (!s.ok()) {
+    ATTNREF_FUZZ_CHECK(std::equal(before.begin(), before.end(), out.data.begin(),
+                                  [](float x, float y) { return std::memcmp(&x, &y, 4) == 0; }),
+                       "out written on error");
+    return;
+  }
+  if (poisoned) return;  // NaN in, NaN out: nothing more to compare
+
+  // --- float64 reference -------------------------------------------------------------------
+  auto deq = [&](KV w, const TensorView<const float, 4>& sc, std::int64_t h, std::int64_t p,
+                 std::int64_t slot, std::int64_t d) -> double {
+    if constexpr (kQuant) {
+      const std::int64_t sd = sc.extents[3] == 1 ? 0 : d;
+      return static_cast<double>(w) * static_cast<double>(sc(h, p, slot, sd)) / 127.5;
+    } else {
+      const double x = static_cast<double>(w);
+      return a.round_kv_to_bf16 ? bf16_round(x) : x;
+    }
+  };
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::int64_t len = a.lengths(b);
+    for (std::int64_t qh = 0; qh < Hq; ++qh) {
+      const std::int64_t h = attnref::kv_head_of(qh, Hq, a.num_kv_heads());
+      std::vector<double> logit(static_cast<size_t>(len));
+      double mx = -INFINITY, max_abs_logit = 0.0, max_raw = 0.0;
+      for (std::int64_t t = 0; t < len; ++t) {
+        const std::int64_t p = a.page_indices(b, t / S), slot = t % S;
+        double dot = 0.0;
+        for (std::int64_t d = 0; d < D; ++d)
+          dot += static_cast<double>(a.q(b, qh, d)) * deq(a.k_pages(h, p, slot, d), a.k_scales, h, p, slot, d);
+        double x = static_cast<double>(a.sm_scale) * dot;
+        max_raw = std::max(max_raw, std::fabs(x));
+        if (a.soft_cap) x = static_cast<double>(*a.soft_cap) * std::tanh(x / static_cast<double>(*a.soft_cap));
+        logit[static_cast<size_t>(t)] = x;
+        mx = std::max(mx, x);
+        max_abs_logit = std::max(max_abs_logit, std::fabs(x));
+      }
+      double sum = 0.0;
+      for (double& x : logit) sum += (x = std::exp(x - mx));
+      for (std::int64_t d = 0; d < D; ++d) {
+        double o = 0.0, lo = 0.0, hi = 0.0;
+        for (std::int64_t t = 0; t < len; ++t) {
+          const std::int64_t p = a.page_indices(b, t / S), slot = t % S;
+          const double vv = deq(a.v_pages(h, p, slot, d), a.v_scales, h, p, slot, d);
+          o += logit[static_cast<size_t>(t)] * vv;
+          lo = t == 0 ? vv : std::min(lo, vv);
+          hi = t == 0 ? vv : std::max(hi, vv);
+        }
+        const double want = len > 0 ? o / sum : 0.0;
+        const double got = static_cast<double>(out.view(b, qh, d));
+        const std::string where = "b=" + std::to_string(b) + " qh=" + std::to_string(qh) +
+                                  " d=" + std::to_string(d) + " got=" + std::to_string(got) +
+                                  " want=" + std::to_string(want);
+        // Scores past float's range overflow in the float kernel (as in JAX's f32 kernel): only
+        // "no crash" is asked of those.
+        if (max_raw > 1e36) continue;
+        ATTNREF_FUZZ_CHECK(std::isfinite(got), "non-finite output for finite inputs: " + where);
+        const double span = std::max(std::fabs(lo), std::fabs(hi));
+        // A softmax-weighted mean stays within the values' range (float rounding aside).
+        ATTNREF_FUZZ_CHECK(got >= lo - 1e-3 * (1 + span) && got <= hi + 1e-3 * (1 + span),
+                           "output outside the range of V: " + where);
+        // Float scores carry an absolute error ~ |logit| * 2^-24 * D; compare where that is small.
+        if (max_abs_logit * static_cast<double>(D) < 1e3) {
+          const double tol = 2e-3 * (1.0 + span) * (1.0 + max_abs_logit * static_cast<double>(D) * 1e-3);
+          ATTNREF_FUZZ_CHECK(std::fabs(got - want) <= tol, "output differs from float64: " + where);
+        }
+      }
+    }
+  }
+  (void)G;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  Reader r(data, size);
+  const std::uint8_t kind = r.u8();
+  attnref_fuzz::Rng rng(r.u64());
+  switch (kind % 4) {
+    case 0: run_case<float, std::int32_t>(r, rng); break;
+    case 1: run_case<float, std::int64_t>(r, rng); break;
+    case 2: run_case<std::int8_t, std::int32_t>(r, rng); break;
+    default: run_case<std::int8_t, std::int64_t>(r, rng); break;
+  }
+  return 0;
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Builds the `fuzz` preset (clang++, libFuzzer + ASan + UBSan) and runs every harness on its
+# committed corpus, tests/fuzz/corpus/<harness>/, for a bounded time. Fails on any crash,
+# sanitizer report, timeout (a hang: one input over 10 s), RSS over 2 GiB or single allocation
+# over 512 MiB (the harnesses cap their own buffers far below that, so a bigger one is attnref
+# sizing memory from a number the inputs do not justify).
+# New inputs the fuzzer finds go to build-fuzz/fuzz-work/<harness>/ (the committed corpus is
+# only read); a failing input is kept as build-fuzz/fuzz-work/<harness>-crash-* and its log as
+# build-fuzz/fuzz-work/<harness>.log.
+# Usage: tests/fuzz/run_smoke.sh [seconds per harness, default 60] [harness ...]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+seconds=${1:-60}
+shift || true
+if ! command -v clang++ >/dev/null; then
+  echo "attnref fuzz: clang++ not found (scripts/deps.sh installs clang and libclang-rt-14-dev)" >&2
+  exit 1
+fi
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz
+harnesses=("$@")
+if [ ${#harnesses[@]} -eq 0 ]; then
+  for dir in tests/fuzz/corpus/*/; do harnesses+=("$(basename "$dir")"); done
+fi
+work=build-fuzz/fuzz-work
+mkdir -p "$work"
+failed=()
+for h in "${harnesses[@]}"; do
+  exe=build-fuzz/tests/fuzz/$h
+  if [ ! -x "$exe" ]; then
+    echo "attnref fuzz: $h: not built ($exe)" >&2
+    failed+=("$h")
+    continue
+  fi
+  mkdir -p "$work/$h"
+  log=$work/$h.log
+  echo "=== fuzz: $h (${seconds}s) ==="
+  if "$exe" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=512 -timeout=10 \
+       -print_final_stats=1 -artifact_prefix="$work/$h-" "$work/$h" "tests/fuzz/corpus/$h" \
+       >"$log" 2>&1; then
+    # The last status line (cov, ft, corpus) and the execution count.
+    grep -E '^#[0-9]+' "$log" | tail -n 1 || true
+    grep -E 'stat::number_of_executed_units' "$log" || true
+  else
+    echo "attnref fuzz: $h FAILED; input and log in $work/:" >&2
+    ls "$work" | grep -E "^$h-" >&2 || true
+    tail -n 60 "$log" >&2
+    failed+=("$h")
+  fi
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "attnref fuzz: failed: ${failed[*]}" >&2
+  exit 1
+fi
+echo "attnref fuzz: ${#harnesses[@]} harnesses, ${seconds}s each, no crash"
