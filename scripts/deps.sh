@@ -3,7 +3,7 @@
 # what is missing with apt-get; otherwise it prints the exact command and exits 1.
 # Usage: scripts/deps.sh [extra packages...]
 set -euo pipefail
-packages=(cmake ninja-build g++ libeigen3-dev libgtest-dev libbenchmark-dev libdlpack-dev "$@")
+packages=(cmake ninja-build g++ libeigen3-dev libgtest-dev libbenchmark-dev libdlpack-dev clang libclang-rt-14-dev "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -13,3 +13,5 @@ for preset in "${presets[@]}"; do
   cmake --build --preset "$preset"
   ctest --preset "$preset"
 done
+# Fuzz smoke runs (issue 7): every libFuzzer harness 45 s on its corpus, when clang++ is here.
+if command -v clang++ >/dev/null; then tests/fuzz/run_smoke.sh 45; fi

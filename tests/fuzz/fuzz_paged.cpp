@@ -117,9 +117,10 @@ std::array<std::int64_t, R> padded_strides(const std::array<std::int64_t, R>& e,
                                            std::int64_t pad) {
   std::array<std::int64_t, R> s{};
   std::int64_t run = 1;
-  for (size_t i = R; i-- > 0;) {
+  for (size_t i = R; i-- > 0;) {  // saturates: the validator reports what overflows
     s[i] = run;
-    run *= std::max<std::int64_t>(e[i], 1) + (i == R - 1 ? pad : 0);
+    const std::int64_t e_i = std::max<std::int64_t>(e[i], 1) + (i == R - 1 ? pad : 0);
+    if (!attnref::checked_mul(run, e_i, &run)) run = std::numeric_limits<std::int64_t>::max();
   }
   return s;
 }
