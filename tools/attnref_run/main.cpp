@@ -18,6 +18,7 @@
   X(config, "check an attention configuration: head counts, head_dim, page size") \
   X(paged, "validate and run paged attention (decode) on .npy files")             \
   X(splash, "validate and run splash attention (prefill/training) on .npy files") \
+  X(ragged, "validate and run ragged paged attention (continuous batching) on .npy files") \
   /* add a subcommand above this line */
 
 namespace attnref {
