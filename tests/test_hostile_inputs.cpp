@@ -97,6 +97,27 @@ struct Ragged {
   Status run() { return attnref::check_ragged(args, attnref::Profile::kReference); }
 };
 
+/// The same ragged batch with int64 metadata (what the reference profile also accepts).
+struct Ragged64 {
+  std::vector<float> q = std::vector<float>(8 * 2 * 4, 0.5f);
+  std::vector<float> kv = std::vector<float>(4 * 4 * 2 * 4, 0.25f);
+  std::vector<std::int64_t> kv_lens = {6, 2, 0};
+  std::vector<std::int64_t> table = {0, 1, 2, -1, -1, -1};
+  std::vector<std::int64_t> cu_q_lens = {0, 3, 4, 4};
+  std::vector<std::int64_t> num_seqs = {2};
+  attnref::RaggedPagedAttentionArgs<float, float, std::int64_t> args;
+  Ragged64() { bind(); }
+  void bind() {
+    args.q = {q.data(), {8, 2, 4}, static_cast<std::int64_t>(q.size())};
+    args.kv_pages = {kv.data(), {4, 4, 2, 4}, static_cast<std::int64_t>(kv.size())};
+    args.kv_lens = {kv_lens.data(), {3}, 3};
+    args.page_indices = {table.data(), {3, 2}, 6};
+    args.cu_q_lens = {cu_q_lens.data(), {4}, 4};
+    args.num_seqs = {num_seqs.data(), {1}, 1};
+  }
+  Status run() { return attnref::check_ragged(args, attnref::Profile::kReference); }
+};
+
 /// A .npy file: magic, version 1.0, header padded with spaces, then `data_bytes` bytes.
 std::vector<unsigned char> npy_file(const std::string& header, std::size_t data_bytes) {
   std::string h = header;
@@ -408,6 +429,24 @@ const std::vector<Row>& rows() {
          r.table[2] = -1;
          r.bind();
          return of(r.run());
+       }},
+      {"ragged: page table extent INT64_MAX (max_num_seqs + 1 overflows)",
+       ErrorCode::kShapeMismatch, "to be (9223372036854775807,)",
+       [] {
+         Ragged64 r;
+         r.args.page_indices.extents[0] = r.args.kv_lens.extents[0] = kI64Max;
+         return of(r.run());
+       }},
+      {"ragged: cu_q_lens INT64_MAX then INT64_MIN (int64 indices)", ErrorCode::kInvalidCuQLens,
+       "cu_q_lens[1]=9223372036854775807 > cu_q_lens[2]=-9223372036854775808",
+       [] {
+         Ragged64 r;
+         r.cu_q_lens = {0, kI64Max, std::numeric_limits<std::int64_t>::min(), 4};
+         r.bind();
+         const Status s = r.run();
+         Outcome o = of(s);
+         if (s.hint().find("(-9223372036854775808)") == std::string::npos) o.message += " [hint]";
+         return o;
        }},
       // --- .npy headers --------------------------------------------------------------------
       {".npy: shape claims more data than the file holds", ErrorCode::kBadFile,

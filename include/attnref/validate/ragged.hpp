@@ -26,6 +26,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <type_traits>
 
@@ -171,13 +172,16 @@ Status check_ragged_shapes(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Prof
                   "kv_lens holds one entry per page-table row (padding rows included)",
                   {a.kv_lens.extents[0], max_seqs}, {}, "kv_lens");
   }
-  // R4 (JAX's text has two spaces before "where").
-  if (a.cu_q_lens.extents[0] != max_seqs + 1) {
+  // R4 (JAX's text has two spaces before "where"). max_num_seqs + 1 is checked: a hostile
+  // page_indices extent of INT64_MAX must not overflow.
+  std::int64_t cu_len = std::numeric_limits<std::int64_t>::max();
+  const bool cu_len_fits = checked_add(max_seqs, 1, &cu_len);
+  if (!cu_len_fits || a.cu_q_lens.extents[0] != cu_len) {
     return Status(ErrorCode::kShapeMismatch, "R4",
                   "Expected cu_q_lens.shape=({0},) to be ({1},)  where `max_num_seqs` is "
                   "`page_indices.shape[0]`.",
                   "cu_q_lens holds max_num_seqs + 1 offsets, starting with 0",
-                  {a.cu_q_lens.extents[0], max_seqs + 1}, {}, "cu_q_lens");
+                  {a.cu_q_lens.extents[0], cu_len_fits ? cu_len : max_seqs}, {}, "cu_q_lens");
   }
   // R5: JAX takes int32 only; the reference profile also accepts int64.
   if (profile == Profile::kJax && dtype_of<Index> != DType::kInt32) {
@@ -345,10 +349,12 @@ Status check_ragged_metadata(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Pr
     const std::int64_t lo = a.cu_q_lens(i);
     const std::int64_t hi = a.cu_q_lens(i + 1);
     if (hi < lo) {
+      std::int64_t q_len = 0;  // hi - lo, saturated (-lo is safe: lo > hi >= INT64_MIN)
+      if (!checked_add(hi, -lo, &q_len)) q_len = std::numeric_limits<std::int64_t>::min();
       return Status(ErrorCode::kInvalidCuQLens, "",
                     "cu_q_lens must not decrease: cu_q_lens[{0}]={1} > cu_q_lens[{2}]={3}",
                     "sequence {0} would have a negative query length ({4})",
-                    {i, lo, i + 1, hi, hi - lo}, {}, "cu_q_lens");
+                    {i, lo, i + 1, hi, q_len}, {}, "cu_q_lens");
     }
   }
   // R17.
