@@ -39,6 +39,7 @@
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
 #include "attnref/kernels/detail/convert.hpp"
+#include "attnref/kernels/detail/tile_products.hpp"
 #include "attnref/validate/ragged.hpp"
 
 namespace attnref {
@@ -130,7 +131,8 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
   std::vector<const Acc*> k_rows(static_cast<std::size_t>(block)), v_rows(k_rows.size());
   const bool q_contiguous = a.q.strides[2] == 1;
   const bool kv_contiguous = a.kv_pages.strides[3] == 1;
-  using RowMap = Eigen::Map<const Eigen::Matrix<Acc, 1, Eigen::Dynamic>>;
+  // f32 pages with f32 accumulation (f64 with f64) can be read where they lie.
+  constexpr bool kDirect = std::is_same<std::remove_cv_t<KV>, Acc>::value;
 
   // Buffers of the few-rows path (all KV heads of a sequence at once, one page at a time).
   const Eigen::Index small_rows = static_cast<Eigen::Index>(kRaggedSmallRows * hkv);
@@ -138,6 +140,18 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
   Matrix qs, acc_s, logits_s, k_page, v_page;
   Vector m_s, l_s, alpha_s;
   std::vector<const Acc*> k_page_rows, v_page_rows;
+
+  // One contiguous row of `dim` elements to the accumulator type, vectorised.
+  auto widen_row = [dim](const KV* src, Acc* dst) {
+    if constexpr (std::is_same<KV, Eigen::bfloat16>::value && std::is_same<Acc, float>::value) {
+      widen_bf16(src, dim, dst);
+    } else {
+      using Row = Eigen::Array<Acc, Eigen::Dynamic, 1>;
+      using SrcRow = Eigen::Array<KV, Eigen::Dynamic, 1>;
+      const Eigen::Index n = static_cast<Eigen::Index>(dim);
+      Eigen::Map<Row>(dst, n) = Eigen::Map<const SrcRow>(src, n).template cast<Acc>();
+    }
+  };
 
   // Converts K and V of `count` tokens from `slot0` of `page`, KV head h, into rows
   // buf_row0 + t * buf_step of the buffers, and points k_out/v_out (step out_step) at them.
@@ -159,12 +173,12 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
         if (k_scaled) {
           for (std::int64_t d = 0; d < dim; ++d) kd[d] = load_kv<Acc, Q>(ks[d], true, k_scale);
         } else {
-          for (std::int64_t d = 0; d < dim; ++d) kd[d] = load_as<Acc>(ks[d]);
+          widen_row(ks, kd);
         }
         if (v_scaled) {
           for (std::int64_t d = 0; d < dim; ++d) vd[d] = load_kv<Acc, Q>(vs[d], true, v_scale);
         } else {
-          for (std::int64_t d = 0; d < dim; ++d) vd[d] = load_as<Acc>(vs[d]);
+          widen_row(vs, vd);
         }
       } else {
         for (std::int64_t d = 0; d < dim; ++d) {
@@ -223,6 +237,7 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
         v_page_rows.resize(static_cast<std::size_t>(page_keys));
       }
       const Eigen::Index all = rows * static_cast<Eigen::Index>(hkv);
+      const bool in_place = kv_contiguous && !k_scaled && !v_scaled;
       for (std::int64_t r = 0; r < q_len; ++r)
         for (std::int64_t qh = 0; qh < hq; ++qh) {
           const std::int64_t h = qh / group, g = qh % group;
@@ -237,21 +252,38 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
         const std::int64_t hi = std::min(c0 + page_size, kv_len);
         const std::int64_t page = a.page_indices(i, c0 / page_size);
         const Eigen::Index nk = static_cast<Eigen::Index>(hi - lo);
-        // Read the page front to back (token-major: every KV head's K and V rows of a token
-        // are adjacent), converting to the accumulator type.
-        for (std::int64_t t = 0; t < hi - lo; ++t)
-          for (std::int64_t h = 0; h < hkv; ++h)
-            load_rows(page, lo % page_size + t, 1, h, k_page, v_page, t * hkv + h, 0,
-                      &k_page_rows[static_cast<std::size_t>(t * hkv + h)],
-                      &v_page_rows[static_cast<std::size_t>(t * hkv + h)], 0);
-        auto logits = logits_s.topLeftCorner(all, nk);
-        for (Eigen::Index t = 0; t < nk; ++t)
-          for (std::int64_t h = 0; h < hkv; ++h) {
-            const RowMap k_row(k_page_rows[static_cast<std::size_t>(t * hkv + h)], d_idx);
-            const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
-            for (Eigen::Index row = 0; row < rows; ++row)
-              logits(base + row, t) = qs.row(base + row).dot(k_row);
+        // K/V rows of KV head h for tokens [lo, hi): in place (f32/f64 pool, contiguous rows,
+        // no dequantization) or converted token-major (the page read front to back) into
+        // k_page/v_page row t * Hkv + h. Either way a pointer and a token stride per head.
+        const Acc* k_base0 = nullptr;
+        const Acc* v_base0 = nullptr;
+        std::int64_t ld = 0, head_step = 0;
+        if constexpr (kDirect) {
+          if (in_place) {
+            k_base0 = &a.kv_pages(page, lo % page_size, 0, 0);
+            v_base0 = &a.kv_pages(page, lo % page_size, 1, 0);
+            ld = a.kv_pages.strides[1];
+            head_step = 2 * a.kv_pages.strides[2];
           }
+        }
+        if (k_base0 == nullptr) {
+          for (std::int64_t t = 0; t < hi - lo; ++t)
+            for (std::int64_t h = 0; h < hkv; ++h)
+              load_rows(page, lo % page_size + t, 1, h, k_page, v_page, t * hkv + h, 0,
+                        &k_page_rows[static_cast<std::size_t>(t * hkv + h)],
+                        &v_page_rows[static_cast<std::size_t>(t * hkv + h)], 0);
+          k_base0 = k_page.data();
+          v_base0 = v_page.data();
+          ld = hkv * dim;
+          head_step = dim;
+        }
+        auto logits = logits_s.topLeftCorner(all, nk);
+        const std::int64_t lds = logits_s.cols();
+        for (std::int64_t h = 0; h < hkv; ++h) {
+          const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
+          qk_rows<Acc>(qs.row(base).data(), dim, rows, k_base0 + h * head_step, ld, nk, dim,
+                       logits_s.row(base).data(), lds);
+        }
         for (Eigen::Index row = 0; row < all; ++row) {
           const std::int64_t pos = first_pos + (row % rows) / group;
           const std::int64_t vis_hi = std::min(hi, pos + 1);
@@ -261,13 +293,11 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
                                       l_s[row]);
         }
         acc_s.topRows(all) = alpha_s.head(all).asDiagonal() * acc_s.topRows(all);
-        for (Eigen::Index t = 0; t < nk; ++t)
-          for (std::int64_t h = 0; h < hkv; ++h) {
-            const RowMap v_row(v_page_rows[static_cast<std::size_t>(t * hkv + h)], d_idx);
-            const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
-            for (Eigen::Index row = base; row < base + rows; ++row)
-              if (logits(row, t) != Acc(0)) acc_s.row(row) += logits(row, t) * v_row;
-          }
+        for (std::int64_t h = 0; h < hkv; ++h) {
+          const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
+          pv_rows<Acc>(logits_s.row(base).data(), lds, rows, v_base0 + h * head_step, ld, nk, dim,
+                       acc_s.row(base).data(), dim);
+        }
       }
       for (std::int64_t r = 0; r < q_len; ++r)
         for (std::int64_t qh = 0; qh < hq; ++qh) {
