@@ -565,13 +565,11 @@ TEST(HostileInputs, HugeHeadCountHintRendersQuickly) {
 
 namespace {
 
-// Known finding (audit, issue 7), not fixed here: the paged kernel sizes its scratch from
-// page_size * head_dim before reading any length. A pool with no pages holds no elements, so
-// check_view cannot bound page_size; with every length 0 the call is valid, and
-// try_paged_attention then asks for page_size * head_dim floats (2^43 here: std::bad_alloc, or
-// an abort without exceptions) instead of returning zeros. Enable once the kernel sizes its
-// scratch by what it reads.
-TEST(HostileInputs, DISABLED_PoolWithoutPagesAndHugePageSizeRunsWithoutAllocating) {
+// Regression (fuzz/audit finding, issue 7): the paged kernel used to size its scratch from
+// page_size * head_dim. A pool with no pages holds no elements, so check_view cannot bound
+// page_size; with every length 0 the call is valid, and the kernel asked for 2^43 floats. Scratch
+// is now bounded by one chunk of kChunkTokens tokens, whatever the page size.
+TEST(HostileInputs, PoolWithoutPagesAndHugePageSizeRunsWithoutAllocating) {
   std::vector<float> q(2 * 8, 1.0f), out(q.size(), -1.0f);
   std::vector<std::int32_t> lengths = {0}, table = {0};
   attnref::PagedAttentionArgs<float> a;

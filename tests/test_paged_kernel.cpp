@@ -273,3 +273,21 @@ TEST(PagedKernelThreads, AnyThreadCountGivesTheSameResultWithinRounding) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(PagedKernel, PagesLargerThanAChunkAreTakenInPieces) {
+  std::mt19937 rng(4242);
+  for (std::int64_t page_size : {129, 300}) {
+    const LogicalBatch lb = paged_test::make_batch({6, 8, 2, 16, page_size, 2, 1}, rng);
+    const std::vector<double> want = paged_test::reference(lb, 0.25, 7.0);
+    for (KvLayout layout : {KvLayout::kJax, KvLayout::kNhd}) {
+      const std::vector<float> got = run_kernel<float>(lb, layout, 0.25f, 7.0f);
+      EXPECT_LE(paged_test::worst_ratio(got, want, 1e-4, 1e-4, [](float x) { return double(x); }),
+                1.0)
+          << "S=" << page_size;
+    }
+  }
+}
+
+}  // namespace

@@ -45,18 +45,22 @@
 namespace attnref {
 namespace detail {
 
-/// Per-thread scratch of the paged kernel: sized by one group and one page, never by the cache.
-/// Kept thread_local and reused across calls, so a steady-state call allocates nothing.
+/// Tokens scored per online-softmax step: several small pages share one softmax update, and a
+/// large page is taken in pieces, so scratch never depends on the page size.
+inline constexpr std::int64_t kChunkTokens = 128;
+
+/// Per-thread scratch of the paged kernel, sized by one group and one chunk of tokens (never by
+/// the cache or the page size). Kept thread_local and reused across calls, so a steady-state
+/// call allocates nothing.
 template <class Acc>
 struct PagedScratch {
-  std::vector<Acc> q, scores, k, v;  // [G, D], [G, chunk tokens], [S, D], [S, D]
+  std::vector<Acc> q, scores, k, v;  // [G, D], [G, kChunkTokens], [kChunkTokens, D] x 2
   OnlineSoftmax<Acc> state;
-  void reserve(std::int64_t group, std::int64_t dim, std::int64_t page_size) {
+  void reserve(std::int64_t group, std::int64_t dim) {
     q.resize(static_cast<size_t>(group * dim));
-    scores.resize(static_cast<size_t>(group * page_size *
-                                      (page_size >= 128 ? 1 : 128 / page_size)));
-    k.resize(static_cast<size_t>(page_size * dim));
-    v.resize(static_cast<size_t>(page_size * dim));
+    scores.resize(static_cast<size_t>(group * kChunkTokens));
+    k.resize(static_cast<size_t>(kChunkTokens * dim));
+    v.resize(static_cast<size_t>(kChunkTokens * dim));
   }
 };
 
@@ -74,16 +78,17 @@ inline void prefetch_rows(const T* base, std::int64_t rows, std::int64_t stride,
 #endif
 }
 
-/// The first `rows` token rows of page `page` of KV head `head` as contiguous-dim Acc rows:
+/// Token rows [first, first + rows) of page `page` of KV head `head` as contiguous-dim Acc rows:
 /// returns the first row and sets `*ld` to the row stride. Float pages already in Acc with unit
 /// dim stride are used in place; anything else (other dtypes, int8 dequantization, bf16
 /// rounding, strided dims) is converted into `scratch` [rows, D].
 template <class Acc, class KV>
 const Acc* page_rows(const TensorView<const KV, 4>& pages, const TensorView<const float, 4>& scales,
-                     std::int64_t head, std::int64_t page, std::int64_t rows,
+                     std::int64_t head, std::int64_t page, std::int64_t first, std::int64_t rows,
                      bool round_to_bf16_first, Acc* scratch, std::int64_t* ld) {
   const std::int64_t dim = pages.extents[3];
-  const KV* base = pages.data + head * pages.strides[0] + page * pages.strides[1];
+  const KV* base =
+      pages.data + head * pages.strides[0] + page * pages.strides[1] + first * pages.strides[2];
   if constexpr (std::is_same<KV, Acc>::value) {
     if (!round_to_bf16_first && pages.strides[3] == 1) {
       *ld = pages.strides[2];
@@ -97,7 +102,7 @@ const Acc* page_rows(const TensorView<const KV, 4>& pages, const TensorView<cons
     if (pages.strides[3] == 1) {
       const Eigen::Map<const Eigen::Array<KV, Eigen::Dynamic, 1>> src(row, dim);
       if constexpr (std::is_same<KV, std::int8_t>::value) {
-        const float* s = &scales(head, page, t, 0);
+        const float* s = &scales(head, page, first + t, 0);
         if (scales.extents[3] == 1) {
           dst = ((src.template cast<float>() * s[0]) / 127.5f).template cast<Acc>();
         } else {
@@ -116,7 +121,7 @@ const Acc* page_rows(const TensorView<const KV, 4>& pages, const TensorView<cons
         const KV w = row[d * pages.strides[3]];
         if constexpr (std::is_same<KV, std::int8_t>::value) {
           const std::int64_t sd = scales.extents[3] == 1 ? 0 : d;
-          dst[d] = static_cast<Acc>(dequantize_int8(w, scales(head, page, t, sd)));
+          dst[d] = static_cast<Acc>(dequantize_int8(w, scales(head, page, first + t, sd)));
         } else {
           dst[d] = load_as<Acc>(w);
         }
@@ -132,16 +137,21 @@ const Acc* page_rows(const TensorView<const KV, 4>& pages, const TensorView<cons
   return scratch;
 }
 
-/// Tokens scored per online-softmax step: several small pages share one softmax update.
-inline constexpr std::int64_t kChunkTokens = 128;
-
-inline std::int64_t chunk_pages(std::int64_t page_size) noexcept {
-  return page_size >= kChunkTokens ? 1 : kChunkTokens / page_size;
+/// Calls fn(page slot j, first row, rows) for the page pieces covering tokens [t0, t1).
+template <class Fn>
+inline void for_each_piece(std::int64_t t0, std::int64_t t1, std::int64_t page_size, Fn&& fn) {
+  for (std::int64_t t = t0; t < t1;) {
+    const std::int64_t j = t / page_size, first = t % page_size;
+    const std::int64_t rows = std::min(page_size - first, t1 - t);
+    fn(j, first, rows);
+    t += rows;
+  }
 }
 
-/// Folds pages [page_begin, page_end) of sequence b into the online-softmax state of the G
-/// query heads that read KV head h, a chunk of pages per softmax step. Reads only rows
-/// t < lengths[b]; prefetches V pages during the QK pass and the next K pages during PV.
+/// Folds the tokens of pages [page_begin, page_end) of sequence b into the online-softmax state
+/// of the G query heads that read KV head h, one chunk of at most kChunkTokens tokens per
+/// softmax step. Reads only rows t < lengths[b]; prefetches the chunk's V rows during the QK pass
+/// and the next chunk's K rows during the PV pass.
 template <class Acc, class Q, class KV, class Index>
 void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std::int64_t h,
                   std::int64_t page_begin, std::int64_t page_end, PagedScratch<Acc>& s) {
@@ -155,47 +165,47 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
     for (std::int64_t d = 0; d < dim; ++d)
       s.q[static_cast<size_t>(g * dim + d)] = load_as<Acc>(a.q(b, first_q_head + g, d));
   s.state.reset(group, dim);
-  const std::int64_t live_end = std::min(page_end, ceil_div(length, page_size));
-  const std::int64_t per_chunk = chunk_pages(page_size);
-  const std::int64_t ld_scores = per_chunk * page_size;
+  // Token range of these pages; page_begin * page_size cannot overflow: the shape tier proved
+  // pages_per_sequence * page_size fits in int64.
+  const std::int64_t pps = a.pages_per_sequence();
+  const std::int64_t t_begin = std::min(std::min(page_begin, pps) * page_size, length);
+  const std::int64_t t_end = std::min(std::min(page_end, pps) * page_size, length);
   const std::int64_t row_bytes = dim * static_cast<std::int64_t>(sizeof(KV));
-  const auto rows_of = [&](std::int64_t j) { return std::min(page_size, length - j * page_size); };
-  const auto prefetch = [&](const TensorView<const KV, 4>& pages, std::int64_t j) {
-    if (j >= live_end) return;
-    prefetch_rows(pages.data + h * pages.strides[0] + a.page_indices(b, j) * pages.strides[1],
-                  rows_of(j), pages.strides[2], row_bytes);
+  const auto prefetch = [&](const TensorView<const KV, 4>& pages, std::int64_t t0, std::int64_t t1) {
+    for_each_piece(t0, std::min(t1, t_end), page_size, [&](std::int64_t j, std::int64_t first,
+                                                           std::int64_t rows) {
+      prefetch_rows(pages.data + h * pages.strides[0] + a.page_indices(b, j) * pages.strides[1] +
+                        first * pages.strides[2],
+                    rows, pages.strides[2], row_bytes);
+    });
   };
-  for (std::int64_t j0 = page_begin; j0 < live_end; j0 += per_chunk) {
-    const std::int64_t j1 = std::min(j0 + per_chunk, live_end);
-    std::int64_t cols = 0;
-    for (std::int64_t j = j0; j < j1; ++j) {  // scores of the chunk
-      prefetch(a.v_pages, j);
+  for (std::int64_t c0 = t_begin; c0 < t_end; c0 += kChunkTokens) {
+    const std::int64_t c1 = std::min(c0 + kChunkTokens, t_end);
+    prefetch(a.v_pages, c0, c1);
+    for_each_piece(c0, c1, page_size, [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
       std::int64_t ldk = 0;
-      const Acc* k = page_rows<Acc>(a.k_pages, a.k_scales, h, a.page_indices(b, j), rows_of(j),
+      const Acc* k = page_rows<Acc>(a.k_pages, a.k_scales, h, a.page_indices(b, j), first, rows,
                                     round_kv, s.k.data(), &ldk);
-      qk_rows<Acc>(s.q.data(), dim, group, k, ldk, rows_of(j), dim, s.scores.data() + cols,
-                   ld_scores);
-      cols += rows_of(j);
-    }
+      qk_rows<Acc>(s.q.data(), dim, group, k, ldk, rows, dim, s.scores.data() + (j * page_size +
+                   first - c0), kChunkTokens);
+    });
     Eigen::Map<RowMajorMatrix<Acc>, Eigen::Unaligned, Eigen::OuterStride<>> all_scores(
-        s.scores.data(), group, ld_scores, Eigen::OuterStride<>(ld_scores));
-    auto scores = all_scores.leftCols(cols);
+        s.scores.data(), group, kChunkTokens, Eigen::OuterStride<>(kChunkTokens));
+    auto scores = all_scores.leftCols(c1 - c0);
     scores *= sm_scale;
     if (a.soft_cap) {
       const Acc c = static_cast<Acc>(*a.soft_cap);
       scores = (c * (scores.array() / c).tanh()).matrix();
     }
     s.state.rescale_and_exponentiate(scores);
-    cols = 0;
-    for (std::int64_t j = j0; j < j1; ++j) {  // probabilities times V
-      prefetch(a.k_pages, j + per_chunk);
+    prefetch(a.k_pages, c1, c1 + kChunkTokens);
+    for_each_piece(c0, c1, page_size, [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
       std::int64_t ldv = 0;
-      const Acc* v = page_rows<Acc>(a.v_pages, a.v_scales, h, a.page_indices(b, j), rows_of(j),
+      const Acc* v = page_rows<Acc>(a.v_pages, a.v_scales, h, a.page_indices(b, j), first, rows,
                                     round_kv, s.v.data(), &ldv);
-      pv_rows<Acc>(s.scores.data() + cols, ld_scores, group, v, ldv, rows_of(j), dim,
-                   s.state.o.data(), dim);
-      cols += rows_of(j);
-    }
+      pv_rows<Acc>(s.scores.data() + (j * page_size + first - c0), kChunkTokens, group, v, ldv,
+                   rows, dim, s.state.o.data(), dim);
+    });
   }
 }
 
@@ -222,7 +232,7 @@ void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, Tensor
   using Acc = detail::AccumulatorOf<Q, KV>;
   const std::int64_t batch = a.batch(), num_kv_heads = a.num_kv_heads();
   const std::int64_t group = group_size(a.num_q_heads(), num_kv_heads);
-  const std::int64_t dim = a.head_dim(), page_size = a.page_size();
+  const std::int64_t dim = a.head_dim();
   const std::int64_t items = batch * num_kv_heads;
   const std::int64_t splits =
       detail::kv_splits(items, executor.concurrency(), a.pages_per_sequence());
@@ -235,7 +245,7 @@ void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, Tensor
   if (splits == 1) {
     executor.parallel_for(items, [&](std::int64_t item) {
       thread_local detail::PagedScratch<Acc> scratch;
-      scratch.reserve(group, dim, page_size);
+      scratch.reserve(group, dim);
       const std::int64_t b = item / num_kv_heads, h = item % num_kv_heads;
       detail::attend_pages(a, b, h, 0, a.pages_per_sequence(), scratch);
       const auto& st = scratch.state;
@@ -253,7 +263,7 @@ void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, Tensor
   Acc* partial = partials.data();
   executor.parallel_for(items * splits, [&](std::int64_t task) {
     thread_local detail::PagedScratch<Acc> scratch;
-    scratch.reserve(group, dim, page_size);
+    scratch.reserve(group, dim);
     const std::int64_t item = task / splits, split = task % splits;
     const std::int64_t b = item / num_kv_heads, h = item % num_kv_heads;
     detail::attend_pages(a, b, h, split * per_split, (split + 1) * per_split, scratch);
