@@ -10,8 +10,8 @@
 //   tokens_per_s query rows per second
 // Arguments: set (0 decode-only, 1 prefill-only, 2 mixed), variant (0 grouped, 1 per_head),
 // dtype (0 f32, 1 bf16).
-#include <attnref/kernels/ragged_paged_attention.hpp>
 #include <benchmark/benchmark.h>
+#include <attnref/kernels/ragged_paged_attention.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -27,15 +27,15 @@ namespace {
 using attnref::TensorView;
 using SeqLens = std::vector<std::pair<std::int32_t, std::int32_t>>;  // (q_len, kv_len)
 
-const SeqLens kDecodeOnly = {{1, 18},   {1, 129}, {1, 597},  {1, 122}, {1, 64},   {1, 322},
-                             {1, 463},  {1, 181}, {1, 1107}, {1, 123}, {1, 31},   {1, 18},
+const SeqLens kDecodeOnly = {{1, 18},   {1, 129}, {1, 597},  {1, 122}, {1, 64}, {1, 322},
+                             {1, 463},  {1, 181}, {1, 1107}, {1, 123}, {1, 31}, {1, 18},
                              {1, 1229}, {1, 229}, {1, 87},   {1, 1328}};
-const SeqLens kPrefillOnly = {{5, 18},   {15, 129}, {120, 597}, {100, 122}, {21, 64},  {32, 322},
-                              {251, 463}, {40, 181}, {64, 1107}, {99, 123},  {10, 31},  {5, 18},
-                              {3, 1229}, {120, 229}, {9, 87},    {2, 1328}};
-const SeqLens kMixed = {{5, 18},   {1, 129}, {120, 597}, {1, 122},  {1, 64},  {32, 322},
-                        {251, 463}, {1, 181}, {1, 1107},  {99, 123}, {1, 31},  {5, 18},
-                        {3, 1229}, {117, 229}, {1, 87},   {1, 1328}};
+const SeqLens kPrefillOnly = {{5, 18},    {15, 129},  {120, 597}, {100, 122}, {21, 64}, {32, 322},
+                              {251, 463}, {40, 181},  {64, 1107}, {99, 123},  {10, 31}, {5, 18},
+                              {3, 1229},  {120, 229}, {9, 87},    {2, 1328}};
+const SeqLens kMixed = {{5, 18},    {1, 129},   {120, 597}, {1, 122},  {1, 64}, {32, 322},
+                        {251, 463}, {1, 181},   {1, 1107},  {99, 123}, {1, 31}, {5, 18},
+                        {3, 1229},  {117, 229}, {1, 87},    {1, 1328}};
 const char* const kSetNames[] = {"decode_only", "prefill_only", "mixed"};
 
 constexpr std::int64_t kHq = 32, kHkv = 8, kDim = 128, kPage = 16;
@@ -49,7 +49,8 @@ double probe_read_bandwidth(const std::vector<T>& buf) {
     const auto* p = reinterpret_cast<const float*>(buf.data());
     const auto n = static_cast<Eigen::Index>(buf.size() * sizeof(T) / sizeof(float));
     const float sink = Eigen::Map<const Eigen::ArrayXf>(p, n).sum();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     benchmark::DoNotOptimize(sink);
     rates.push_back(static_cast<double>(buf.size() * sizeof(T)) / s / 1e9);
   }
@@ -144,8 +145,10 @@ void run(benchmark::State& state, std::int64_t set, int variant) {
   const double probe = probe_read_bandwidth(f.kv);
   const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    if (variant == 0) f.grouped();
-    else f.per_head();
+    if (variant == 0)
+      f.grouped();
+    else
+      f.per_head();
     benchmark::DoNotOptimize(f.out.data());
     benchmark::ClobberMemory();
   }
@@ -165,8 +168,10 @@ void run(benchmark::State& state, std::int64_t set, int variant) {
 void BM_Ragged(benchmark::State& state) {
   const std::int64_t set = state.range(0);
   const int variant = static_cast<int>(state.range(1));
-  if (state.range(2) == 0) run<float>(state, set, variant);
-  else run<Eigen::bfloat16>(state, set, variant);
+  if (state.range(2) == 0)
+    run<float>(state, set, variant);
+  else
+    run<Eigen::bfloat16>(state, set, variant);
 }
 
 BENCHMARK(BM_Ragged)
@@ -180,11 +185,13 @@ void BM_RaggedCheck(benchmark::State& state) {
   Fixture<float> f(set_of(state.range(0)));
   const bool metadata = state.range(1) != 0;
   for (auto _ : state) {
-    const attnref::Status s = metadata ? attnref::check_ragged(f.args, attnref::Profile::kJax)
-                                       : attnref::check_ragged_shapes(f.args, attnref::Profile::kJax);
+    const attnref::Status s = metadata
+                                  ? attnref::check_ragged(f.args, attnref::Profile::kJax)
+                                  : attnref::check_ragged_shapes(f.args, attnref::Profile::kJax);
     benchmark::DoNotOptimize(s);
   }
-  state.SetLabel(std::string(kSetNames[state.range(0)]) + (metadata ? "/shapes+metadata" : "/shapes"));
+  state.SetLabel(std::string(kSetNames[state.range(0)]) +
+                 (metadata ? "/shapes+metadata" : "/shapes"));
 }
 
 BENCHMARK(BM_RaggedCheck)->ArgNames({"set", "metadata"})->ArgsProduct({{0, 1, 2}, {0, 1}});

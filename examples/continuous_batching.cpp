@@ -60,7 +60,8 @@ int main() {
   };
   for (std::int64_t s = 0; s < kPageSize; ++s)
     for (std::int64_t c = 0; c < 2 * kNumKvHeads; ++c)
-      for (std::int64_t d = 0; d < kHeadDim; ++d) kv_pool[slot(kSharedPrefixPage, s, c) + d] = rng.next();
+      for (std::int64_t d = 0; d < kHeadDim; ++d)
+        kv_pool[slot(kSharedPrefixPage, s, c) + d] = rng.next();
   for (const Sequence& seq : seqs)
     for (std::int64_t t = 0; t < seq.kv_len; ++t) {
       const std::int64_t page = seq.pages[t / kPageSize];

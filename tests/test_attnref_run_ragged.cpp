@@ -88,7 +88,8 @@ Problem random_problem(std::uint32_t seed, const std::vector<std::pair<int, int>
   p.pages += 2;
   p.pps = (max_kv + page_size - 1) / page_size + 1;
   const double poison = integer_kv ? -128.0 : std::numeric_limits<double>::quiet_NaN();
-  p.q.assign(static_cast<std::size_t>(p.tokens * hq * dim), std::numeric_limits<double>::quiet_NaN());
+  p.q.assign(static_cast<std::size_t>(p.tokens * hq * dim),
+             std::numeric_limits<double>::quiet_NaN());
   for (std::int64_t i = 0; i < (p.tokens - 3) * hq * dim; ++i) p.q[i] = normal(rng);
   p.kv.assign(static_cast<std::size_t>(p.pages * page_size * 2 * hkv * dim), poison);
   std::vector<std::int64_t> order(static_cast<std::size_t>(p.pages));
@@ -251,7 +252,8 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
 }
 
 // Decode rows, chunked-prefill rows and a sequence with no rows this step.
-const std::vector<std::pair<int, int>> kMixed = {{1, 37}, {12, 40}, {0, 9}, {1, 5}, {7, 7}, {5, 70}};
+const std::vector<std::pair<int, int>> kMixed = {{1, 37}, {12, 40}, {0, 9},
+                                                 {1, 5},  {7, 7},   {5, 70}};
 
 TEST_F(RaggedCli, RoundTripMatchesFloat64Reference) {
   struct Case {
@@ -284,7 +286,8 @@ TEST_F(RaggedCli, RoundTripMatchesFloat64Reference) {
     const std::vector<double> got = read_out("out.npy");
     EXPECT_LT(max_abs_diff(got, reference(p)), 2e-5);
     // The padding rows (the last 3) are zero.
-    for (std::size_t i = got.size() - static_cast<std::size_t>(3 * c.hq * c.dim); i < got.size(); ++i)
+    for (std::size_t i = got.size() - static_cast<std::size_t>(3 * c.hq * c.dim); i < got.size();
+         ++i)
       ASSERT_EQ(got[i], 0.0);
   }
 }
@@ -297,8 +300,9 @@ TEST_F(RaggedCli, Float64WithExpectAndMismatch) {
   std::vector<double> want = reference(p);
   // The reference reads inputs as float32; the program reads float64: well within 1e-5.
   save<double>("expected.npy", {p.tokens, p.hq, p.dim}, want);
-  Result r = run(std::string(kInputs) +
-                 " --sm-scale 0.3 --sliding-window 20 --expect expected.npy --atol 1e-5 --rtol 1e-5");
+  Result r =
+      run(std::string(kInputs) +
+          " --sm-scale 0.3 --sliding-window 20 --expect expected.npy --atol 1e-5 --rtol 1e-5");
   EXPECT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_EQ(r.out.rfind("match: ", 0), 0u) << r.out;
   want[7] += 1.0;
@@ -424,8 +428,9 @@ TEST_F(RaggedCli, MixedIndexDtypes) {
 TEST_F(RaggedCli, UsageErrorsAndHelp) {
   const Problem p = random_problem(12, kMixed, 4, 2, 8, 4);
   save_problem<float>(p);
-  Result r = run("--q q.npy --kv-pages kv.npy --kv-lens kv_lens.npy --page-indices table.npy "
-                 "--cu-q-lens cu.npy");
+  Result r =
+      run("--q q.npy --kv-pages kv.npy --kv-lens kv_lens.npy --page-indices table.npy "
+          "--cu-q-lens cu.npy");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err_line(0).find("missing required option --num-seqs"), std::string::npos) << r.err;
   r = run(std::string(kInputs) + " --sliding-window five");

@@ -71,7 +71,7 @@ struct Batch {
       num_pages += (s.second + page_size - 1) / page_size;
     }
     num_pages += spare_pages;
-    tokens = total + 5;  // always some padding rows
+    tokens = total + 5;                                        // always some padding rows
     pages_per_seq = (max_kv + page_size - 1) / page_size + 1;  // one spare column
     q.assign(tokens * hq * dim, static_cast<Q>(kNaN));
     for (std::int64_t i = 0; i < total * hq * dim; ++i) q[i] = static_cast<Q>(normal(rng));
@@ -120,8 +120,8 @@ struct Batch {
   RaggedPagedAttentionArgs<Q, KV> args() const {
     RaggedPagedAttentionArgs<Q, KV> a;
     a.q = {q.data(), {tokens, hq, dim}, static_cast<std::int64_t>(q.size())};
-    a.kv_pages = {kv.data(), {num_pages, page_size, 2 * hkv, dim},
-                  static_cast<std::int64_t>(kv.size())};
+    a.kv_pages = {
+        kv.data(), {num_pages, page_size, 2 * hkv, dim}, static_cast<std::int64_t>(kv.size())};
     a.kv_lens = {kv_lens.data(), {max_seqs}};
     a.page_indices = {page_indices.data(), {max_seqs, pages_per_seq}};
     a.cu_q_lens = {cu_q_lens.data(), {max_seqs + 1}};
@@ -180,7 +180,8 @@ struct Batch {
             const bool masked = c > pos || (opt.sliding_window && c <= pos - *opt.sliding_window);
             if (masked) continue;
             double x = 0;
-            for (std::int64_t d = 0; d < dim; ++d) x += to_double(qrow[d]) * k[(c * hkv + kh) * dim + d];
+            for (std::int64_t d = 0; d < dim; ++d)
+              x += to_double(qrow[d]) * k[(c * hkv + kh) * dim + d];
             x *= scale;
             if (opt.soft_cap) {
               const double cap = static_cast<double>(static_cast<float>(*opt.soft_cap));
@@ -247,15 +248,15 @@ void expect_matches_reference(const Batch<Q, KV>& b, double tol = tolerance<Q>()
 }
 
 const SeqLens kBasic = {{192, 328}, {128, 180}, {64, 255}};
-const SeqLens kDecodeOnly = {{1, 18},   {1, 129}, {1, 597},  {1, 122}, {1, 64},   {1, 322},
-                             {1, 463},  {1, 181}, {1, 1107}, {1, 123}, {1, 31},   {1, 18},
+const SeqLens kDecodeOnly = {{1, 18},   {1, 129}, {1, 597},  {1, 122}, {1, 64}, {1, 322},
+                             {1, 463},  {1, 181}, {1, 1107}, {1, 123}, {1, 31}, {1, 18},
                              {1, 1229}, {1, 229}, {1, 87},   {1, 1328}};
-const SeqLens kPrefillOnly = {{5, 18},   {15, 129}, {120, 597}, {100, 122}, {21, 64},  {32, 322},
-                              {251, 463}, {40, 181}, {64, 1107}, {99, 123},  {10, 31},  {5, 18},
-                              {3, 1229}, {120, 229}, {9, 87},    {2, 1328}};
-const SeqLens kMixed = {{5, 18},   {1, 129}, {120, 597}, {1, 122},  {1, 64},  {32, 322},
-                        {251, 463}, {1, 181}, {1, 1107},  {99, 123}, {1, 31},  {5, 18},
-                        {3, 1229}, {117, 229}, {1, 87},   {1, 1328}};
+const SeqLens kPrefillOnly = {{5, 18},    {15, 129},  {120, 597}, {100, 122}, {21, 64}, {32, 322},
+                              {251, 463}, {40, 181},  {64, 1107}, {99, 123},  {10, 31}, {5, 18},
+                              {3, 1229},  {120, 229}, {9, 87},    {2, 1328}};
+const SeqLens kMixed = {{5, 18},    {1, 129},   {120, 597}, {1, 122},  {1, 64}, {32, 322},
+                        {251, 463}, {1, 181},   {1, 1107},  {99, 123}, {1, 31}, {5, 18},
+                        {3, 1229},  {117, 229}, {1, 87},    {1, 1328}};
 
 // JAX's "complex" draw: q_len in [1, 100), kv_len = q_len + [0, 50). JAX uses numpy's
 // default_rng(1234); this is the same distribution from a C++ generator with the same seed.
@@ -334,15 +335,13 @@ TEST_P(RaggedKernelComplex, Float32AndBfloat16) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(JaxGrid, RaggedKernelComplex,
-                         ::testing::Values(ComplexCase{1, 32, 8}, ComplexCase{1, 32, 16},
-                                           ComplexCase{1, 16, 2}, ComplexCase{1, 4, 4},
-                                           ComplexCase{1, 8, 1}, ComplexCase{5, 32, 8},
-                                           ComplexCase{5, 32, 16}, ComplexCase{5, 16, 2},
-                                           ComplexCase{5, 4, 4}, ComplexCase{5, 8, 1},
-                                           ComplexCase{16, 32, 8}, ComplexCase{16, 32, 16},
-                                           ComplexCase{16, 16, 2}, ComplexCase{16, 4, 4},
-                                           ComplexCase{16, 8, 1}));
+INSTANTIATE_TEST_SUITE_P(
+    JaxGrid, RaggedKernelComplex,
+    ::testing::Values(ComplexCase{1, 32, 8}, ComplexCase{1, 32, 16}, ComplexCase{1, 16, 2},
+                      ComplexCase{1, 4, 4}, ComplexCase{1, 8, 1}, ComplexCase{5, 32, 8},
+                      ComplexCase{5, 32, 16}, ComplexCase{5, 16, 2}, ComplexCase{5, 4, 4},
+                      ComplexCase{5, 8, 1}, ComplexCase{16, 32, 8}, ComplexCase{16, 32, 16},
+                      ComplexCase{16, 16, 2}, ComplexCase{16, 4, 4}, ComplexCase{16, 8, 1}));
 
 class RaggedKernelWindow : public ::testing::TestWithParam<std::optional<std::int64_t>> {};
 
@@ -499,7 +498,8 @@ TEST(RaggedKernel, StridedViewsGiveTheSameNumbers) {
   for (std::int64_t p = 0; p < P; ++p)
     for (std::int64_t s = 0; s < S; ++s)
       for (std::int64_t c = 0; c < C; ++c)
-        for (std::int64_t d = 0; d < D; ++d) kv2[((p * S + s) * Dp + d) * C + c] = b.kv[b.at(p, s, c, d)];
+        for (std::int64_t d = 0; d < D; ++d)
+          kv2[((p * S + s) * Dp + d) * C + c] = b.kv[b.at(p, s, c, d)];
   // q: physical [Hq, T, D].
   const std::int64_t T = b.tokens, H = b.hq;
   std::vector<float> q2(b.q.size());
@@ -507,8 +507,8 @@ TEST(RaggedKernel, StridedViewsGiveTheSameNumbers) {
     for (std::int64_t h = 0; h < H; ++h)
       for (std::int64_t d = 0; d < D; ++d) q2[(h * T + t) * D + d] = b.q[(t * H + h) * D + d];
   auto strided = dense;
-  strided.kv_pages = TensorView<const float, 4>(kv2.data(), {P, S, C, D}, {S * Dp * C, Dp * C, 1, C},
-                                                static_cast<std::int64_t>(kv2.size()));
+  strided.kv_pages = TensorView<const float, 4>(
+      kv2.data(), {P, S, C, D}, {S * Dp * C, Dp * C, 1, C}, static_cast<std::int64_t>(kv2.size()));
   strided.q = TensorView<const float, 3>(q2.data(), {T, H, D}, {D, T * D, 1},
                                          static_cast<std::int64_t>(q2.size()));
   // out: physical [Hq, T, D] as well.
@@ -540,12 +540,14 @@ TEST(RaggedKernel, OutputShapeMustMatchQ) {
   Batch<float, float> b(kBasic, 4, 2, 16, kPageSize, 23);
   const auto a = b.args();
   std::vector<float> out(b.q.size());
-  const Status s = try_ragged_paged_attention(
-      a, TensorView<float, 3>(out.data(), {b.tokens, b.hq / 2, b.dim}));
+  const Status s =
+      try_ragged_paged_attention(a, TensorView<float, 3>(out.data(), {b.tokens, b.hq / 2, b.dim}));
   EXPECT_EQ(s.code(), ErrorCode::kShapeMismatch);
   EXPECT_EQ(std::string(s.jax_check()), "");
-  EXPECT_EQ(s.message(), "out has shape (" + std::to_string(b.tokens) + ", 2, 16); expected q's "
-                         "shape (" + std::to_string(b.tokens) + ", 4, 16)");
+  EXPECT_EQ(s.message(), "out has shape (" + std::to_string(b.tokens) +
+                             ", 2, 16); expected q's "
+                             "shape (" +
+                             std::to_string(b.tokens) + ", 4, 16)");
   const Status s2 = try_ragged_paged_attention(
       a, TensorView<float, 3>(out.data(), a.q.extents, static_cast<std::int64_t>(out.size()) - 1));
   EXPECT_EQ(s2.code(), ErrorCode::kOutOfBuffer);

@@ -23,9 +23,9 @@ struct Fixture {
   std::vector<float> q = std::vector<float>(kTokens * kHq * kDim, 0.5f);
   std::vector<float> kv = std::vector<float>(kPages * kPageSize * 2 * kHkv * kDim, 0.25f);
   std::vector<Index> kv_lens{5, 9, 3, 0};
-  std::vector<Index> page_indices{0, 1, 99,   // seq 0: 2 live pages, the third unused
-                                  2, 3, 4,    // seq 1: 3 live pages
-                                  5, -7, 99,  // seq 2: 1 live page
+  std::vector<Index> page_indices{0,  1,  99,  // seq 0: 2 live pages, the third unused
+                                  2,  3,  4,   // seq 1: 3 live pages
+                                  5,  -7, 99,  // seq 2: 1 live page
                                   -1, -1, -1};
   std::vector<Index> cu_q_lens{0, 1, 5, 5, 5};
   Index num_seqs = 3;
@@ -58,7 +58,8 @@ void expect_status(const Status& s, const Expect& e) {
 
 TEST(RaggedValidate, ValidBatchPassesBothProfiles) {
   Fixture<> f;
-  EXPECT_TRUE(check_ragged(f.args, Profile::kJax).ok()) << check_ragged(f.args, Profile::kJax).to_string();
+  EXPECT_TRUE(check_ragged(f.args, Profile::kJax).ok())
+      << check_ragged(f.args, Profile::kJax).to_string();
   EXPECT_TRUE(check_ragged(f.args, Profile::kReference).ok());
   EXPECT_NO_THROW(validate_ragged(f.args, Profile::kReference));
 }
@@ -112,8 +113,9 @@ TEST(RaggedValidate, R1NumSeqsShape) {
 TEST(RaggedValidate, R2HeadDim) {
   Fixture<> f;
   f.args.kv_pages.extents[3] = 4;
-  expect_status(check_ragged_shapes(f.args, Profile::kReference),
-                {ErrorCode::kHeadDimMismatch, "R2", "Q head_dim 8 must be the same as that of K/V 4."});
+  expect_status(
+      check_ragged_shapes(f.args, Profile::kReference),
+      {ErrorCode::kHeadDimMismatch, "R2", "Q head_dim 8 must be the same as that of K/V 4."});
 }
 
 TEST(RaggedValidate, R3KvLensShape) {
@@ -148,7 +150,8 @@ TEST(RaggedValidate, R6GqaRatio) {
   Fixture<> f;
   f.args.q.extents[1] = 3;  // 3 query heads, 2 KV heads
   const Status s = check_ragged_shapes(f.args, Profile::kReference);
-  expect_status(s, {ErrorCode::kGqaNotDivisible, "R6", "num_q_heads=3 must be divisible by num_kv_heads=2"});
+  expect_status(
+      s, {ErrorCode::kGqaNotDivisible, "R6", "num_q_heads=3 must be divisible by num_kv_heads=2"});
   EXPECT_EQ(s.hint(), "valid num_kv_heads for 3 query heads: 1, 3");
 }
 
@@ -214,8 +217,9 @@ TEST(RaggedValidate, R9KvPagesPerBlock) {
 TEST(RaggedValidate, R10QueriesPerBlock) {
   Fixture<> f;
   f.args.num_queries_per_block = -32;
-  expect_status(check_ragged_shapes(f.args, Profile::kReference),
-                {ErrorCode::kInvalidBlockSize, "R10", "num_queries_per_block=-32 must be positive."});
+  expect_status(
+      check_ragged_shapes(f.args, Profile::kReference),
+      {ErrorCode::kInvalidBlockSize, "R10", "num_queries_per_block=-32 must be positive."});
 }
 
 TEST(RaggedValidate, R11VmemLimit) {
@@ -284,8 +288,9 @@ TEST(RaggedValidate, PageSizeAndOptions) {
                 {ErrorCode::kInvalidPageSize, "", "page_size must be positive. Got 0."});
   Fixture<> g;
   g.args.mask_value = 1.0f;
-  expect_status(check_ragged_shapes(g.args, Profile::kReference),
-                {ErrorCode::kInvalidMaskValue, "", "mask_value=1.0 must be a finite negative number."});
+  expect_status(
+      check_ragged_shapes(g.args, Profile::kReference),
+      {ErrorCode::kInvalidMaskValue, "", "mask_value=1.0 must be a finite negative number."});
   Fixture<> h;
   h.args.sm_scale = std::numeric_limits<float>::infinity();
   expect_status(check_ragged_shapes(h.args, Profile::kReference),

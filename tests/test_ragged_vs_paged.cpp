@@ -22,8 +22,8 @@ namespace attnref {
 namespace {
 
 // JAX's decode-only set (spec §5.5), plus lengths at page edges (1, 16, 17).
-const std::vector<std::int32_t> kKvLens = {18, 129, 597, 122, 64,  322, 463, 181, 1107,
-                                           123, 31, 18,  1229, 229, 87, 1328, 1, 16, 17};
+const std::vector<std::int32_t> kKvLens = {18, 129, 597,  122, 64, 322,  463, 181, 1107, 123,
+                                           31, 18,  1229, 229, 87, 1328, 1,   16,  17};
 
 template <class T>
 void expect_same_numbers(std::int64_t hq, std::int64_t hkv, std::int64_t dim,

@@ -109,18 +109,19 @@ template <class Q, class KV>
     fail_status(dtype_error(in.kv_lens, "kv_lens", "kv_lens must be int32 or int64"));
   }
   if (!is_index(pt)) {
-    fail_status(dtype_error(in.page_indices, "page_indices", "page_indices must be int32 or int64"));
+    fail_status(
+        dtype_error(in.page_indices, "page_indices", "page_indices must be int32 or int64"));
   }
   if (!is_index(ct)) {
     fail_status(dtype_error(in.cu_q_lens, "cu_q_lens", "cu_q_lens must be int32 or int64"));
   }
-  fail_status(Status(ErrorCode::kDtypeNotSupported, "",
-                     "kv_lens ({d0}), page_indices ({d1}) and cu_q_lens ({d2}) must have the "
-                     "same dtype",
-                     "save all three as int32 (what JAX takes) or all as int64",
-                     {static_cast<std::int64_t>(lt), static_cast<std::int64_t>(pt),
-                      static_cast<std::int64_t>(ct)},
-                     {}, "kv_lens"));
+  fail_status(Status(
+      ErrorCode::kDtypeNotSupported, "",
+      "kv_lens ({d0}), page_indices ({d1}) and cu_q_lens ({d2}) must have the "
+      "same dtype",
+      "save all three as int32 (what JAX takes) or all as int64",
+      {static_cast<std::int64_t>(lt), static_cast<std::int64_t>(pt), static_cast<std::int64_t>(ct)},
+      {}, "kv_lens"));
 }
 
 /// Validates with the chosen profile, then (unless --check-only) runs and finishes the output.
@@ -155,7 +156,8 @@ int run_typed(const ParsedArgs& args, const RaggedInputs& in) {
   run_args.v_scale = a.v_scale;
   const std::int64_t numel = in.q.array.numel();
   std::vector<Q> out(static_cast<std::size_t>(numel));
-  fail_if_error(try_ragged_paged_attention(run_args, TensorView<Q, 3>(out.data(), a.q.extents, numel)));
+  fail_if_error(
+      try_ragged_paged_attention(run_args, TensorView<Q, 3>(out.data(), a.q.extents, numel)));
   std::vector<double> values(out.size());
   for (std::size_t i = 0; i < out.size(); ++i) {
     if constexpr (std::is_same<Q, double>::value) {

@@ -148,8 +148,8 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
     } else {
       using Row = Eigen::Array<Acc, Eigen::Dynamic, 1>;
       using SrcRow = Eigen::Array<KV, Eigen::Dynamic, 1>;
-      const Eigen::Index n = static_cast<Eigen::Index>(dim);
-      Eigen::Map<Row>(dst, n) = Eigen::Map<const SrcRow>(src, n).template cast<Acc>();
+      const Eigen::Index len = static_cast<Eigen::Index>(dim);
+      Eigen::Map<Row>(dst, len) = Eigen::Map<const SrcRow>(src, len).template cast<Acc>();
     }
   };
 
@@ -158,9 +158,8 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
   // Gathering beats reading f32 rows in place: a page is read front to back, which the
   // hardware prefetcher follows.
   auto load_rows = [&](std::int64_t page, std::int64_t slot0, std::int64_t count, std::int64_t h,
-                       Matrix& kd_buf, Matrix& vd_buf, std::int64_t buf_row0,
-                       std::int64_t buf_step, const Acc** k_out, const Acc** v_out,
-                       std::int64_t out_step) {
+                       Matrix& kd_buf, Matrix& vd_buf, std::int64_t buf_row0, std::int64_t buf_step,
+                       const Acc** k_out, const Acc** v_out, std::int64_t out_step) {
     for (std::int64_t t = 0; t < count; ++t) {
       const Acc** kp = k_out + t * out_step;
       const Acc** vp = v_out + t * out_step;
@@ -288,9 +287,9 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
           const std::int64_t pos = first_pos + (row % rows) / group;
           const std::int64_t vis_hi = std::min(hi, pos + 1);
           const std::int64_t vis_lo = window ? std::max(lo, pos - w + 1) : lo;
-          alpha_s[row] = softmax_step(logits.row(row), static_cast<Eigen::Index>(vis_lo - lo),
-                                      static_cast<Eigen::Index>(vis_hi - vis_lo), m_s[row],
-                                      l_s[row]);
+          alpha_s[row] =
+              softmax_step(logits.row(row), static_cast<Eigen::Index>(vis_lo - lo),
+                           static_cast<Eigen::Index>(vis_hi - vis_lo), m_s[row], l_s[row]);
         }
         acc_s.topRows(all) = alpha_s.head(all).asDiagonal() * acc_s.topRows(all);
         for (std::int64_t h = 0; h < hkv; ++h) {
@@ -358,9 +357,10 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
           // Visible keys of this row inside [lo, hi): [vis_lo, vis_hi).
           const std::int64_t vis_hi = std::min(hi, pos + 1);
           const std::int64_t vis_lo = window ? std::max(lo, pos - w + 1) : lo;
-          alpha[row] = softmax_step(logits.row(row), static_cast<Eigen::Index>(vis_lo - lo),
-                                    static_cast<Eigen::Index>(std::max<std::int64_t>(0, vis_hi - vis_lo)),
-                                    m[br + row], l[br + row]);
+          alpha[row] =
+              softmax_step(logits.row(row), static_cast<Eigen::Index>(vis_lo - lo),
+                           static_cast<Eigen::Index>(std::max<std::int64_t>(0, vis_hi - vis_lo)),
+                           m[br + row], l[br + row]);
         }
         auto acc_rows = acc.middleRows(br, nr);
         acc_rows = alpha.head(nr).asDiagonal() * acc_rows;

@@ -60,21 +60,21 @@ struct RaggedPagedAttentionArgs {
   using kv_type = KV;
   using index_type = Index;
 
-  TensorView<const Q, 3> q;                 ///< [max_num_batched_tokens, num_q_heads, head_dim]
-  TensorView<const KV, 4> kv_pages;         ///< [total_pages, page_size, 2 * num_kv_heads, head_dim]
-  TensorView<const Index, 1> kv_lens;       ///< [max_num_seqs]
+  TensorView<const Q, 3> q;            ///< [max_num_batched_tokens, num_q_heads, head_dim]
+  TensorView<const KV, 4> kv_pages;    ///< [total_pages, page_size, 2 * num_kv_heads, head_dim]
+  TensorView<const Index, 1> kv_lens;  ///< [max_num_seqs]
   TensorView<const Index, 2> page_indices;  ///< [max_num_seqs, pages_per_seq]
   TensorView<const Index, 1> cu_q_lens;     ///< [max_num_seqs + 1]
   TensorView<const Index, 1> num_seqs;      ///< [1] (JAX's R1); leave empty to use num_seqs_value
   /// The number of live sequences as a host scalar. When set, the `num_seqs` view must be left
   /// empty (default-constructed).
   std::optional<std::int64_t> num_seqs_value;
-  float sm_scale = 1.0f;                    ///< multiplies q.k (JAX's default 1.0)
+  float sm_scale = 1.0f;                       ///< multiplies q.k (JAX's default 1.0)
   std::optional<std::int64_t> sliding_window;  ///< keep the last w positions (R7: w > 0)
-  std::optional<float> soft_cap;            ///< c in c * tanh(x / c), after sm_scale (R8: c != 0)
-  float mask_value = kDefaultMaskValue;     ///< JAX's additive mask; validated, no effect here
-  std::optional<float> k_scale;             ///< K dequantization: k = q_dtype(float(k) * k_scale)
-  std::optional<float> v_scale;             ///< V dequantization: v = q_dtype(float(v) * v_scale)
+  std::optional<float> soft_cap;         ///< c in c * tanh(x / c), after sm_scale (R8: c != 0)
+  float mask_value = kDefaultMaskValue;  ///< JAX's additive mask; validated, no effect here
+  std::optional<float> k_scale;          ///< K dequantization: k = q_dtype(float(k) * k_scale)
+  std::optional<float> v_scale;          ///< V dequantization: v = q_dtype(float(v) * v_scale)
   // TPU performance knobs: validated (R9..R11), never change the result.
   std::optional<std::int64_t> num_kv_pages_per_block;  ///< R9: in (0, pages_per_seq]
   std::optional<std::int64_t> num_queries_per_block;   ///< R10: > 0
@@ -110,7 +110,8 @@ constexpr std::int64_t ragged_kv_packing() noexcept {
 constexpr bool xla_fully_tiled(std::int64_t combined_heads, std::int64_t packing) noexcept {
   if (packing <= 0 || combined_heads % packing != 0) return false;
   const std::int64_t packed = combined_heads / packing;
-  return packed == 1 || packed == 2 || packed == 4 || packed == 8 || (packed > 0 && packed % 8 == 0);
+  return packed == 1 || packed == 2 || packed == 4 || packed == 8 ||
+         (packed > 0 && packed % 8 == 0);
 }
 
 /// A dequantization scale (R13): finite. JAX asserts `isinstance(scale, float)`; in C++ the type
@@ -148,8 +149,8 @@ Status check_ragged_shapes(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Prof
     if (!a.num_seqs.empty_view()) {
       return Status(ErrorCode::kShapeMismatch, "",
                     "num_seqs is given twice: as num_seqs_value={0} and as a view",
-                    "set either the [1] view or num_seqs_value, not both", {*a.num_seqs_value},
-                    {}, "num_seqs");
+                    "set either the [1] view or num_seqs_value, not both", {*a.num_seqs_value}, {},
+                    "num_seqs");
     }
   } else if (a.num_seqs.extents[0] != 1) {
     return Status(ErrorCode::kShapeMismatch, "R1", "num_seqs.shape=({0},) must be (1,)",
@@ -197,13 +198,12 @@ Status check_ragged_shapes(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Prof
   const std::int64_t hkv = a.num_kv_heads();
   if (hq <= 0) {
     return Status(ErrorCode::kInvalidHeadCount, "", "num_q_heads must be positive. Got {0}.",
-                  "q is [max_num_batched_tokens, num_q_heads, head_dim]", {hq}, {},
-                  "num_q_heads");
+                  "q is [max_num_batched_tokens, num_q_heads, head_dim]", {hq}, {}, "num_q_heads");
   }
   if (hkv <= 0) {
     return Status(ErrorCode::kInvalidHeadCount, "", "num_kv_heads must be positive. Got {0}.",
-                  "kv_pages' axis 2 holds 2 * num_kv_heads combined heads; got {1}", {hkv, combined},
-                  {}, "num_kv_heads");
+                  "kv_pages' axis 2 holds 2 * num_kv_heads combined heads; got {1}",
+                  {hkv, combined}, {}, "num_kv_heads");
   }
   if (hq % hkv != 0) {
     return Status(ErrorCode::kGqaNotDivisible, "R6",
@@ -302,8 +302,8 @@ Status check_ragged_metadata(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Pr
   const std::int64_t n = a.num_seqs_count();
   if (n < 0) {
     return Status(ErrorCode::kNumSeqsOutOfRange, "", "num_seqs[0]={0} must not be negative",
-                  "num_seqs counts the live sequences: 0 to max_num_seqs ({1})", {n, max_seqs},
-                  {}, "num_seqs");
+                  "num_seqs counts the live sequences: 0 to max_num_seqs ({1})", {n, max_seqs}, {},
+                  "num_seqs");
   }
   // R15.
   if (n > max_seqs) {
