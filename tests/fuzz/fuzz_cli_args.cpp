@@ -43,6 +43,9 @@ int run_paged(int argc, char** argv);
 #if defined(ATTNREF_FUZZ_HAVE_SPLASH_CMD)
 int run_splash(int argc, char** argv);
 #endif
+#if defined(ATTNREF_FUZZ_HAVE_RAGGED_CMD)
+int run_ragged(int argc, char** argv);
+#endif
 }  // namespace cli
 }  // namespace attnref
 
@@ -109,6 +112,16 @@ void write_pool() {
   if (!write_npy("mask", make_npy_array<bool>({1, 8, 8}, mask)).ok()) attnref_fuzz::fail("pool");
   pool_files().insert("mask");
   put<double>("scalar", {}, {1.0});
+  // Ragged: q above as [T=2, Hq=4, D=8]; combined K/V pages [P, S, 2 * Hkv, D].
+  std::vector<float> kvp(P * S * 2 * Hkv * D);
+  for (std::size_t i = 0; i < kvp.size(); ++i) kvp[i] = static_cast<float>(i % 9) / 8.0f - 0.5f;
+  put<float>("kvp", {P, S, 2 * Hkv, D}, kvp);
+  put<std::int32_t>("kvl", {3}, {5, 2, 0});
+  put<std::int32_t>("cu", {4}, {0, 1, 2, 2});
+  put<std::int32_t>("cubad", {4}, {0, 2, 1, 2});
+  put<std::int32_t>("ns", {1}, {2});
+  put<std::int32_t>("nsbad", {1}, {4});
+  put<std::int32_t>("rp", {3, 2}, {1, 2, 0, -1, -1, -1});
   std::FILE* f = std::fopen("junk", "wb");
   if (f != nullptr) {
     std::fputs("\x93NUMPY\x01\x00\xff\x00{'descr': '<f4', 'shape': (1,), }", f);
@@ -138,12 +151,13 @@ const char* const kOptions[] = {
     "--profile", "--check-only", "--out", "--expect", "--atol", "--rtol", "--help", "-h",
     "--q-heads", "--kv-heads", "--head-dim", "--kv-head-dim", "--page-size", "--k", "--v",
     "--mask", "--causal", "--local", "--chunked", "--offset", "--sinks", "--block-q",
-    "--block-kv", "--block-kv-compute", "--dout", "--lse-out", "--", "-", "---"};
+    "--block-kv", "--block-kv-compute", "--dout", "--lse-out", "--", "-", "---", "--kv-pages",
+    "--kv-lens", "--cu-q-lens", "--num-seqs", "--sliding-window", "--k-scale", "--v-scale"};
 const char* const kFiles[] = {"q",    "k",    "v",    "kn",   "e",    "knan", "q64", "k64",
                               "v64",  "q16",  "k16",  "k8",   "ks",   "ksd",  "l",   "p",
                               "l64",  "p64",  "lbad", "pbad", "l3",   "p0",   "q0",  "lz",
                               "pz",   "k0",   "mask", "scalar", "junk", "missing", ".", "..",
-                              "o.npy"};
+                              "o.npy", "kvp", "kvl", "cu", "cubad", "ns", "nsbad", "rp"};
 const char* const kValues[] = {
     "0", "1", "2", "4", "8", "-1", "3", "6", "16", "128", "9223372036854775807",
     "9223372036854775808", "-9223372036854775808", "2147483647", "2147483648", "1e309", "nan",
@@ -235,7 +249,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   attnref_fuzz::Reader r(data, size);
-  const int command = r.u8() % 4;
+  const int command = r.u8() % 5;  // config, paged, splash, ParsedArgs, ragged
   std::vector<std::string> tokens;
   const int n = static_cast<int>(r.range(0, 24));
   for (int i = 0; i < n && !r.empty(); ++i) tokens.push_back(token(r));
@@ -255,6 +269,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 0: code = attnref::cli::run_config(argc, argv.data()); break;
 #if defined(ATTNREF_FUZZ_HAVE_SPLASH_CMD)
       case 2: code = attnref::cli::run_splash(argc, argv.data()); break;
+#endif
+#if defined(ATTNREF_FUZZ_HAVE_RAGGED_CMD)
+      case 4: code = attnref::cli::run_ragged(argc, argv.data()); break;
 #endif
       default: code = attnref::cli::run_paged(argc, argv.data()); break;
     }

@@ -71,7 +71,7 @@ std::int64_t reach(const Geometry<R>& g) {
         !attnref::checked_add(last, step, &last))
       return -1;
   }
-  return last + 1 <= kMaxElements ? last + 1 : -1;
+  return last < kMaxElements ? last + 1 : -1;
 }
 
 /// A buffer sized by the geometry (capped) and the view over it whose buffer_size is the truth
