@@ -4,11 +4,13 @@
 // pool itself, measured in the same benchmark. Also the cost of the validation tiers.
 // Counters:
 //   GBps       unique KV bytes read per second, in GB/s (each live K/V byte counted once)
-//   probe_GBps the probe's read bandwidth over the whole KV pool (median of 5 passes)
+//   probe_GBps the probe's read bandwidth over the whole KV pool (median of 5 passes), run by
+//              the same executor as the kernel (one thread, or grouped_pool's pool)
 //   frac_probe GBps / probe_GBps
 //   GFLOPs     useful multiply-adds x 2 per second (unmasked q.k and p.v only)
 //   tokens_per_s query rows per second
-// Arguments: set (0 decode-only, 1 prefill-only, 2 mixed), variant (0 grouped, 1 per_head),
+// Arguments: set (0 decode-only, 1 prefill-only, 2 mixed), variant (0 grouped, 1 per_head,
+// 2 grouped_pool: grouped on a ThreadPoolExecutor of hardware_concurrency threads, at least 2),
 // dtype (0 f32, 1 bf16).
 #include <benchmark/benchmark.h>
 #include <attnref/kernels/ragged_paged_attention.hpp>
@@ -19,6 +21,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -40,18 +43,25 @@ const char* const kSetNames[] = {"decode_only", "prefill_only", "mixed"};
 
 constexpr std::int64_t kHq = 32, kHkv = 8, kDim = 128, kPage = 16;
 
-/// Median read bandwidth (GB/s) of five full passes over `buf`, vectorised by Eigen.
-template <class T>
-double probe_read_bandwidth(const std::vector<T>& buf) {
+/// Median read bandwidth (GB/s) of five full passes over `buf`, vectorised by Eigen, split in
+/// `executor.concurrency()` chunks run by the same executor as the kernel.
+template <class T, class Executor>
+double probe_read_bandwidth(const std::vector<T>& buf, Executor& executor) {
+  const auto* p = reinterpret_cast<const float*>(buf.data());
+  const auto n = static_cast<std::int64_t>(buf.size() * sizeof(T) / sizeof(float));
+  const std::int64_t chunks = executor.concurrency();
+  std::vector<float> sinks(static_cast<std::size_t>(chunks));
   std::vector<double> rates;
   for (int rep = 0; rep < 5; ++rep) {
     const auto start = std::chrono::steady_clock::now();
-    const auto* p = reinterpret_cast<const float*>(buf.data());
-    const auto n = static_cast<Eigen::Index>(buf.size() * sizeof(T) / sizeof(float));
-    const float sink = Eigen::Map<const Eigen::ArrayXf>(p, n).sum();
+    executor.parallel_for(chunks, [&](std::int64_t c) {
+      const std::int64_t lo = n * c / chunks, hi = n * (c + 1) / chunks;
+      sinks[static_cast<std::size_t>(c)] =
+          Eigen::Map<const Eigen::ArrayXf>(p + lo, static_cast<Eigen::Index>(hi - lo)).sum();
+    });
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    benchmark::DoNotOptimize(sink);
+    benchmark::DoNotOptimize(sinks.data());
     rates.push_back(static_cast<double>(buf.size() * sizeof(T)) / s / 1e9);
   }
   std::sort(rates.begin(), rates.end());
@@ -111,8 +121,10 @@ struct Fixture {
     args.sm_scale = 0.088f;
   }
 
-  void grouped() {
-    attnref::ragged_paged_attention_unchecked(args, TensorView<T, 3>(out.data(), args.q.extents));
+  template <class Executor>
+  void grouped(Executor& executor) {
+    attnref::ragged_paged_attention_unchecked(args, TensorView<T, 3>(out.data(), args.q.extents),
+                                              executor);
   }
 
   /// The same kernel with one query head (G = 1) at a time: every query head re-reads its KV
@@ -142,13 +154,16 @@ void run(benchmark::State& state, std::int64_t set, int variant) {
     state.SkipWithError("invalid fixture");
     return;
   }
-  const double probe = probe_read_bandwidth(f.kv);
+  const int threads =
+      variant == 2 ? std::max(2, static_cast<int>(std::thread::hardware_concurrency())) : 1;
+  attnref::ThreadPoolExecutor pool(threads);
+  const double probe = probe_read_bandwidth(f.kv, pool);
   const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    if (variant == 0)
-      f.grouped();
-    else
+    if (variant == 1)
       f.per_head();
+    else
+      f.grouped(pool);
     benchmark::DoNotOptimize(f.out.data());
     benchmark::ClobberMemory();
   }
@@ -162,7 +177,10 @@ void run(benchmark::State& state, std::int64_t set, int variant) {
   state.counters["GFLOPs"] = f.flops / 1e9 / per_call;
   state.counters["tokens_per_s"] = static_cast<double>(f.tokens) / per_call;
   state.counters["KV_MiB"] = static_cast<double>(f.kv.size() * sizeof(T)) / (1 << 20);
-  state.SetLabel(std::string(kSetNames[set]) + (variant == 0 ? "/grouped" : "/per_head"));
+  state.counters["threads"] = threads;
+  state.SetLabel(std::string(kSetNames[set]) + (variant == 0   ? "/grouped"
+                                                : variant == 1 ? "/per_head"
+                                                               : "/grouped_pool"));
 }
 
 void BM_Ragged(benchmark::State& state) {
@@ -176,7 +194,7 @@ void BM_Ragged(benchmark::State& state) {
 
 BENCHMARK(BM_Ragged)
     ->ArgNames({"set", "variant", "dtype"})
-    ->ArgsProduct({{0, 1, 2}, {0, 1}, {0, 1}})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

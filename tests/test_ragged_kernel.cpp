@@ -483,6 +483,24 @@ TEST(RaggedKernel, HostScalarNumSeqsAndMaskValueHaveNoEffect) {
   EXPECT_EQ(out1, out2);
 }
 
+// The executor only schedules (sequence, KV head) items: a thread pool gives bit-identical
+// output, for decode rows and prefill rows alike.
+TEST(RaggedKernel, ThreadPoolGivesIdenticalOutput) {
+  Batch<float, float> b(kMixed, 8, 2, 64, kPageSize, 25);
+  b.opt.sm_scale = 0.125;
+  b.opt.sliding_window = 100;
+  const auto a = b.args();
+  std::vector<float> serial(b.q.size()), pooled(b.q.size(), 7.0f);
+  ragged_paged_attention(a, TensorView<float, 3>(serial.data(), a.q.extents));
+  ThreadPoolExecutor pool(3);
+  ragged_paged_attention(a, TensorView<float, 3>(pooled.data(), a.q.extents), pool);
+  EXPECT_EQ(serial, pooled);
+  const Status s =
+      try_ragged_paged_attention(a, TensorView<float, 3>(pooled.data(), a.q.extents), pool);
+  EXPECT_TRUE(s.ok());
+  EXPECT_EQ(serial, pooled);
+}
+
 // Views carry strides: a padded token-major pool with K and V in separate halves of each slot,
 // and a head-major q, give the same numbers as the dense layout.
 TEST(RaggedKernel, StridedViewsGiveTheSameNumbers) {

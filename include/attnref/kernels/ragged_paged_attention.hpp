@@ -26,15 +26,18 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Core>
 
 #include "attnref/core/error.hpp"
+#include "attnref/core/executor.hpp"
 #include "attnref/core/profile.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
@@ -83,12 +86,64 @@ inline Acc load_kv(const KV& x, bool scaled, float scale) noexcept {
   }
 }
 
-template <class Q, class KV, class Index>
-void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
-                                 const TensorView<Q, 3>& out) {
-  using Acc = AccumulatorOf<Q, KV>;
+/// Per-thread buffers of the ragged kernel, sized by one sequence's row block and one page
+/// block (never by the cache). Kept thread_local and grown on demand, so a steady-state serving
+/// loop does not allocate.
+template <class Acc>
+struct RaggedScratch {
   using Matrix = Eigen::Matrix<Acc, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using Vector = Eigen::Matrix<Acc, Eigen::Dynamic, 1>;
+  // Many-rows path: one KV head's rows of one sequence, a block of gathered K/V.
+  Matrix q_block, acc, k_block, v_block, s;
+  Vector m, l, alpha;
+  std::vector<const Acc*> k_rows, v_rows;
+  // Few-rows path: every KV head's rows of one sequence, one page.
+  Matrix qs, acc_s, logits_s, k_page, v_page;
+  Vector m_s, l_s, alpha_s;
+  std::vector<const Acc*> k_page_rows, v_page_rows;
+
+  static void fit(Matrix& x, Eigen::Index rows, Eigen::Index cols) {
+    if (x.rows() < rows || x.cols() != cols) x.resize(std::max(rows, x.rows()), cols);
+  }
+  static void fit(Vector& x, Eigen::Index rows) {
+    if (x.rows() < rows) x.resize(rows);
+  }
+  static void fit(std::vector<const Acc*>& x, Eigen::Index n) {
+    if (static_cast<Eigen::Index>(x.size()) < n) x.resize(static_cast<std::size_t>(n));
+  }
+  void fit_many(Eigen::Index rows, Eigen::Index block, Eigen::Index dim) {
+    fit(q_block, rows, dim);
+    fit(acc, rows, dim);
+    fit(s, rows, block);
+    fit(m, rows);
+    fit(l, rows);
+    fit(alpha, rows);
+    fit(k_block, block, dim);
+    fit(v_block, block, dim);
+    fit(k_rows, block);
+    fit(v_rows, block);
+  }
+  void fit_few(Eigen::Index rows, Eigen::Index page_size, Eigen::Index page_keys,
+               Eigen::Index dim) {
+    fit(qs, rows, dim);
+    fit(acc_s, rows, dim);
+    fit(logits_s, rows, page_size);
+    fit(m_s, rows);
+    fit(l_s, rows);
+    fit(alpha_s, rows);
+    fit(k_page, page_keys, dim);
+    fit(v_page, page_keys, dim);
+    fit(k_page_rows, page_keys);
+    fit(v_page_rows, page_keys);
+  }
+};
+
+template <class Q, class KV, class Index, class Executor>
+void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
+                                 const TensorView<Q, 3>& out, Executor&& executor) {
+  using Acc = AccumulatorOf<Q, KV>;
+  using Matrix = typename RaggedScratch<Acc>::Matrix;
+  using Vector = typename RaggedScratch<Acc>::Vector;
 
   const std::int64_t tokens = a.max_num_batched_tokens();
   const std::int64_t hq = a.num_q_heads();
@@ -121,25 +176,12 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
 
   const std::int64_t block = ragged_block_tokens(page_size);
   const Eigen::Index d_idx = static_cast<Eigen::Index>(dim);
-  Matrix q_block(static_cast<Eigen::Index>(max_q_len * group), d_idx);
-  Matrix acc(q_block.rows(), d_idx);
-  Vector m(q_block.rows()), l(q_block.rows());
-  Matrix k_block(static_cast<Eigen::Index>(block), d_idx);
-  Matrix v_block(static_cast<Eigen::Index>(block), d_idx);
-  Matrix s(q_block.rows(), static_cast<Eigen::Index>(block));
-  Vector alpha(q_block.rows());
-  std::vector<const Acc*> k_rows(static_cast<std::size_t>(block)), v_rows(k_rows.size());
   const bool q_contiguous = a.q.strides[2] == 1;
   const bool kv_contiguous = a.kv_pages.strides[3] == 1;
   // f32 pages with f32 accumulation (f64 with f64) can be read where they lie.
   constexpr bool kDirect = std::is_same<std::remove_cv_t<KV>, Acc>::value;
-
-  // Buffers of the few-rows path (all KV heads of a sequence at once, one page at a time).
   const Eigen::Index small_rows = static_cast<Eigen::Index>(kRaggedSmallRows * hkv);
   const Eigen::Index page_keys = static_cast<Eigen::Index>(page_size * hkv);
-  Matrix qs, acc_s, logits_s, k_page, v_page;
-  Vector m_s, l_s, alpha_s;
-  std::vector<const Acc*> k_page_rows, v_page_rows;
 
   // One contiguous row of `dim` elements to the accumulator type, vectorised.
   auto widen_row = [dim](const KV* src, Acc* dst) {
@@ -210,11 +252,20 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
     return a_row;
   };
 
-  for (std::int64_t i = 0; i < n; ++i) {
+  // One work item: sequence i, KV heads [h_begin, h_end) (all of them on the few-rows path).
+  auto run_item = [&](std::int64_t i, std::int64_t h_begin, std::int64_t h_end,
+                      RaggedScratch<Acc>& sc) {
+    Matrix &q_block = sc.q_block, &acc = sc.acc, &k_block = sc.k_block, &v_block = sc.v_block,
+           &s = sc.s, &qs = sc.qs, &acc_s = sc.acc_s, &logits_s = sc.logits_s, &k_page = sc.k_page,
+           &v_page = sc.v_page;
+    Vector &m = sc.m, &l = sc.l, &alpha = sc.alpha, &m_s = sc.m_s, &l_s = sc.l_s,
+           &alpha_s = sc.alpha_s;
+    std::vector<const Acc*>&k_rows = sc.k_rows, &v_rows = sc.v_rows, &k_page_rows = sc.k_page_rows,
+                      &v_page_rows = sc.v_page_rows;
     const std::int64_t row0 = a.cu_q_lens(i);
     const std::int64_t q_len = a.cu_q_lens(i + 1) - row0;
     const std::int64_t kv_len = a.kv_lens(i);
-    if (q_len == 0) continue;
+    if (q_len == 0) return;
     const std::int64_t first_pos = kv_len - q_len;  // position of row 0
     // Keys any row can see: [key_lo, kv_len).
     const std::int64_t key_lo = window ? std::max<std::int64_t>(0, first_pos - w + 1) : 0;
@@ -223,18 +274,7 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
     if (rows <= kRaggedSmallRows) {
       // Few rows (decode): all KV heads together, page by page, so a token-major page is read
       // front to back once. Row h * rows + r * G + g holds query head h * G + g of row r.
-      if (qs.rows() == 0) {
-        qs.resize(small_rows, d_idx);
-        acc_s.resize(small_rows, d_idx);
-        logits_s.resize(small_rows, static_cast<Eigen::Index>(page_size));
-        m_s.resize(small_rows);
-        l_s.resize(small_rows);
-        alpha_s.resize(small_rows);
-        k_page.resize(page_keys, d_idx);
-        v_page.resize(page_keys, d_idx);
-        k_page_rows.resize(static_cast<std::size_t>(page_keys));
-        v_page_rows.resize(static_cast<std::size_t>(page_keys));
-      }
+      sc.fit_few(small_rows, static_cast<Eigen::Index>(page_size), page_keys, d_idx);
       const Eigen::Index all = rows * static_cast<Eigen::Index>(hkv);
       const bool in_place = kv_contiguous && !k_scaled && !v_scaled;
       for (std::int64_t r = 0; r < q_len; ++r)
@@ -306,10 +346,11 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
           for (std::int64_t d = 0; d < dim; ++d)
             out(row0 + r, qh, d) = store_as<Q>(acc_s(row, static_cast<Eigen::Index>(d)) * inv);
         }
-      continue;
+      return;
     }
 
-    for (std::int64_t h = 0; h < hkv; ++h) {
+    sc.fit_many(rows, static_cast<Eigen::Index>(block), d_idx);
+    for (std::int64_t h = h_begin; h < h_end; ++h) {
       // Row r * G + g holds query head h * G + g of token row0 + r.
       for (std::int64_t r = 0; r < q_len; ++r) {
         for (std::int64_t g = 0; g < group; ++g) {
@@ -378,7 +419,29 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
         }
       }
     }
+  };
+
+  // Work items, handed out by the executor: a few-rows (decode) sequence is one item with all
+  // its KV heads; a many-rows sequence is one item per KV head.
+  std::vector<std::array<std::int64_t, 2>> items;  // (sequence, KV head or -1 for all)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t q_len = a.cu_q_lens(i + 1) - a.cu_q_lens(i);
+    if (q_len == 0) continue;
+    if (q_len * group <= kRaggedSmallRows) {
+      items.push_back({i, -1});
+    } else {
+      for (std::int64_t h = 0; h < hkv; ++h) items.push_back({i, h});
+    }
   }
+  executor.parallel_for(static_cast<std::int64_t>(items.size()), [&](std::int64_t k) {
+    thread_local RaggedScratch<Acc> scratch;
+    const std::array<std::int64_t, 2>& item = items[static_cast<std::size_t>(k)];
+    if (item[1] < 0) {
+      run_item(item[0], 0, hkv, scratch);
+    } else {
+      run_item(item[0], item[1], item[1] + 1, scratch);
+    }
+  });
 }
 
 }  // namespace detail
@@ -387,29 +450,30 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
 /// profile) and `out`'s shape check once and reuse the same metadata. Inputs that fail the
 /// checks are undefined behaviour (out-of-range reads).
 /// `out`: [max_num_batched_tokens, num_q_heads, head_dim]; rows at or past
-/// `cu_q_lens[num_seqs]` are written as zero.
-template <class Q, class KV, class Index>
+/// `cu_q_lens[num_seqs]` are written as zero. `executor` (see core/executor.hpp) runs the
+/// (sequence, KV head) items; the result does not depend on it.
+template <class Q, class KV, class Index, class Executor = SerialExecutor>
 void ragged_paged_attention_unchecked(const RaggedPagedAttentionArgs<Q, KV, Index>& args,
-                                      TensorView<Q, 3> out) {
-  detail::ragged_paged_attention_impl(args, out);
+                                      TensorView<Q, 3> out, Executor&& executor = Executor{}) {
+  detail::ragged_paged_attention_impl(args, out, std::forward<Executor>(executor));
 }
 
 /// Validates (`check_ragged` with `Profile::kReference`, then `out`'s shape), then runs.
 /// Returns the first failed check; `out` is untouched on error.
-template <class Q, class KV, class Index>
+template <class Q, class KV, class Index, class Executor = SerialExecutor>
 Status try_ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV, Index>& args,
-                                  TensorView<Q, 3> out) {
+                                  TensorView<Q, 3> out, Executor&& executor = Executor{}) {
   ATTNREF_RETURN_IF_ERROR(check_ragged(args, Profile::kReference));
   ATTNREF_RETURN_IF_ERROR(detail::check_ragged_out(args, out));
-  detail::ragged_paged_attention_impl(args, out);
+  detail::ragged_paged_attention_impl(args, out, std::forward<Executor>(executor));
   return Status();
 }
 
 /// Validates, then runs; throws `ShapeError` (or calls the error handler) on invalid input.
-template <class Q, class KV, class Index>
+template <class Q, class KV, class Index, class Executor = SerialExecutor>
 void ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV, Index>& args,
-                            TensorView<Q, 3> out) {
-  throw_if_error(try_ragged_paged_attention(args, out));
+                            TensorView<Q, 3> out, Executor&& executor = Executor{}) {
+  throw_if_error(try_ragged_paged_attention(args, out, std::forward<Executor>(executor)));
 }
 
 }  // namespace attnref
