@@ -483,6 +483,21 @@ TEST(RaggedKernel, HostScalarNumSeqsAndMaskValueHaveNoEffect) {
   EXPECT_EQ(out1, out2);
 }
 
+// Row blocks of at most kRaggedSmallRows rows take the page-walk tiling, larger ones the gathered
+// matrix products: rows on both sides of the threshold (q_len * G = 16, 20 with G = 4; 16, 17
+// with G = 1), with a window and a soft cap, give the float64 result.
+TEST(RaggedKernel, BothTilingsAroundTheThreshold) {
+  ASSERT_EQ(detail::kRaggedSmallRows, 16);
+  const SeqLens seqs = {{4, 30}, {5, 30}, {16, 40}, {17, 40}, {1, 50}, {3, 3}};
+  for (std::int64_t hkv : {2, 8}) {
+    Batch<float, float> b(seqs, 8, hkv, 32, 4, 26);
+    b.opt.sm_scale = 0.2;
+    b.opt.sliding_window = 7;
+    b.opt.soft_cap = 3.0;
+    expect_matches_reference(b);
+  }
+}
+
 // The executor only schedules (sequence, KV head) items: a thread pool gives bit-identical
 // output, for decode rows and prefill rows alike.
 TEST(RaggedKernel, ThreadPoolGivesIdenticalOutput) {

@@ -19,10 +19,15 @@
 /// @endcode
 ///
 /// How it runs: for each live sequence and each KV head, the G query heads sharing that KV head
-/// and all q_len rows of the sequence form one (q_len * G) x D row block. K/V are gathered a
-/// block of pages at a time (only the tokens some row can see: never past kv_len, never before
-/// the earliest sliding window, never an unused page), each page once per group, and folded in
-/// with an online softmax. Decode rows (q_len 1) and prefill rows share this code.
+/// and all q_len rows of the sequence form one (q_len * G) x D row block. K/V are read a block
+/// of pages at a time (only the tokens some row can see: never past kv_len, never before the
+/// earliest sliding window, never an unused page), each page once per group, and folded in with
+/// one online-softmax step (`softmax_step`, the same masking code for every row). Decode rows
+/// and prefill rows share this code; only the tiling depends on the row block's size: a block
+/// of at most `kRaggedSmallRows` rows (a decode sequence, or a short prefill chunk) walks the
+/// pages once for all KV heads with register-blocked tiles, a larger one gathers 128-token
+/// blocks per KV head for matrix products and skips the rows a block cannot affect. Work items
+/// go to an executor (serial by default; see core/executor.hpp).
 #pragma once
 
 #include <algorithm>
