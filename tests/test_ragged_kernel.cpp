@@ -461,7 +461,7 @@ TEST(RaggedKernel, EmptySequencesAndEmptyBatch) {
 }
 
 TEST(RaggedKernel, SmallPagesAndPageSizeOne) {
-  for (std::int64_t page_size : {1, 3, 7, 200}) {
+  for (std::int64_t page_size : {1, 3, 7, 200, 1000}) {
     Batch<float, float> b(kMixed, 4, 1, 32, page_size, 19);
     b.opt.sm_scale = 0.2;
     b.opt.sliding_window = 33;

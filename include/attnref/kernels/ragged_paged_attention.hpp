@@ -54,10 +54,15 @@ namespace attnref {
 
 namespace detail {
 
-/// Keys gathered per block: a multiple of the page size near 128 tokens.
+/// Tokens per step: scratch is sized by this, never by the page size (a valid call with huge
+/// pages and short sequences must not allocate a page's worth of scratch).
+inline constexpr std::int64_t kRaggedChunkTokens = 128;
+
+/// Keys gathered per block of the many-rows path: whole pages up to about 128 tokens, or 128
+/// tokens of a larger page.
 inline std::int64_t ragged_block_tokens(std::int64_t page_size) noexcept {
-  const std::int64_t pages = page_size >= 128 ? 1 : (128 + page_size - 1) / page_size;
-  return pages * page_size;
+  if (page_size >= kRaggedChunkTokens) return kRaggedChunkTokens;
+  return (kRaggedChunkTokens + page_size - 1) / page_size * page_size;
 }
 
 /// Row blocks of at most this many rows (decode: q_len x G) take the dot-product path.
@@ -102,7 +107,7 @@ struct RaggedScratch {
   Matrix q_block, acc, k_block, v_block, s;
   Vector m, l, alpha;
   std::vector<const Acc*> k_rows, v_rows;
-  // Few-rows path: every KV head's rows of one sequence, one page.
+  // Few-rows path: every KV head's rows of one sequence, one chunk of one page.
   Matrix qs, acc_s, logits_s, k_page, v_page;
   Vector m_s, l_s, alpha_s;
   std::vector<const Acc*> k_page_rows, v_page_rows;
@@ -128,11 +133,10 @@ struct RaggedScratch {
     fit(k_rows, block);
     fit(v_rows, block);
   }
-  void fit_few(Eigen::Index rows, Eigen::Index page_size, Eigen::Index page_keys,
-               Eigen::Index dim) {
+  void fit_few(Eigen::Index rows, Eigen::Index chunk, Eigen::Index page_keys, Eigen::Index dim) {
     fit(qs, rows, dim);
     fit(acc_s, rows, dim);
-    fit(logits_s, rows, page_size);
+    fit(logits_s, rows, chunk);
     fit(m_s, rows);
     fit(l_s, rows);
     fit(alpha_s, rows);
@@ -186,7 +190,8 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
   // f32 pages with f32 accumulation (f64 with f64) can be read where they lie.
   constexpr bool kDirect = std::is_same<std::remove_cv_t<KV>, Acc>::value;
   const Eigen::Index small_rows = static_cast<Eigen::Index>(kRaggedSmallRows * hkv);
-  const Eigen::Index page_keys = static_cast<Eigen::Index>(page_size * hkv);
+  const std::int64_t chunk = std::min(page_size, kRaggedChunkTokens);
+  const Eigen::Index page_keys = static_cast<Eigen::Index>(chunk * hkv);
 
   // One contiguous row of `dim` elements to the accumulator type, vectorised.
   auto widen_row = [dim](const KV* src, Acc* dst) {
@@ -279,7 +284,7 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
     if (rows <= kRaggedSmallRows) {
       // Few rows (decode): all KV heads together, page by page, so a token-major page is read
       // front to back once. Row h * rows + r * G + g holds query head h * G + g of row r.
-      sc.fit_few(small_rows, static_cast<Eigen::Index>(page_size), page_keys, d_idx);
+      sc.fit_few(small_rows, static_cast<Eigen::Index>(chunk), page_keys, d_idx);
       const Eigen::Index all = rows * static_cast<Eigen::Index>(hkv);
       const bool in_place = kv_contiguous && !k_scaled && !v_scaled;
       for (std::int64_t r = 0; r < q_len; ++r)
@@ -291,10 +296,10 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
       acc_s.topRows(all).setZero();
       m_s.head(all).setConstant(neg_inf);
       l_s.head(all).setZero();
-      for (std::int64_t c0 = key_lo - key_lo % page_size; c0 < kv_len; c0 += page_size) {
-        const std::int64_t lo = std::max(c0, key_lo);
-        const std::int64_t hi = std::min(c0 + page_size, kv_len);
-        const std::int64_t page = a.page_indices(i, c0 / page_size);
+      for (std::int64_t lo = key_lo, hi = 0; lo < kv_len; lo = hi) {
+        // Tokens [lo, hi): within one page, at most `chunk` of them.
+        hi = std::min(std::min(lo + chunk, lo - lo % page_size + page_size), kv_len);
+        const std::int64_t page = a.page_indices(i, lo / page_size);
         const Eigen::Index nk = static_cast<Eigen::Index>(hi - lo);
         // K/V rows of KV head h for tokens [lo, hi): in place (f32/f64 pool, contiguous rows,
         // no dequantization) or converted token-major (the page read front to back) into
