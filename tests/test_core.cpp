@@ -188,3 +188,40 @@ TEST(KvLayout, AllLayoutsAddressTheSameLogicalElement) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(TensorView, OutputViewsMustNotOverlap) {
+  std::vector<float> buf(64);
+  using V = attnref::TensorView<float, 3>;
+  EXPECT_TRUE(attnref::check_output_view(V(buf.data(), {2, 3, 4}), "out").ok());
+  EXPECT_TRUE(attnref::check_output_view(V(buf.data(), {2, 3, 4}, {1, 2, 6}), "out").ok());  // col-major
+  EXPECT_TRUE(attnref::check_output_view(V(buf.data(), {2, 1, 4}, {8, 0, 1}), "out").ok());  // unit dim
+  EXPECT_TRUE(attnref::check_output_view(V(buf.data(), {2, 3, 4}, {16, 5, 1}), "out").ok());  // padded
+  struct Case {
+    V view;
+    std::string message;
+  };
+  const Case cases[] = {
+      {V(buf.data(), {2, 3, 4}, {0, 4, 1}),
+       "out: dimension 0 (stride 0) overlaps the elements of faster dimensions, which span 1 "
+       "elements"},
+      {V(buf.data(), {2, 3, 4}, {12, 3, 1}),
+       "out: dimension 1 (stride 3) overlaps the elements of faster dimensions, which span 4 "
+       "elements"},
+      {V(buf.data(), {2, 2, 2}, {2, 2, 1}),
+       "out: dimension 1 (stride 2) overlaps the elements of faster dimensions, which span 4 "
+       "elements"},
+  };
+  for (const Case& c : cases) {
+    const Status s = attnref::check_output_view(c.view, "out");
+    EXPECT_EQ(s.code(), ErrorCode::kOverlappingOutput);
+    EXPECT_EQ(std::string(s.jax_check()), "");
+    EXPECT_EQ(s.message(), c.message);
+  }
+  // check_view's own errors come first.
+  EXPECT_EQ(attnref::check_output_view(V(nullptr, {2, 3, 4}, {0, 0, 0}), "out").code(),
+            ErrorCode::kNullData);
+}
+
+}  // namespace

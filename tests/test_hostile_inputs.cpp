@@ -213,6 +213,15 @@ const std::vector<Row>& rows() {
          if (p.out[0] != -7.0f) o.message += " [out was written]";
          return o;
        }},
+      {"output view whose rows share addresses (stride 0)", ErrorCode::kOverlappingOutput,
+       "out: dimension 0 (stride 0) overlaps",
+       [] {
+         Paged p;
+         p.out_view.strides[0] = 0;
+         Outcome o = of(p.run());
+         if (p.out[0] != -7.0f) o.message += " [out was written]";
+         return o;
+       }},
       // --- page tables and lengths ---------------------------------------------------------
       {"page index -1 in a live page", ErrorCode::kPageIndexOutOfRange,
        "page_indices[0, 1]=-1 is outside [0, 6)",

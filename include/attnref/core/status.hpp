@@ -33,6 +33,7 @@ enum class ErrorCode : int {
   kNegativeStride,       ///< an element stride is negative
   kSizeOverflow,         ///< a size or offset overflows int64
   kOutOfBuffer,          ///< extents x strides reach past the buffer size the caller gave
+  kOverlappingOutput,    ///< an output view's strides map two elements to one address
   kRankMismatch,         ///< a tensor has the wrong number of dimensions
   kShapeMismatch,        ///< two tensors that must agree in shape do not
   kBatchMismatch,        ///< a per-sequence tensor's batch size differs from q's
@@ -95,6 +96,7 @@ constexpr const char* error_code_name(ErrorCode c) noexcept {
     case ErrorCode::kNegativeStride: return "negative_stride";
     case ErrorCode::kSizeOverflow: return "size_overflow";
     case ErrorCode::kOutOfBuffer: return "out_of_buffer";
+    case ErrorCode::kOverlappingOutput: return "overlapping_output";
     case ErrorCode::kRankMismatch: return "rank_mismatch";
     case ErrorCode::kShapeMismatch: return "shape_mismatch";
     case ErrorCode::kBatchMismatch: return "batch_mismatch";

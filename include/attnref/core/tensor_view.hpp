@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "attnref/core/checked_math.hpp"
 #include "attnref/core/status.hpp"
@@ -151,6 +152,36 @@ constexpr Status check_view(const TensorView<T, Rank>& v, const char* name) noex
                   "elements",
                   "the strides do not match the buffer's layout, or the buffer is too small",
                   {last, v.buffer_size}, {}, name);
+  }
+  return Status();
+}
+
+/// `check_view`, plus: no two elements share an address, so writes cannot overwrite each other
+/// (or race across threads). Sufficient test: ordered by stride, each dimension's stride exceeds
+/// the reach of all faster dimensions. For outputs.
+template <class T, size_t Rank>
+Status check_output_view(const TensorView<T, Rank>& v, const char* name) noexcept {
+  ATTNREF_RETURN_IF_ERROR(check_view(v, name));
+  if (v.numel_or_zero() <= 1) return Status();
+  std::array<size_t, Rank> order{};
+  size_t n = 0;
+  for (size_t i = 0; i < Rank; ++i)
+    if (v.extents[i] > 1) order[n++] = i;
+  for (size_t i = 1; i < n; ++i)  // insertion sort by stride: Rank is tiny
+    for (size_t j = i; j > 0 && v.strides[order[j]] < v.strides[order[j - 1]]; --j)
+      std::swap(order[j], order[j - 1]);
+  std::int64_t reach = 0;  // largest offset spanned by the faster dimensions (no overflow:
+                           // check_view proved the whole view's largest offset fits)
+  for (size_t i = 0; i < n; ++i) {
+    const size_t d = order[i];
+    if (v.strides[d] <= reach) {
+      return Status(ErrorCode::kOverlappingOutput, "",
+                    "{f}: dimension {0} (stride {1}) overlaps the elements of faster dimensions, "
+                    "which span {2} elements",
+                    "give the output distinct elements, e.g. row-major strides",
+                    {static_cast<std::int64_t>(d), v.strides[d], reach + 1}, {}, name);
+    }
+    reach += (v.extents[d] - 1) * v.strides[d];
   }
   return Status();
 }

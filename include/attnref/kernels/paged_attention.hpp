@@ -298,10 +298,10 @@ void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, Tensor
   });
 }
 
-/// Checks that `out` is a valid, writable `[batch, num_q_heads, head_dim]` view.
+/// Checks that `out` is a valid `[batch, num_q_heads, head_dim]` view with distinct elements.
 template <class Q, class KV, class Index>
 Status check_paged_output(const PagedAttentionArgs<Q, KV, Index>& a, const TensorView<Q, 3>& out) {
-  ATTNREF_RETURN_IF_ERROR(check_view(out, "out"));
+  ATTNREF_RETURN_IF_ERROR(check_output_view(out, "out"));
   if (!detail::same_extents(out.extents, a.q.extents)) {
     return Status(ErrorCode::kShapeMismatch, "",
                   "out has shape ({0}, {1}, {2}); expected q's shape ({3}, {4}, {5})",

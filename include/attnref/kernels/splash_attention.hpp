@@ -135,7 +135,7 @@ Status check_splash_outputs(const SplashAttentionArgs<Q, KV>& a, const TensorVie
                   "out is [num_q_heads, q_seq_len, head_dim_v]",
                   {e[0], e[1], e[2], a.num_q_heads(), a.q_seq_len(), a.head_dim_v()}, {}, "out");
   }
-  ATTNREF_RETURN_IF_ERROR(check_view(out, "out"));
+  ATTNREF_RETURN_IF_ERROR(check_output_view(out, "out"));
   if (!lse.empty_view()) {
     if (lse.extents[0] != a.num_q_heads() || lse.extents[1] != a.q_seq_len()) {
       return Status(ErrorCode::kShapeMismatch, "", "{f} has shape ({0}, {1}); expected ({2}, {3})",
@@ -143,7 +143,7 @@ Status check_splash_outputs(const SplashAttentionArgs<Q, KV>& a, const TensorVie
                     {lse.extents[0], lse.extents[1], a.num_q_heads(), a.q_seq_len()}, {},
                     "logsumexp");
     }
-    ATTNREF_RETURN_IF_ERROR(check_view(lse, "logsumexp"));
+    ATTNREF_RETURN_IF_ERROR(check_output_view(lse, "logsumexp"));
   }
   return Status();
 }

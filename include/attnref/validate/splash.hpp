@@ -465,10 +465,10 @@ Status check_splash_backward_tensors(
   ATTNREF_RETURN_IF_ERROR(check_view(out, "out"));
   ATTNREF_RETURN_IF_ERROR(check_view(dout, "dout"));
   ATTNREF_RETURN_IF_ERROR(check_view(logsumexp, "logsumexp"));
-  ATTNREF_RETURN_IF_ERROR(check_view(dq, "dq"));
-  ATTNREF_RETURN_IF_ERROR(check_view(dk, "dk"));
-  ATTNREF_RETURN_IF_ERROR(check_view(dv, "dv"));
-  ATTNREF_RETURN_IF_ERROR(check_view(dsinks, "dsinks"));
+  ATTNREF_RETURN_IF_ERROR(check_output_view(dq, "dq"));
+  ATTNREF_RETURN_IF_ERROR(check_output_view(dk, "dk"));
+  ATTNREF_RETURN_IF_ERROR(check_output_view(dv, "dv"));
+  ATTNREF_RETURN_IF_ERROR(check_output_view(dsinks, "dsinks"));
   return Status();
 }
 
