@@ -80,7 +80,7 @@ Status check_ragged_out(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
                   "the output has one row per q row, padding rows included (they are zeroed)",
                   {e[0], e[1], e[2], q[0], q[1], q[2]}, {}, "out");
   }
-  return check_view(out, "out");
+  return check_output_view(out, "out");
 }
 
 /// Reads one K or V element as the accumulator type, dequantized as JAX does when a scale is

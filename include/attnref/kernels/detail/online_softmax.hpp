@@ -49,15 +49,6 @@ struct OnlineSoftmax {
       m[r] = new_max;
     }
   }
-
-  /// Writes o / l to row r of `out` through `store`; rows with l == 0 (no allowed key) give 0.
-  template <class Store>
-  void finish(Store&& store) const {
-    for (Eigen::Index r = 0; r < o.rows(); ++r) {
-      const Acc inv = l[r] > Acc(0) ? Acc(1) / l[r] : Acc(0);
-      for (Eigen::Index d = 0; d < o.cols(); ++d) store(r, d, o(r, d) * inv);
-    }
-  }
 };
 
 }  // namespace detail
