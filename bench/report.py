@@ -142,7 +142,8 @@ def splash_chart(results, path):
         pr = next((b[k] for k in ("gemm_GFLOPs", "probe_GFLOPs", "gemm_probe_GFLOPs") if k in b), None)
         if gf is None:
             continue
-        bars.append((name.replace("BM_", "") + " " + b.get("label", ""), gf))
+        short = re.sub(r"/(iterations|repeats):\d+|/real_time", "", name.replace("BM_", ""))
+        bars.append((short + " " + b.get("label", ""), gf))
         if pr is not None:
             probes.append(pr)
     if not bars:

@@ -16,4 +16,6 @@ for b in build/release/bench/bench_*; do
   "$b" --benchmark_repetitions=3 --benchmark_out="$out/$name.json" --benchmark_out_format=json \
        --benchmark_display_aggregates_only=true "$@"
 done
-python3 bench/report.py --out-dir docs "$out"/*.json
+# Debian's python3 has python3-matplotlib; a pyenv python3 earlier on PATH may not.
+py=python3; [ -x /usr/bin/python3 ] && py=/usr/bin/python3
+"$py" bench/report.py --out-dir docs "$out"/*.json
