@@ -25,6 +25,7 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -211,6 +212,20 @@ std::string index_string(std::int64_t flat, const std::vector<std::int64_t>& sha
 
 /// The elements of a float array (float16, float32 or float64) as doubles.
 std::vector<double> to_doubles(const NpyArray& array);
+
+/// A kernel's output (float, double, Eigen::half or Eigen::bfloat16) as doubles.
+template <class T>
+std::vector<double> to_doubles(const std::vector<T>& x) {
+  std::vector<double> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if constexpr (std::is_same<T, double>::value) {
+      out[i] = x[i];
+    } else {
+      out[i] = static_cast<double>(static_cast<float>(x[i]));
+    }
+  }
+  return out;
+}
 
 /// Handles a result of `shape`: `--out` writes it as float32 (exit 1 on I/O error);
 /// `--expect` (loaded and checked before the run with `load_expect`) compares it with

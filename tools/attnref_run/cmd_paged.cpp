@@ -132,15 +132,7 @@ int run_typed(const ParsedArgs& args, const PagedInputs& in) {
   std::vector<Q> out(static_cast<std::size_t>(numel));
   TensorView<Q, 3> out_view(out.data(), a.q.extents, numel);
   fail_if_error(try_paged_attention(run_args, out_view));
-  std::vector<double> values(out.size());
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    if constexpr (std::is_same<Q, double>::value) {
-      values[i] = out[i];
-    } else {
-      values[i] = static_cast<double>(static_cast<float>(out[i]));
-    }
-  }
-  return finish_output(args, in.q.array.shape, values, in.expect,
+  return finish_output(args, in.q.array.shape, to_doubles(out), in.expect,
                        default_tolerance(in.q.array.dtype));
 }
 

@@ -158,15 +158,7 @@ int run_typed(const ParsedArgs& args, const RaggedInputs& in) {
   std::vector<Q> out(static_cast<std::size_t>(numel));
   fail_if_error(
       try_ragged_paged_attention(run_args, TensorView<Q, 3>(out.data(), a.q.extents, numel)));
-  std::vector<double> values(out.size());
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    if constexpr (std::is_same<Q, double>::value) {
-      values[i] = out[i];
-    } else {
-      values[i] = static_cast<double>(static_cast<float>(out[i]));
-    }
-  }
-  return finish_output(args, in.q.array.shape, values, in.expect,
+  return finish_output(args, in.q.array.shape, to_doubles(out), in.expect,
                        default_tolerance(in.q.array.dtype));
 }
 

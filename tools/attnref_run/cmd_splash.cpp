@@ -98,19 +98,6 @@ SplashAttentionArgs<T> make_args(const SplashInputs& in) {
   return a;
 }
 
-template <class T>
-std::vector<double> to_double(const std::vector<T>& x) {
-  std::vector<double> out(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    if constexpr (std::is_same<T, double>::value) {
-      out[i] = x[i];
-    } else {
-      out[i] = static_cast<double>(static_cast<float>(x[i]));
-    }
-  }
-  return out;
-}
-
 /// Writes `values` as float32 to the file an option names, if given.
 template <class T>
 void write_output(const ParsedArgs& args, const char* option,
@@ -169,7 +156,7 @@ int run_typed(const ParsedArgs& args, const SplashInputs& in) {
     write_output(args, "--dv-out", in.v.array.shape, dvv);
     write_output(args, "--dsinks-out", {hq}, dsinks);
   }
-  return finish_output(args, {hq, sq, dv}, to_double(out), in.expect,
+  return finish_output(args, {hq, sq, dv}, to_doubles(out), in.expect,
                        default_tolerance(in.q.array.dtype));
 }
 
