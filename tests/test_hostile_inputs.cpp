@@ -593,3 +593,35 @@ TEST(HostileInputs, PoolWithoutPagesAndHugePageSizeRunsWithoutAllocating) {
 }
 
 }  // namespace
+
+namespace {
+
+// Regression (fuzz finding, issue 7): with 2^20 query heads on one KV head and head_dim 1, the
+// kernel's score tile was [G, 128] floats (512 MiB) for a 4 MiB q. The softmax chunk now shrinks
+// with G, so scratch stays proportional to the inputs; the result is checked by hand: with one
+// token per sequence every head's output is that token's V row.
+TEST(HostileInputs, HugeGroupKeepsScratchProportionalToTheInputs) {
+  const std::int64_t heads = std::int64_t{1} << 20;
+  std::vector<float> q(static_cast<size_t>(heads), 0.5f), out(q.size(), -1.0f);
+  std::vector<float> k{1.0f, 2.0f}, v{3.0f, 4.0f};
+  std::vector<std::int32_t> lengths{1}, table{1};
+  attnref::PagedAttentionArgs<float> a;
+  a.q = {q.data(), {1, heads, 1}};
+  a.k_pages = {k.data(), {1, 2, 1, 1}};
+  a.v_pages = {v.data(), {1, 2, 1, 1}};
+  a.lengths = {lengths.data(), {1}};
+  a.page_indices = {table.data(), {1, 1}};
+  ASSERT_TRUE(attnref::try_paged_attention(a, TensorView<float, 3>(out.data(), {1, heads, 1})).ok());
+  for (float x : out) ASSERT_EQ(x, 4.0f);
+  // The sizing rules themselves: scores [G, chunk] and converted rows [piece, D] never exceed
+  // max(G or D, 16384) elements, and normal shapes keep the full 128-token chunk.
+  for (std::int64_t n : {std::int64_t{1}, std::int64_t{4}, std::int64_t{128}, std::int64_t{5000},
+                         heads, std::int64_t{1} << 40}) {
+    EXPECT_LE(n * attnref::detail::chunk_tokens(n), std::max<std::int64_t>(n, 16384)) << n;
+    EXPECT_LE(n * attnref::detail::piece_rows(n), std::max<std::int64_t>(n, 16384)) << n;
+  }
+  EXPECT_EQ(attnref::detail::chunk_tokens(8), 128);
+  EXPECT_EQ(attnref::detail::piece_rows(128), 128);
+}
+
+}  // namespace

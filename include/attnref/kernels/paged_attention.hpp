@@ -49,18 +49,32 @@ namespace detail {
 /// large page is taken in pieces, so scratch never depends on the page size.
 inline constexpr std::int64_t kChunkTokens = 128;
 
-/// Per-thread scratch of the paged kernel, sized by one group and one chunk of tokens (never by
-/// the cache or the page size). Kept thread_local and reused across calls, so a steady-state
-/// call allocates nothing.
+/// Elements of one converted K or V piece: rows are taken `kPieceElements / D` at a time (at
+/// least one), so the conversion scratch is bounded by one row of the input or 64 KiB of f32.
+inline constexpr std::int64_t kPieceElements = 16384;
+
+inline std::int64_t piece_rows(std::int64_t dim) noexcept {
+  return dim >= kPieceElements ? 1 : std::min(kChunkTokens, kPieceElements / dim);
+}
+
+/// Tokens per softmax step for a group of `group` query heads: kChunkTokens, fewer for very
+/// large groups, so the score tile [group, chunk] stays within max(group, kPieceElements).
+inline std::int64_t chunk_tokens(std::int64_t group) noexcept {
+  return group >= kPieceElements ? 1 : std::min(kChunkTokens, kPieceElements / group);
+}
+
+/// Per-thread scratch of the paged kernel, sized by one group, one chunk of scores and one piece
+/// of converted rows: never by the cache, the page size or the batch. Kept thread_local and
+/// reused across calls, so a steady-state call allocates nothing.
 template <class Acc>
 struct PagedScratch {
-  std::vector<Acc> q, scores, k, v;  // [G, D], [G, kChunkTokens], [kChunkTokens, D] x 2
+  std::vector<Acc> q, scores, k, v;  // [G, D], [G, chunk_tokens(G)], [piece_rows(D), D] x 2
   OnlineSoftmax<Acc> state;
   void reserve(std::int64_t group, std::int64_t dim) {
     q.resize(static_cast<size_t>(group * dim));
-    scores.resize(static_cast<size_t>(group * kChunkTokens));
-    k.resize(static_cast<size_t>(kChunkTokens * dim));
-    v.resize(static_cast<size_t>(kChunkTokens * dim));
+    scores.resize(static_cast<size_t>(group * chunk_tokens(group)));
+    k.resize(static_cast<size_t>(piece_rows(dim) * dim));
+    v.resize(static_cast<size_t>(piece_rows(dim) * dim));
   }
 };
 
@@ -137,19 +151,21 @@ const Acc* page_rows(const TensorView<const KV, 4>& pages, const TensorView<cons
   return scratch;
 }
 
-/// Calls fn(page slot j, first row, rows) for the page pieces covering tokens [t0, t1).
+/// Calls fn(page slot j, first row, rows) for the pieces covering tokens [t0, t1): within one
+/// page, and at most `max_rows` rows each.
 template <class Fn>
-inline void for_each_piece(std::int64_t t0, std::int64_t t1, std::int64_t page_size, Fn&& fn) {
+inline void for_each_piece(std::int64_t t0, std::int64_t t1, std::int64_t page_size,
+                           std::int64_t max_rows, Fn&& fn) {
   for (std::int64_t t = t0; t < t1;) {
     const std::int64_t j = t / page_size, first = t % page_size;
-    const std::int64_t rows = std::min(page_size - first, t1 - t);
+    const std::int64_t rows = std::min(std::min(page_size - first, t1 - t), max_rows);
     fn(j, first, rows);
     t += rows;
   }
 }
 
 /// Folds the tokens of pages [page_begin, page_end) of sequence b into the online-softmax state
-/// of the G query heads that read KV head h, one chunk of at most kChunkTokens tokens per
+/// of the G query heads that read KV head h, one chunk of chunk_tokens(G) tokens per
 /// softmax step. Reads only rows t < lengths[b]; prefetches the chunk's V rows during the QK pass
 /// and the next chunk's K rows during the PV pass.
 template <class Acc, class Q, class KV, class Index>
@@ -171,26 +187,30 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
   const std::int64_t t_begin = std::min(std::min(page_begin, pps) * page_size, length);
   const std::int64_t t_end = std::min(std::min(page_end, pps) * page_size, length);
   const std::int64_t row_bytes = dim * static_cast<std::int64_t>(sizeof(KV));
+  const std::int64_t max_rows = piece_rows(dim);
+  const std::int64_t chunk = chunk_tokens(group);
   const auto prefetch = [&](const TensorView<const KV, 4>& pages, std::int64_t t0, std::int64_t t1) {
-    for_each_piece(t0, std::min(t1, t_end), page_size, [&](std::int64_t j, std::int64_t first,
+    for_each_piece(t0, std::min(t1, t_end), page_size, chunk, [&](std::int64_t j,
+                                                                         std::int64_t first,
                                                            std::int64_t rows) {
       prefetch_rows(pages.data + h * pages.strides[0] + a.page_indices(b, j) * pages.strides[1] +
                         first * pages.strides[2],
                     rows, pages.strides[2], row_bytes);
     });
   };
-  for (std::int64_t c0 = t_begin; c0 < t_end; c0 += kChunkTokens) {
-    const std::int64_t c1 = std::min(c0 + kChunkTokens, t_end);
+  for (std::int64_t c0 = t_begin; c0 < t_end; c0 += chunk) {
+    const std::int64_t c1 = std::min(c0 + chunk, t_end);
     prefetch(a.v_pages, c0, c1);
-    for_each_piece(c0, c1, page_size, [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
+    for_each_piece(c0, c1, page_size, max_rows, [&](std::int64_t j, std::int64_t first,
+                                                    std::int64_t rows) {
       std::int64_t ldk = 0;
       const Acc* k = page_rows<Acc>(a.k_pages, a.k_scales, h, a.page_indices(b, j), first, rows,
                                     round_kv, s.k.data(), &ldk);
       qk_rows<Acc>(s.q.data(), dim, group, k, ldk, rows, dim, s.scores.data() + (j * page_size +
-                   first - c0), kChunkTokens);
+                   first - c0), chunk);
     });
     Eigen::Map<RowMajorMatrix<Acc>, Eigen::Unaligned, Eigen::OuterStride<>> all_scores(
-        s.scores.data(), group, kChunkTokens, Eigen::OuterStride<>(kChunkTokens));
+        s.scores.data(), group, chunk, Eigen::OuterStride<>(chunk));
     auto scores = all_scores.leftCols(c1 - c0);
     scores *= sm_scale;
     if (a.soft_cap) {
@@ -198,12 +218,13 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
       scores = (c * (scores.array() / c).tanh()).matrix();
     }
     s.state.rescale_and_exponentiate(scores);
-    prefetch(a.k_pages, c1, c1 + kChunkTokens);
-    for_each_piece(c0, c1, page_size, [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
+    prefetch(a.k_pages, c1, c1 + chunk);
+    for_each_piece(c0, c1, page_size, max_rows, [&](std::int64_t j, std::int64_t first,
+                                                    std::int64_t rows) {
       std::int64_t ldv = 0;
       const Acc* v = page_rows<Acc>(a.v_pages, a.v_scales, h, a.page_indices(b, j), first, rows,
                                     round_kv, s.v.data(), &ldv);
-      pv_rows<Acc>(s.scores.data() + (j * page_size + first - c0), kChunkTokens, group, v, ldv,
+      pv_rows<Acc>(s.scores.data() + (j * page_size + first - c0), chunk, group, v, ldv,
                    rows, dim, s.state.o.data(), dim);
     });
   }
