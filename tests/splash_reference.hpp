@@ -12,6 +12,20 @@
 
 namespace splash_ref {
 
+/// Element-wise conversions between the float64 problem and a kernel-side dtype.
+template <class T>
+std::vector<T> to(const std::vector<double>& x) {
+  std::vector<T> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = static_cast<T>(x[i]);
+  return out;
+}
+template <class T>
+std::vector<double> back(const std::vector<T>& x) {
+  std::vector<double> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = static_cast<double>(x[i]);
+  return out;
+}
+
 /// Dense row-major problem in double: q [Hq,Sq,Dqk], k [Hkv,Skv,Dqk], v [Hkv,Skv,Dv].
 struct Problem {
   std::int64_t hq = 1, hkv = 1, sq = 1, skv = 1, dqk = 1, dv = 1;

@@ -24,19 +24,8 @@ using attnref::Profile;
 using attnref::SplashAttentionArgs;
 using attnref::SplashGradients;
 using attnref::TensorView;
-
-template <class T>
-std::vector<T> to(const std::vector<double>& x) {
-  std::vector<T> out(x.size());
-  for (size_t i = 0; i < x.size(); ++i) out[i] = static_cast<T>(x[i]);
-  return out;
-}
-template <class T>
-std::vector<double> back(const std::vector<T>& x) {
-  std::vector<double> out(x.size());
-  for (size_t i = 0; i < x.size(); ++i) out[i] = static_cast<double>(x[i]);
-  return out;
-}
+using splash_ref::back;
+using splash_ref::to;
 
 // A problem with its kernel-side buffers in T.
 template <class T>

@@ -23,19 +23,8 @@ using attnref::MultiHeadMask;
 using attnref::Profile;
 using attnref::SplashAttentionArgs;
 using attnref::TensorView;
-
-template <class T>
-std::vector<T> to(const std::vector<double>& x) {
-  std::vector<T> out(x.size());
-  for (size_t i = 0; i < x.size(); ++i) out[i] = static_cast<T>(x[i]);
-  return out;
-}
-template <class T>
-std::vector<double> back(const std::vector<T>& x) {
-  std::vector<double> out(x.size());
-  for (size_t i = 0; i < x.size(); ++i) out[i] = static_cast<double>(x[i]);
-  return out;
-}
+using splash_ref::back;
+using splash_ref::to;
 
 struct Config {
   std::int64_t hq, hkv, sq, skv, dqk, dv;
