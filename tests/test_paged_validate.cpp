@@ -302,6 +302,26 @@ TEST(PagedValidate, DataTierScansOnlyTheLiveRegion) {
                "q[0, 2, 1] is not finite");
 }
 
+TEST(PagedValidate, DataTierReadsEachScaleTensorOverItsOwnExtent) {
+  // Found by fuzz_paged: per-element k_scales with per-token v_scales made the data tier read
+  // v_scales at index 1..head_dim-1, past its last extent. Here the element after each per-token
+  // v scale is NaN, so an over-read shows up as a false error even without a sanitizer.
+  Batch<std::int8_t> batch;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> k_elem(batch.hkv * batch.pages * batch.s * batch.d, 0.5f);
+  std::vector<float> v_tok(batch.hkv * batch.pages * batch.s * 2, nan);
+  for (size_t i = 0; i < v_tok.size(); i += 2) v_tok[i] = 0.25f;
+  batch.args.k_scales = {k_elem.data(), {batch.hkv, batch.pages, batch.s, batch.d}};
+  batch.args.v_scales = TensorView<const float, 4>(
+      v_tok.data(), {batch.hkv, batch.pages, batch.s, 1}, {batch.pages * batch.s * 2, batch.s * 2, 2, 1},
+      static_cast<std::int64_t>(v_tok.size()));
+  ASSERT_TRUE(attnref::check_paged(batch.args, Profile::kReference).ok());
+  EXPECT_TRUE(attnref::check_paged_data(batch.args).ok());
+  v_tok[2 * (1 * batch.pages * batch.s + 2)] = nan;  // kv head 1, page 0, slot 2: token 2 of seq 0
+  expect_error(attnref::check_paged_data(batch.args), ErrorCode::kNonFiniteData, "",
+               "v_scales is not finite at sequence 0, token 2 (page 0, slot 2), kv head 1, index 0");
+}
+
 TEST(PagedValidate, WorksOnEveryLayout) {
   Batch<> batch;
   for (auto layout : {attnref::KvLayout::kJax, attnref::KvLayout::kNhd, attnref::KvLayout::kHnd}) {

@@ -350,10 +350,11 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
           v.mutable_view(h, page, slot, d) = kv_value();
         }
         if constexpr (kQuant) {
-          for (std::int64_t d = 0; d < a.k_scales.extents[3]; ++d) {
+          // K and V scales may differ in their last extent (per-token vs per-channel).
+          for (std::int64_t d = 0; d < a.k_scales.extents[3]; ++d)
             ks.mutable_view(h, page, slot, d) = 0.25f + static_cast<float>(rng.next() % 8) / 4.0f;
+          for (std::int64_t d = 0; d < a.v_scales.extents[3]; ++d)
             vs.mutable_view(h, page, slot, d) = 0.25f + static_cast<float>(rng.next() % 8) / 4.0f;
-          }
         }
       }
     }

@@ -330,15 +330,17 @@ Status check_paged_data(const PagedAttentionArgs<Q, KV, Index>& a) {
           }
         }
         if constexpr (PagedAttentionArgs<Q, KV, Index>::kQuantized) {
-          for (std::int64_t d = 0; d < a.k_scales.extents[3]; ++d) {
-            const bool k_ok = std::isfinite(a.k_scales(h, page, slot, d));
-            const bool v_ok = std::isfinite(a.v_scales(h, page, slot, d));
-            if (!k_ok || !v_ok) {
-              return Status(ErrorCode::kNonFiniteData, "",
-                            "{f} is not finite at sequence {0}, token {1} (page {2}, slot {3}), "
-                            "kv head {4}, index {5}",
-                            "a live scale is NaN/Inf", {b, t, page, slot, h, d}, {},
-                            k_ok ? "v_scales" : "k_scales");
+          // K and V scales are checked each over its own last extent: one may be per token
+          // ([..., 1]) while the other is per element ([..., head_dim]).
+          for (const auto* scales : {&a.k_scales, &a.v_scales}) {
+            for (std::int64_t d = 0; d < scales->extents[3]; ++d) {
+              if (!std::isfinite((*scales)(h, page, slot, d))) {
+                return Status(ErrorCode::kNonFiniteData, "",
+                              "{f} is not finite at sequence {0}, token {1} (page {2}, slot "
+                              "{3}), kv head {4}, index {5}",
+                              "a live scale is NaN/Inf", {b, t, page, slot, h, d}, {},
+                              scales == &a.k_scales ? "k_scales" : "v_scales");
+              }
             }
           }
         }
