@@ -78,22 +78,6 @@ struct PagedScratch {
   }
 };
 
-/// Hints the hardware to fetch `rows` rows of `row_bytes` bytes each, `stride` elements apart,
-/// into L2 rather than L1: the rows are needed one pass (a chunk of K or V) later, which is more
-/// than L1 holds.
-template <class T>
-inline void prefetch_rows(const T* base, std::int64_t rows, std::int64_t stride,
-                          std::int64_t row_bytes) {
-#if defined(__GNUC__) || defined(__clang__)
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const char* row = reinterpret_cast<const char*>(base + r * stride);
-    for (std::int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(row + off, 0, 1);
-  }
-#else
-  (void)base, (void)rows, (void)stride, (void)row_bytes;
-#endif
-}
-
 /// Token rows [first, first + rows) of page `page` of KV head `head` as contiguous-dim Acc rows:
 /// returns the first row and sets `*ld` to the row stride. Float pages already in Acc with unit
 /// dim stride are used in place; anything else (other dtypes, int8 dequantization, bf16
@@ -168,11 +152,9 @@ inline void for_each_piece(std::int64_t t0, std::int64_t t1, std::int64_t page_s
 
 /// Folds the tokens of pages [page_begin, page_end) of sequence b into the online-softmax state
 /// of the G query heads that read KV head h, one chunk of chunk_tokens(G) tokens per
-/// softmax step. Reads only rows t < lengths[b]. Prefetch runs one pass ahead and is spread over
-/// the work, not issued in bursts: scoring the K rows of tokens [t, t + n) prefetches the V rows
-/// of the same tokens, and summing those V rows prefetches the K rows of tokens
-/// [t + chunk, t + chunk + n). Measured against bursts of a whole chunk at the start of each pass:
-/// 9% faster at the reference shape with pages of 16 tokens, 2% with 64 (paired runs, 1 thread).
+/// softmax step. Reads only rows t < lengths[b]. There is no software prefetch: measured in
+/// paired runs at the reference shape it gained nothing over the hardware prefetchers (pieces
+/// spread one pass ahead into L2), and bursts of a whole chunk into L1 were 9% slower.
 template <class Acc, class Q, class KV, class Index>
 void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std::int64_t h,
                   std::int64_t page_begin, std::int64_t page_end, PagedScratch<Acc>& s) {
@@ -191,26 +173,13 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
   const std::int64_t pps = a.pages_per_sequence();
   const std::int64_t t_begin = std::min(std::min(page_begin, pps) * page_size, length);
   const std::int64_t t_end = std::min(std::min(page_end, pps) * page_size, length);
-  const std::int64_t row_bytes = dim * static_cast<std::int64_t>(sizeof(KV));
   const std::int64_t max_rows = piece_rows(dim);
   const std::int64_t chunk = chunk_tokens(group);
-  const auto prefetch = [&](const TensorView<const KV, 4>& pages, std::int64_t t0,
-                            std::int64_t t1) {
-    for_each_piece(t0, std::min(t1, t_end), page_size, page_size,
-                   [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
-                     prefetch_rows(pages.data + h * pages.strides[0] +
-                                       a.page_indices(b, j) * pages.strides[1] +
-                                       first * pages.strides[2],
-                                   rows, pages.strides[2], row_bytes);
-                   });
-  };
-  prefetch(a.k_pages, t_begin, t_begin + std::min(chunk, max_rows));
   for (std::int64_t c0 = t_begin; c0 < t_end; c0 += chunk) {
     const std::int64_t c1 = std::min(c0 + chunk, t_end);
     for_each_piece(c0, c1, page_size, max_rows,
                    [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
                      const std::int64_t t = j * page_size + first;
-                     prefetch(a.v_pages, t, t + rows);
                      std::int64_t ldk = 0;
                      const Acc* k = page_rows<Acc>(a.k_pages, a.k_scales, h, a.page_indices(b, j),
                                                    first, rows, round_kv, s.k.data(), &ldk);
@@ -229,7 +198,6 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
     for_each_piece(c0, c1, page_size, max_rows,
                    [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
                      const std::int64_t t = j * page_size + first;
-                     prefetch(a.k_pages, t + chunk, t + chunk + rows);
                      std::int64_t ldv = 0;
                      const Acc* v = page_rows<Acc>(a.v_pages, a.v_scales, h, a.page_indices(b, j),
                                                    first, rows, round_kv, s.v.data(), &ldv);
