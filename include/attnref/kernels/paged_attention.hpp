@@ -152,9 +152,9 @@ inline void for_each_piece(std::int64_t t0, std::int64_t t1, std::int64_t page_s
 
 /// Folds the tokens of pages [page_begin, page_end) of sequence b into the online-softmax state
 /// of the G query heads that read KV head h, one chunk of chunk_tokens(G) tokens per
-/// softmax step. Reads only rows t < lengths[b]. There is no software prefetch: measured in
-/// paired runs at the reference shape it gained nothing over the hardware prefetchers (pieces
-/// spread one pass ahead into L2), and bursts of a whole chunk into L1 were 9% slower.
+/// softmax step. Reads only rows t < lengths[b]. There is no software prefetch: in paired runs
+/// at the reference shape neither bursts of a whole chunk into L1 nor pieces spread one pass
+/// ahead into L2 beat the hardware prefetchers by more than the run-to-run noise (about 10%).
 template <class Acc, class Q, class KV, class Index>
 void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std::int64_t h,
                   std::int64_t page_begin, std::int64_t page_end, PagedScratch<Acc>& s) {
