@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -263,5 +264,34 @@ TEST(Masks, SameAsDeduplicatesEqualMasks) {
   EXPECT_FALSE(AnyMask(CausalMask{{8, 8}}).same_as(AnyMask(FullMask{{8, 8}})));
   EXPECT_TRUE(AnyMask(LocalMask({8, 8}, 2, 2, 0)).same_as(AnyMask(LocalMask({8, 8}, 2, 2, 0))));
 }
+
+#ifdef __SIZEOF_INT128__
+TEST(Masks, HostileOffsetsAndWindowsCompareExactly) {
+  // Regression (fuzz_splash): LocalMask and CausalMask evaluated q + offset (- left, + right)
+  // in int64, a signed overflow (UB) for offsets or windows near INT64_MAX/MIN, which the
+  // mask checks accept. The predicates must equal the exact (128-bit) formulas.
+  using I = __int128;
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  const std::int64_t values[] = {kMin, kMin + 1, -(std::int64_t{1} << 62), -7,       -1,  0,
+                                 1,    3,        std::int64_t{1} << 62,    kMax - 1, kMax};
+  for (std::int64_t offset : values) {
+    const CausalMask causal{{8, 8}, offset};
+    for (std::int64_t q = 0; q < 8; ++q)
+      for (std::int64_t kv = 0; kv < 8; ++kv)
+        ASSERT_EQ(causal(q, kv), I{q} + offset >= I{kv}) << offset << " " << q << " " << kv;
+    for (std::int64_t left : values)
+      for (std::int64_t right : values) {
+        const LocalMask local({8, 8}, left, right, offset);
+        for (std::int64_t q = 0; q < 8; ++q)
+          for (std::int64_t kv = 0; kv < 8; ++kv) {
+            const bool want = I{q} + offset - left <= I{kv} && I{q} + offset + right >= I{kv};
+            ASSERT_EQ(local(q, kv), want)
+                << offset << " " << left << " " << right << " " << q << " " << kv;
+          }
+      }
+  }
+}
+#endif
 
 }  // namespace

@@ -24,6 +24,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -76,6 +77,24 @@ inline Status check_shard_count(const MaskShape& s, std::int64_t shard_count) {
   return Status();
 }
 
+/// `a + b >= c`, exact for any int64 values: offsets and windows are not range-checked, so
+/// `q + offset` may leave int64 (JAX's Python ints do not overflow).
+constexpr bool sum_ge(std::int64_t a, std::int64_t b, std::int64_t c) noexcept {
+  std::int64_t s = 0;
+  if (!checked_add(a, b, &s)) return b > 0;  // above INT64_MAX (>= c) or below INT64_MIN (< c)
+  return s >= c;
+}
+
+/// `a - b <= c`, exact for any int64 values.
+constexpr bool diff_le(std::int64_t a, std::int64_t b, std::int64_t c) noexcept {
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  if (b == kMin) return a < 0 && (a + kMax) + 1 <= c;  // a - b = a + 2^63
+  std::int64_t d = 0;
+  if (!checked_add(a, -b, &d)) return b > 0;  // below INT64_MIN (<= c) or above INT64_MAX (> c)
+  return d <= c;
+}
+
 }  // namespace detail
 
 /// Every position may attend (JAX's FullMask).
@@ -99,7 +118,7 @@ struct CausalMask : MaskBase {
   explicit CausalMask(MaskShape shape_, std::int64_t offset_ = 0, std::int64_t shard_count_ = 1)
       : shape(shape_), offset(offset_), shard_count(shard_count_) {}
   constexpr bool operator()(std::int64_t q, std::int64_t kv) const noexcept {
-    return q + offset >= kv;
+    return detail::sum_ge(q, offset, kv);  // q + offset >= kv without overflow
   }
   Status check() const {
     ATTNREF_RETURN_IF_ERROR(detail::check_mask_shape_nonnegative(shape));
@@ -124,8 +143,10 @@ struct LocalMask : MaskBase {
   LocalMask(MaskShape shape_, std::optional<std::int64_t> left_, std::optional<std::int64_t> right_,
             std::int64_t offset_, std::int64_t shard_count_ = 1)
       : shape(shape_), left(left_), right(right_), offset(offset_), shard_count(shard_count_) {}
+  /// Positions are >= 0, so kv - q cannot overflow; offset -/+ a side is compared exactly.
   constexpr bool operator()(std::int64_t q, std::int64_t kv) const noexcept {
-    return (!left || q + offset - *left <= kv) && (!right || q + offset + *right >= kv);
+    return (!left || detail::diff_le(offset, *left, kv - q)) &&
+           (!right || detail::sum_ge(offset, *right, kv - q));
   }
   Status check() const {
     ATTNREF_RETURN_IF_ERROR(detail::check_mask_shape_nonnegative(shape));
