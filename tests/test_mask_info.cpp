@@ -32,7 +32,7 @@ std::vector<std::vector<int>> block_mask_of(const MaskInfo& info, std::int64_t h
 }
 
 std::vector<std::uint8_t> pattern(const MaskInfo& info, std::int64_t n) {
-  const auto tile = static_cast<size_t>(info.block_q * info.block_kv);
+  const auto tile = static_cast<size_t>(info.pattern_rows * info.pattern_cols);
   return {info.partial_blocks.begin() + static_cast<std::ptrdiff_t>(n * tile),
           info.partial_blocks.begin() + static_cast<std::ptrdiff_t>((n + 1) * tile)};
 }
@@ -140,8 +140,8 @@ bool from_info(const MaskInfo& info, std::int64_t h, std::int64_t q, std::int64_
     case BlockKind::kFull:
       return true;
     default:
-      return info.partial_block(h, i, j)[(q % info.block_q) * info.block_kv + kv % info.block_kv] !=
-             0;
+      return info.partial_block(
+                 h, i, j)[(q % info.block_q) * info.pattern_cols + kv % info.block_kv] != 0;
   }
 }
 
@@ -293,6 +293,30 @@ TEST(MaskInfo, ChunkedBlocksMatchPredicate) {
     for (std::int64_t q = 0; q < 512; q += 7)
       for (std::int64_t kv = 0; kv < 512; kv += 3) ASSERT_EQ(from_info(info, 0, q, kv), m(q, kv));
   }
+}
+
+TEST(MaskInfo, BlocksLargerThanTheMaskStoreOnlyTheMask) {
+  // Regression (fuzz_splash): a 2^40 x 2^40 block over a 10 x 13 mask, valid under the
+  // reference profile, sized each stored pattern as bq * bkv bytes (std::length_error / out of
+  // memory). Patterns are now min(bq, Sq) x min(bkv, Skv).
+  const std::int64_t huge = std::int64_t{1} << 40;
+  MaskInfo info;
+  ASSERT_TRUE(
+      attnref::build_mask_info(CausalMask{{10, 13}}, huge, huge, Profile::kReference, &info).ok());
+  EXPECT_EQ(info.block_q, huge);
+  EXPECT_EQ(info.num_q_blocks, 1);
+  EXPECT_EQ(info.num_kv_blocks, 1);
+  EXPECT_EQ(info.pattern_rows, 10);
+  EXPECT_EQ(info.pattern_cols, 13);
+  ASSERT_EQ(info.num_partial_blocks(), 1);
+  EXPECT_EQ(info.partial_blocks.size(), 130u);
+  for (std::int64_t q = 0; q < 10; ++q)
+    for (std::int64_t kv = 0; kv < 13; ++kv) ASSERT_EQ(from_info(info, 0, q, kv), q >= kv);
+  // Blocks up to the sequence keep JAX's [bq, bkv] patterns.
+  ASSERT_TRUE(
+      attnref::build_mask_info(CausalMask{{10, 10}}, 4, 4, Profile::kReference, &info).ok());
+  EXPECT_EQ(info.pattern_rows, 4);
+  EXPECT_EQ(info.pattern_cols, 4);
 }
 
 }  // namespace

@@ -464,4 +464,47 @@ TEST(SplashForward, ValidatesBeforeRunning) {
   }
 }
 
+TEST(SplashForward, HugeBlocksOverShortSequences) {
+  // Regression (fuzz_splash): the reference profile accepts any positive block size, but a
+  // 2^40 block made the mask classification allocate bq * bkv bytes per pattern. The result
+  // must equal that of small blocks, forward and backward.
+  const std::int64_t hq = 2, s = 10, d = 3;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> q(hq * s * d), k(s * d), v(s * d), dout(hq * s * d);
+  for (auto* x : {&q, &k, &v, &dout})
+    for (float& e : *x) e = u(rng);
+  const CausalMask mask{{s, s}};
+  SplashAttentionArgs<float> a;
+  a.q = {q.data(), {hq, s, d}};
+  a.k = {k.data(), {1, s, d}};
+  a.v = {v.data(), {1, s, d}};
+  a.is_mqa = true;
+  auto run = [&](std::int64_t block, std::vector<float>* out, std::vector<float>* grads) {
+    a.block_sizes = {};
+    a.block_sizes.block_q = a.block_sizes.block_kv = block;
+    out->assign(hq * s * d, 0.0f);
+    std::vector<float> lse(hq * s);
+    EXPECT_TRUE(attnref::check_splash_backward(a, mask, Profile::kReference).ok());
+    attnref::splash_attention(a, mask, TensorView<float, 3>(out->data(), {hq, s, d}),
+                              TensorView<float, 2>(lse.data(), {hq, s}));
+    grads->assign(hq * s * d + 2 * s * d, 0.0f);
+    float* g = grads->data();
+    attnref::splash_attention_backward(
+        a, mask, TensorView<const float, 3>(out->data(), {hq, s, d}),
+        TensorView<const float, 2>(lse.data(), {hq, s}),
+        TensorView<const float, 3>(dout.data(), {hq, s, d}),
+        attnref::SplashGradients<float>{TensorView<float, 3>(g, {hq, s, d}),
+                                        TensorView<float, 3>(g + hq * s * d, {1, s, d}),
+                                        TensorView<float, 3>(g + hq * s * d + s * d, {1, s, d}),
+                                        {}});
+  };
+  std::vector<float> out_small, grads_small, out_huge, grads_huge;
+  run(4, &out_small, &grads_small);
+  run(std::int64_t{1} << 40, &out_huge, &grads_huge);
+  for (size_t n = 0; n < out_small.size(); ++n) ASSERT_NEAR(out_huge[n], out_small[n], 1e-5) << n;
+  for (size_t n = 0; n < grads_small.size(); ++n)
+    ASSERT_NEAR(grads_huge[n], grads_small[n], 1e-5) << n;
+}
+
 }  // namespace

@@ -105,7 +105,7 @@ void cap_and_mask(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, std
   if (info.kind(h, i, j) == BlockKind::kPartial) {
     const std::uint8_t* p = info.partial_block(h, i, j);
     for (Eigen::Index r = 0; r < rows; ++r) {
-      const std::uint8_t* pr = p + r * info.block_kv + tile_col0;
+      const std::uint8_t* pr = p + r * info.pattern_cols + tile_col0;
       for (Eigen::Index c = 0; c < cols; ++c)
         if (!pr[c]) s(r, c) = neg_inf;
     }

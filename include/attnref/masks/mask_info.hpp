@@ -61,8 +61,14 @@ struct MaskInfo {
   std::int64_t num_kv_blocks = 0;            ///< ceil(Skv / bkv)
   std::vector<std::uint8_t> block_mask;      ///< [num_heads, num_q_blocks, num_kv_blocks] BlockKind
   std::vector<std::int32_t> mask_next;       ///< same shape: partial pattern index (0 elsewhere)
-  std::vector<std::uint8_t> partial_blocks;  ///< [num_partial, bq, bkv], 1 = may attend;
-                                             ///< positions past a ragged edge are 0
+  std::vector<std::uint8_t> partial_blocks;  ///< [num_partial, pattern_rows, pattern_cols],
+                                             ///< 1 = may attend; positions past a ragged edge
+                                             ///< are 0
+  /// Rows and columns of a stored pattern: min(bq, Sq) and min(bkv, Skv), i.e. (bq, bkv) unless
+  /// a block is larger than its whole sequence (reference profile), so a huge block size never
+  /// sizes memory beyond the mask itself.
+  std::int64_t pattern_rows = 0;
+  std::int64_t pattern_cols = 0;
 
   /// Row of this MaskInfo that query head `h` reads.
   std::int64_t row_of(std::int64_t h) const noexcept { return num_heads == 1 ? 0 : h; }
@@ -73,14 +79,14 @@ struct MaskInfo {
   BlockKind kind(std::int64_t h, std::int64_t i, std::int64_t j) const noexcept {
     return static_cast<BlockKind>(block_mask[static_cast<size_t>(flat(h, i, j))]);
   }
-  /// The stored pattern of a partial tile, row-major [bq, bkv].
+  /// The stored pattern of a partial tile, row-major [pattern_rows, pattern_cols].
   const std::uint8_t* partial_block(std::int64_t h, std::int64_t i, std::int64_t j) const noexcept {
     return partial_blocks.data() +
            static_cast<size_t>(mask_next[static_cast<size_t>(flat(h, i, j))]) *
-               static_cast<size_t>(block_q * block_kv);
+               static_cast<size_t>(pattern_rows * pattern_cols);
   }
   std::int64_t num_partial_blocks() const noexcept {
-    const std::int64_t tile = block_q * block_kv;
+    const std::int64_t tile = pattern_rows * pattern_cols;
     return tile > 0 ? static_cast<std::int64_t>(partial_blocks.size()) / tile : 0;
   }
   /// Rows of q block i (bq, or fewer for a ragged last block).
@@ -182,17 +188,18 @@ inline void classify_head(const AnyMask& mask, MaskInfo& info, std::int64_t row,
                           std::unordered_map<std::string, std::int32_t>& patterns) {
   const std::int64_t bq = info.block_q;
   const std::int64_t bkv = info.block_kv;
-  std::string tile(static_cast<size_t>(bq * bkv), '\0');
+  const std::int64_t ld = info.pattern_cols;  // pattern_rows x pattern_cols holds any tile
+  std::string tile(static_cast<size_t>(info.pattern_rows * ld), '\0');
   auto* bytes = reinterpret_cast<std::uint8_t*>(&tile[0]);
   for (std::int64_t i = 0; i < info.num_q_blocks; ++i) {
     const std::int64_t rows = info.q_rows(i);
     for (std::int64_t j = 0; j < info.num_kv_blocks; ++j) {
       const std::int64_t cols = info.kv_cols(j);
       std::fill(tile.begin(), tile.end(), '\0');
-      mask.fill_tile(i * bq, i * bq + rows, j * bkv, j * bkv + cols, bytes, bkv);
+      mask.fill_tile(i * bq, i * bq + rows, j * bkv, j * bkv + cols, bytes, ld);
       std::int64_t allowed = 0;
       for (std::int64_t r = 0; r < rows; ++r)
-        for (std::int64_t c = 0; c < cols; ++c) allowed += bytes[r * bkv + c];
+        for (std::int64_t c = 0; c < cols; ++c) allowed += bytes[r * ld + c];
       const size_t at = static_cast<size_t>((row * info.num_q_blocks + i) * info.num_kv_blocks + j);
       if (allowed == 0) {
         info.block_mask[at] = static_cast<std::uint8_t>(BlockKind::kEmpty);
@@ -204,7 +211,7 @@ inline void classify_head(const AnyMask& mask, MaskInfo& info, std::int64_t row,
         if (found == patterns.end()) {
           const auto index = static_cast<std::int32_t>(patterns.size());
           found = patterns.emplace(tile, index).first;
-          info.partial_blocks.insert(info.partial_blocks.end(), bytes, bytes + bq * bkv);
+          info.partial_blocks.insert(info.partial_blocks.end(), bytes, bytes + tile.size());
         }
         info.mask_next[at] = found->second;
       }
@@ -228,10 +235,14 @@ Status build_mask_info(const M& mask, std::int64_t block_q, std::int64_t block_k
   const std::int64_t heads = mask_num_heads(mask);
   ATTNREF_RETURN_IF_ERROR(
       check_mask_blocks(shape[0], shape[1], heads, block_q, block_kv, profile, sharding));
+  // A stored pattern is at most the whole mask: blocks larger than a sequence (allowed under the
+  // reference profile) must not size memory (a 2^20 x 2^20 block over a 10 x 10 mask).
+  const std::int64_t pattern_rows = std::min(block_q, shape[0]);
+  const std::int64_t pattern_cols = std::min(block_kv, shape[1]);
   std::int64_t tile = 0;
-  if (!checked_mul(block_q, block_kv, &tile)) {
+  if (!checked_mul(pattern_rows, pattern_cols, &tile)) {
     return Status(ErrorCode::kSizeOverflow, "", "block_q ({0}) x block_kv ({1}) overflows int64",
-                  "use block sizes such as 128", {block_q, block_kv});
+                  "use block sizes such as 128", {pattern_rows, pattern_cols});
   }
   std::vector<AnyMask> head_masks;
   if constexpr (std::is_same<M, MultiHeadMask>::value) {
@@ -254,6 +265,8 @@ Status build_mask_info(const M& mask, std::int64_t block_q, std::int64_t block_k
   info.kv_seq_len = shape[1];
   info.block_q = block_q;
   info.block_kv = block_kv;
+  info.pattern_rows = pattern_rows;
+  info.pattern_cols = pattern_cols;
   info.num_q_blocks = ceil_div(shape[0], block_q);
   info.num_kv_blocks = ceil_div(shape[1], block_kv);
   const std::int64_t per_head = info.num_q_blocks * info.num_kv_blocks;
