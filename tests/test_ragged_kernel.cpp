@@ -625,5 +625,23 @@ TEST(RaggedKernel, HandWorked) {
   EXPECT_NEAR(out[1], 35.0f, 1e-5f);
 }
 
+// Regression (fuzz_ragged): a sliding window near INT64_MAX is valid (R7 only asks w > 0), but
+// the many-rows path computed hi - 1 + w - first_pos, a signed overflow (UB). Such a window
+// excludes nothing, on both tilings.
+TEST(RaggedKernel, HugeSlidingWindowEqualsNoWindow) {
+  const SeqLens seqs = {{18, 28}, {1, 9}, {40, 40}, {3, 50}};
+  for (std::int64_t w : {std::numeric_limits<std::int64_t>::max(),
+                         std::numeric_limits<std::int64_t>::max() - 1, std::int64_t{1} << 62}) {
+    Batch<float, float> b(seqs, 4, 1, 12, 20, 28);
+    b.opt.sm_scale = 0.25;
+    b.opt.sliding_window = w;
+    const std::vector<double> windowed = b.reference();
+    b.opt.sliding_window.reset();
+    ASSERT_EQ(windowed, b.reference());
+    b.opt.sliding_window = w;
+    expect_matches_reference(b);
+  }
+}
+
 }  // namespace
 }  // namespace attnref

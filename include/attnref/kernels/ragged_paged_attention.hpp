@@ -385,7 +385,10 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
         // Rows that see any key in [lo, hi): pos >= lo and pos - w < hi - 1.
         std::int64_t r_lo = std::max<std::int64_t>(0, lo - first_pos);
         std::int64_t r_hi = q_len;
-        if (window) r_hi = std::min(r_hi, hi - 1 + w - first_pos);
+        // hi - 1 - first_pos + w; a window near INT64_MAX (valid: R7 only asks w > 0) would
+        // overflow it, and then no row is excluded.
+        std::int64_t w_hi = 0;
+        if (window && checked_add(hi - 1 - first_pos, w, &w_hi)) r_hi = std::min(r_hi, w_hi);
         if (r_lo >= r_hi) continue;
         const Eigen::Index nk = static_cast<Eigen::Index>(hi - lo);
         const Eigen::Index br = static_cast<Eigen::Index>(r_lo * group);
