@@ -1,0 +1,711 @@
+// SPDX-License-Identifier: Apache-2.0
+// libFuzzer harness of the ragged family: fuzz bytes become a ragged-paged-attention call
+// (decode, prefill and chunked-prefill sequences in one batch; shapes, strides, buffer sizes,
+// KV layouts, page tables, kv_lens, cu_q_lens, num_seqs as a view or a host value, float,
+// bfloat16, double or int8 pages with scales, int32 or int64 indices, sliding window, soft cap,
+// scale, mask value and the TPU knobs, executor), sometimes made hostile by a few mutations
+// (extents, strides, buffer sizes, null data, page-table entries -1 / total_pages / INT32_MAX /
+// huge, kv_lens, cu_q_lens decreasing / negative / past the token buffer, num_seqs negative or
+// past max_num_seqs, options).
+//
+// Every buffer the harness allocates holds exactly the elements its view's `buffer_size` claims
+// (so AddressSanitizer sees any read past it) and at most 2^20 elements. Data is written only
+// through views the validator accepted; everything the kernel must not read (padding, query rows
+// past cu_q_lens[num_seqs], K/V slots past each kv_len, pages no live sequence owns, dead
+// page-table entries) holds NaN or a hostile index.
+//
+// Invariants:
+//  - check_ragged(jax) ok implies check_ragged(reference) ok (kJax only adds checks, and its
+//    R16 looks at more kv_lens);
+//  - try_ragged_paged_attention (and the throwing ragged_paged_attention) report exactly
+//    check_ragged's error when that fails, then the output check's, and leave `out` untouched
+//    on any error;
+//  - on success every output element is written and finite (where the scores fit in the
+//    accumulator type), rows past cu_q_lens[num_seqs] are 0, and the rest equal (within the
+//    dtype's tolerance) a plain float64 implementation here of spec §4.4;
+//  - the data tier accepts NaN outside the live region and reports NaN injected inside it;
+//  - every error renders (code name, message, hint).
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <attnref/core/executor.hpp>
+#include <attnref/kernels/ragged_paged_attention.hpp>
+#include <attnref/validate/ragged.hpp>
+
+#include "fuzz_common.hpp"
+
+namespace {
+
+using attnref::ErrorCode;
+using attnref::Profile;
+using attnref::Status;
+using attnref::TensorView;
+using attnref_fuzz::hostile_int;
+using attnref_fuzz::hostile_real;
+using attnref_fuzz::kMaxElements;
+using attnref_fuzz::Reader;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+/// The geometry of one view and the buffer behind it.
+template <size_t R>
+struct Geometry {
+  std::array<std::int64_t, R> extents{};
+  std::array<std::int64_t, R> strides{};
+  bool null_data = false;
+  bool unknown_size = false;  // buffer_size = -1 (only for views no mutation touched)
+  std::int64_t shrink = 0;    // buffer_size = allocation - shrink
+  bool mutated = false;
+};
+
+/// Elements a view of this geometry reaches (last offset + 1), or -1 when that is not a small,
+/// well-formed number.
+template <size_t R>
+std::int64_t reach(const Geometry<R>& g) {
+  for (size_t i = 0; i < R; ++i) {
+    if (g.extents[i] < 0 || g.strides[i] < 0) return -1;
+    if (g.extents[i] == 0) return 0;
+  }
+  std::int64_t last = 0;
+  for (size_t i = 0; i < R; ++i) {
+    std::int64_t step = 0;
+    if (!attnref::checked_mul(g.extents[i] - 1, g.strides[i], &step) ||
+        !attnref::checked_add(last, step, &last))
+      return -1;
+  }
+  return last < kMaxElements ? last + 1 : -1;
+}
+
+/// Row-major strides with `pad` extra elements per innermost row (saturating: the validator
+/// reports what overflows).
+template <size_t R>
+std::array<std::int64_t, R> padded_strides(const std::array<std::int64_t, R>& e, std::int64_t pad) {
+  std::array<std::int64_t, R> s{};
+  std::int64_t run = 1;
+  for (size_t i = R; i-- > 0;) {
+    s[i] = run;
+    std::int64_t e_i = 0;
+    if (!attnref::checked_add(std::max<std::int64_t>(e[i], 1), i == R - 1 ? pad : 0, &e_i) ||
+        !attnref::checked_mul(run, e_i, &run))
+      run = std::numeric_limits<std::int64_t>::max();
+  }
+  return s;
+}
+
+/// A heap buffer sized by the geometry (new[]: ASan bounds it exactly) and the view over it.
+template <class T, size_t R>
+struct Buffer {
+  std::unique_ptr<T[]> data;
+  std::int64_t size = 0;
+  TensorView<T, R> view;
+  TensorView<const T, R> cview() const { return view; }
+};
+
+template <class T, size_t R>
+void make_buffer(const Geometry<R>& g, T fill, Buffer<T, R>* b) {
+  const std::int64_t need = reach(g);
+  const std::int64_t alloc = need >= 0 ? std::max<std::int64_t>(need, 1) : 16;
+  b->data.reset(new T[static_cast<size_t>(alloc)]);
+  std::fill(b->data.get(), b->data.get() + alloc, fill);
+  b->size = alloc;
+  std::int64_t size = need >= 0 ? need : alloc;
+  if (g.shrink > 0) size = std::max<std::int64_t>(0, size - g.shrink);
+  if (g.unknown_size && !g.mutated && need >= 0) size = -1;
+  T* p = g.null_data ? nullptr : b->data.get();
+  b->view = TensorView<T, R>(p, g.extents, g.strides, size);
+}
+
+/// Offset of an index tuple in a geometry when it lies inside `alloc` elements, else -1.
+template <size_t R>
+std::int64_t safe_offset(const Geometry<R>& g, const std::array<std::int64_t, R>& idx,
+                         std::int64_t alloc) {
+  std::int64_t off = 0;
+  for (size_t i = 0; i < R; ++i) {
+    if (idx[i] < 0 || idx[i] >= g.extents[i] || g.strides[i] < 0) return -1;
+    std::int64_t step = 0;
+    if (!attnref::checked_mul(idx[i], g.strides[i], &step) ||
+        !attnref::checked_add(off, step, &off))
+      return -1;
+  }
+  return off < alloc ? off : -1;
+}
+
+/// A random mutation of one geometry: an extent or a stride becomes hostile, the buffer shrinks
+/// or the data pointer goes null.
+template <size_t R>
+void mutate(Reader& r, Geometry<R>& g, std::int64_t near) {
+  g.mutated = true;
+  const int field = r.u8() % 6;
+  const size_t dim = static_cast<size_t>(r.u8()) % R;
+  if (field == 4) {
+    g.shrink = r.range(1, 4);
+  } else if (field == 5) {
+    g.null_data = true;
+  } else if (field % 2 == 0) {
+    g.extents[dim] = hostile_int(r, near);
+  } else {
+    g.strides[dim] = hostile_int(r, near);
+  }
+}
+
+/// Executors: serial, a serial one that claims concurrency (items in reverse), a real pool.
+struct ClaimedConcurrency {
+  int c;
+  int concurrency() const noexcept { return c; }
+  template <class Fn>
+  void parallel_for(std::int64_t n, const Fn& fn) const {
+    for (std::int64_t i = n; i-- > 0;) fn(i);
+  }
+};
+
+attnref::ThreadPoolExecutor& pool() {
+  static attnref::ThreadPoolExecutor p(2);
+  return p;
+}
+
+template <class T>
+double as_double(const T& x) {
+  if constexpr (std::is_same<T, double>::value) {
+    return x;
+  } else if constexpr (std::is_same<T, std::int8_t>::value) {
+    return static_cast<double>(x);
+  } else {
+    return static_cast<double>(static_cast<float>(x));
+  }
+}
+
+template <class T>
+constexpr double store_eps() {
+  return std::is_same<T, double>::value  ? 0x1p-52
+         : std::is_same<T, float>::value ? 0x1p-23
+                                         : 0x1p-7;  // half / bfloat16
+}
+
+std::int64_t sat_mul(std::int64_t a, std::int64_t b) {
+  std::int64_t out = 0;
+  return attnref::checked_mul(a, b, &out) ? out : std::numeric_limits<std::int64_t>::max();
+}
+std::int64_t sat_add(std::int64_t a, std::int64_t b) {
+  std::int64_t out = 0;
+  return attnref::checked_add(a, b, &out) ? out : std::numeric_limits<std::int64_t>::max();
+}
+
+template <class Q, class KV, class Index>
+void run_case(Reader& r, attnref_fuzz::Rng& rng) {
+  using Args = attnref::RaggedPagedAttentionArgs<Q, KV, Index>;
+  using Acc = attnref::detail::AccumulatorOf<Q, KV>;
+  constexpr bool kInt8 = std::is_same<KV, std::int8_t>::value;
+
+  // --- a consistent call ---------------------------------------------------------------------
+  const std::int64_t max_seqs = r.range(0, 5);
+  const std::int64_t pps = r.range(0, 6);
+  const bool big_pages = r.chance(20);  // > 128 tokens: the chunked path of the kernel
+  const std::int64_t page_size = big_pages ? r.range(100, 260) : r.range(1, 20);
+  const std::int64_t total_pages = big_pages ? r.range(0, 3) : r.range(0, 10);
+  const std::int64_t hkv = r.range(1, 3);
+  std::int64_t hq = hkv * r.range(1, 5);
+  if (r.chance(16)) hq = r.range(1, 9);  // often not a multiple of hkv
+  const std::int64_t dim = big_pages ? r.range(1, 12) : r.range(1, 40);
+  const std::int64_t capacity = pps * page_size;
+  const std::int64_t n = r.range(0, max_seqs);
+  const int layout = r.u8() % 3;  // padded row-major, head-major in memory, token-major padded
+  const int executor_kind = r.u8() % 3;
+
+  std::vector<std::int64_t> kv_lens(static_cast<size_t>(max_seqs), 0);
+  std::vector<std::int64_t> cu(static_cast<size_t>(max_seqs + 1), 0);
+  const std::int64_t dead = hostile_int(r, total_pages);
+  for (std::int64_t i = 0; i < max_seqs; ++i) {
+    std::int64_t kv_len = 0, q_len = 0;
+    if (i < n && total_pages > 0 && capacity > 0) {
+      // Short inputs run out of bytes (then every read is 0): the seeded rng picks instead.
+      const std::int64_t kv_max = std::min<std::int64_t>(capacity, 300);
+      const std::uint64_t pick = r.empty() ? rng.next() : r.u8();
+      switch (pick % 5) {
+        case 0:
+          kv_len = capacity;
+          break;
+        case 1:
+          kv_len = std::min(capacity, page_size + 1);
+          break;
+        default:
+          kv_len =
+              r.empty()
+                  ? 1 + static_cast<std::int64_t>(rng.next() % static_cast<std::uint64_t>(kv_max))
+                  : r.range(0, kv_max);
+      }
+      const std::int64_t q_max = std::min<std::int64_t>(kv_len, 40);
+      switch ((r.empty() ? rng.next() : r.u8()) % 4) {
+        case 0:
+          q_len = std::min<std::int64_t>(1, q_max);
+          break;  // decode
+        case 1:
+          q_len = q_max;
+          break;  // prefill
+        default:  // chunked prefill
+          q_len =
+              r.empty()
+                  ? static_cast<std::int64_t>(rng.next() % static_cast<std::uint64_t>(q_max + 1))
+                  : r.range(0, q_max);
+      }
+    } else if (i >= n) {
+      kv_len = r.flag() ? dead : r.range(0, 8);  // padding rows: any value
+    }
+    kv_lens[static_cast<size_t>(i)] = kv_len;
+    cu[static_cast<size_t>(i + 1)] =
+        i < n ? cu[static_cast<size_t>(i)] + q_len : (r.flag() ? dead : cu[static_cast<size_t>(i)]);
+  }
+  const std::int64_t live_rows = cu[static_cast<size_t>(n)];
+  const std::int64_t tokens = live_rows + r.range(0, 3);
+  std::vector<std::int64_t> table(static_cast<size_t>(max_seqs * pps), dead);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j * page_size < kv_lens[static_cast<size_t>(i)]; ++j)
+      table[static_cast<size_t>(i * pps + j)] = r.range(0, total_pages - 1);
+  std::int64_t num_seqs = n;
+
+  Geometry<3> q_g;
+  q_g.extents = {tokens, hq, dim};
+  if (r.u8() % 3 == 0) {  // head-major in memory: [Hq, T, D]
+    const std::int64_t row = dim + r.range(0, 2);
+    q_g.strides = {row, std::max<std::int64_t>(tokens, 1) * row, 1};
+  } else {
+    q_g.strides = padded_strides<3>(q_g.extents, r.range(0, 3));
+  }
+  Geometry<4> kv_g;
+  kv_g.extents = {total_pages, page_size, 2 * hkv, dim};
+  if (layout == 1) {  // [2*Hkv, P, S, D] in memory
+    const std::int64_t row = dim + r.range(0, 2);
+    kv_g.strides = {page_size * row, row, std::max<std::int64_t>(total_pages, 1) * page_size * row,
+                    1};
+  } else {
+    kv_g.strides = padded_strides<4>(kv_g.extents, layout == 2 ? r.range(0, 3) : 0);
+  }
+  Geometry<1> len_g, cu_g, ns_g;
+  len_g.extents = {max_seqs};
+  len_g.strides = {r.range(1, 2)};
+  cu_g.extents = {max_seqs + 1};
+  cu_g.strides = {r.range(1, 2)};
+  ns_g.extents = {1};
+  ns_g.strides = {1};
+  Geometry<2> pi_g;
+  pi_g.extents = {max_seqs, pps};
+  pi_g.strides = padded_strides<2>(pi_g.extents, r.range(0, 2));
+  q_g.unknown_size = r.chance(40);
+  kv_g.unknown_size = r.chance(40);
+
+  Args a;
+  const int num_seqs_mode = r.u8() % 8;  // 0..4: view, 5..6: host value, 7: both
+  a.sm_scale = r.chance(200) ? static_cast<float>(r.range(1, 16)) / 8.0f : hostile_real(r);
+  if (r.chance(90)) a.sliding_window = r.chance(180) ? r.range(1, 40) : hostile_int(r, 8);
+  if (r.chance(90))
+    a.soft_cap = r.chance(200) ? static_cast<float>(r.range(1, 40)) : hostile_real(r);
+  if (r.chance(30)) a.mask_value = hostile_real(r);
+  if (kInt8 ? r.chance(230) : r.chance(30)) {
+    a.k_scale = r.chance(220) ? static_cast<float>(r.range(1, 8)) / 64.0f : hostile_real(r);
+    a.v_scale = r.chance(220) ? static_cast<float>(r.range(1, 8)) / 64.0f : hostile_real(r);
+  }
+  if (r.chance(60))
+    a.num_kv_pages_per_block =
+        r.chance(200) ? r.range(1, std::max<std::int64_t>(pps, 1)) : hostile_int(r, pps);
+  if (r.chance(60)) a.num_queries_per_block = r.chance(200) ? r.range(1, 64) : hostile_int(r, 32);
+  if (r.chance(60)) a.vmem_limit_bytes = r.chance(200) ? std::int64_t{1} << 25 : hostile_int(r, 1);
+
+  // --- hostile mutations ---------------------------------------------------------------------
+  const int mutations = r.u8() % 4 == 0 ? static_cast<int>(r.range(1, 3)) : 0;
+  for (int m = 0; m < mutations; ++m) {
+    switch (r.u8() % 18) {
+      case 0:
+        mutate(r, q_g, dim);
+        break;
+      case 1:
+        mutate(r, kv_g, page_size);
+        break;
+      case 2:
+        mutate(r, len_g, max_seqs);
+        break;
+      case 3:
+        mutate(r, pi_g, pps);
+        break;
+      case 4:
+        mutate(r, cu_g, max_seqs + 1);
+        break;
+      case 5:
+        mutate(r, ns_g, 1);
+        break;
+      case 6:
+      case 7:
+        if (!kv_lens.empty())
+          kv_lens[static_cast<size_t>(r.range(0, max_seqs - 1))] = hostile_int(r, capacity);
+        break;
+      case 8:
+      case 9: {  // decreasing, negative, past the token buffer
+        const size_t i = static_cast<size_t>(r.range(0, max_seqs));
+        cu[i] = r.flag() ? sat_add(std::max(cu[i], -(std::int64_t{1} << 62)), -r.range(1, 3))
+                         : hostile_int(r, tokens);
+        break;
+      }
+      case 10:
+      case 11:
+        if (!table.empty())
+          table[static_cast<size_t>(r.range(0, max_seqs * pps - 1))] =
+              r.flag() ? hostile_int(r, total_pages) : (r.flag() ? -1 : total_pages);
+        break;
+      case 12:
+        num_seqs = hostile_int(r, max_seqs);
+        break;
+      case 13:
+        a.sm_scale = hostile_real(r);
+        break;
+      case 14:
+        a.soft_cap = hostile_real(r);
+        break;
+      case 15:
+        a.sliding_window = hostile_int(r, 4);
+        break;
+      case 16:
+        (r.flag() ? a.k_scale : a.v_scale) = hostile_real(r);
+        break;
+      default:
+        a.mask_value = hostile_real(r);
+        break;
+    }
+  }
+
+  // --- buffers -------------------------------------------------------------------------------
+  Buffer<Q, 3> q;
+  make_buffer(q_g, static_cast<Q>(kNaN), &q);
+  KV kv_poison{};
+  if constexpr (kInt8)
+    kv_poison = KV(127);
+  else
+    kv_poison = static_cast<KV>(kNaN);
+  Buffer<KV, 4> kv;
+  make_buffer(kv_g, kv_poison, &kv);
+  auto narrow = [](std::int64_t x) {
+    constexpr std::int64_t lo = std::numeric_limits<Index>::min();
+    constexpr std::int64_t hi = std::numeric_limits<Index>::max();
+    return static_cast<Index>(x < lo ? lo : x > hi ? hi : x);
+  };
+  // Index values go in through the geometry the harness built, bounded by the allocation: a
+  // mutated view may then show the validator anything (that is the point).
+  Buffer<Index, 1> len_b, cu_b, ns_b;
+  Buffer<Index, 2> pi_b;
+  make_buffer(len_g, narrow(dead), &len_b);
+  make_buffer(cu_g, narrow(dead), &cu_b);
+  make_buffer(ns_g, narrow(dead), &ns_b);
+  make_buffer(pi_g, narrow(dead), &pi_b);
+  for (std::int64_t i = 0; i <= max_seqs; ++i) {
+    const std::int64_t o = safe_offset(cu_g, {i}, cu_b.size);
+    if (o >= 0) cu_b.data[static_cast<size_t>(o)] = narrow(cu[static_cast<size_t>(i)]);
+  }
+  for (std::int64_t i = 0; i < max_seqs; ++i) {
+    const std::int64_t o = safe_offset(len_g, {i}, len_b.size);
+    if (o >= 0) len_b.data[static_cast<size_t>(o)] = narrow(kv_lens[static_cast<size_t>(i)]);
+    for (std::int64_t j = 0; j < pps; ++j) {
+      const std::int64_t p = safe_offset(pi_g, {i, j}, pi_b.size);
+      if (p >= 0)
+        pi_b.data[static_cast<size_t>(p)] = narrow(table[static_cast<size_t>(i * pps + j)]);
+    }
+  }
+  {
+    const std::int64_t o = safe_offset(ns_g, {0}, ns_b.size);
+    if (o >= 0) ns_b.data[static_cast<size_t>(o)] = narrow(num_seqs);
+  }
+  a.q = q.cview();
+  a.kv_pages = kv.cview();
+  a.kv_lens = len_b.cview();
+  a.page_indices = pi_b.cview();
+  a.cu_q_lens = cu_b.cview();
+  if (num_seqs_mode <= 4 || num_seqs_mode == 7) a.num_seqs = ns_b.cview();
+  if (num_seqs_mode >= 5) a.num_seqs_value = num_seqs;
+
+  // --- validate ------------------------------------------------------------------------------
+  // A stride-0 page table of 2^62 columns lets a hostile kv_len pass R16; the metadata tier
+  // then reads kv_len / page_size entries, as documented (O(live pages)). That is the
+  // caller's cost, not a hang to report.
+  if (pi_g.extents[1] > (std::int64_t{1} << 20) && pi_g.strides[1] == 0) return;
+  const Status jax = attnref::check_ragged(a, Profile::kJax);
+  const Status ref = attnref::check_ragged(a, Profile::kReference);
+  attnref_fuzz::check_error_renders(jax);
+  attnref_fuzz::check_error_renders(ref);
+  ATTNREF_FUZZ_CHECK(!jax.ok() || ref.ok(),
+                     "jax profile accepted what reference rejected: " + ref.to_string());
+  if (std::getenv("ATTNREF_FUZZ_VERBOSE") != nullptr)
+    std::fprintf(stderr, "status: %s\n", attnref::error_code_name(ref.code()));
+  const bool throwing = r.chance(40);
+
+  // try_* (or the throwing entry point) with the fuzz-chosen executor.
+  auto run_kernel = [&](TensorView<Q, 3> out) -> Status {
+    auto call = [&](auto&& exec) -> Status {
+      if (!throwing) return attnref::try_ragged_paged_attention(a, out, exec);
+      try {
+        attnref::ragged_paged_attention(a, out, exec);
+      } catch (const attnref::ShapeError& e) {
+        return e.status();
+      }
+      return Status();
+    };
+    switch (executor_kind) {
+      case 0:
+        return call(attnref::SerialExecutor{});
+      case 1:
+        return call(ClaimedConcurrency{static_cast<int>(1 + rng.next() % 8)});
+      default:
+        return call(pool());
+    }
+  };
+
+  if (!ref.ok()) {
+    // The kernel must report the same error and not touch out.
+    Q sentinel = static_cast<Q>(1.5f);
+    const Status s = run_kernel(TensorView<Q, 3>(&sentinel, a.q.extents, {0, 0, 0}, 1));
+    attnref_fuzz::check_error_renders(s);
+    ATTNREF_FUZZ_CHECK(s.code() == ref.code(),
+                       "kernel: " + s.to_string() + " vs " + ref.to_string());
+    ATTNREF_FUZZ_CHECK(sentinel == static_cast<Q>(1.5f), "out written on error");
+    return;
+  }
+
+  // --- bounded work --------------------------------------------------------------------------
+  // Stride-0 views can describe far more than their buffers hold; the harness only runs what
+  // it can compare in well under a second.
+  const std::int64_t T = a.max_num_batched_tokens(), HQ = a.num_q_heads(), D = a.head_dim();
+  const std::int64_t S = a.page_size(), HKV = a.num_kv_heads(), N = a.num_seqs_count();
+  const std::int64_t G = HQ / HKV;
+  const std::int64_t rows = a.cu_q_lens(N);
+  if (N > 64 || D > 4096) return;
+  std::int64_t work = sat_mul(sat_mul(T, HQ), D);
+  for (std::int64_t i = 0; i < N; ++i) {
+    const std::int64_t q_len = a.cu_q_lens(i + 1) - a.cu_q_lens(i);
+    const std::int64_t kv_len = a.kv_lens(i);
+    work =
+        sat_add(work, sat_mul(sat_mul(sat_add(q_len, 1), sat_add(kv_len, 1)), sat_mul(HQ, D + 1)));
+    work = sat_add(work, sat_mul(kv_len, sat_mul(2 * HKV, D)));
+  }
+  if (work > (std::int64_t{1} << 21)) return;
+
+  // --- data: finite values in the live region only --------------------------------------------
+  for (std::int64_t t = 0; t < rows; ++t)
+    for (std::int64_t h = 0; h < HQ; ++h)
+      for (std::int64_t d = 0; d < D; ++d) q.view(t, h, d) = static_cast<Q>(rng.small());
+  const bool scaled_int8 = kInt8 && a.k_scale && a.v_scale;
+  auto kv_value = [&]() -> KV {
+    if constexpr (kInt8) {
+      return static_cast<KV>(scaled_int8 ? static_cast<int>(rng.next() % 255) - 127
+                                         : static_cast<int>(rng.next() % 33) - 16);
+    } else {
+      return static_cast<KV>(rng.small());
+    }
+  };
+  for (std::int64_t i = 0; i < N; ++i)
+    for (std::int64_t t = 0; t < a.kv_lens(i); ++t) {
+      const std::int64_t page = a.page_indices(i, t / S);
+      for (std::int64_t c = 0; c < 2 * HKV; ++c)
+        for (std::int64_t d = 0; d < D; ++d) kv.view(page, t % S, c, d) = kv_value();
+    }
+  const Status data_ok = attnref::check_ragged_data(a);
+  attnref_fuzz::check_error_renders(data_ok);
+  ATTNREF_FUZZ_CHECK(data_ok.ok(),
+                     "data tier rejected NaN outside the live region: " + data_ok.to_string());
+  bool poisoned = false;
+  if (r.chance(25)) {  // NaN or Inf inside the live region: the data tier must see it
+    const float bad = r.flag() ? kNaN : std::numeric_limits<float>::infinity();
+    if (rows > 0 && r.flag()) {
+      q.view(r.range(0, rows - 1), r.range(0, HQ - 1), r.range(0, D - 1)) = static_cast<Q>(bad);
+      poisoned = true;
+    } else if constexpr (!kInt8) {
+      for (std::int64_t i = 0; i < N && !poisoned; ++i) {
+        if (a.kv_lens(i) == 0) continue;
+        const std::int64_t t = r.range(0, a.kv_lens(i) - 1);
+        kv.view(a.page_indices(i, t / S), t % S, r.range(0, 2 * HKV - 1), r.range(0, D - 1)) =
+            static_cast<KV>(bad);
+        poisoned = true;
+      }
+    }
+    if (poisoned) {
+      const Status s = attnref::check_ragged_data(a);
+      ATTNREF_FUZZ_CHECK(s.code() == ErrorCode::kNonFiniteData,
+                         "data tier missed a NaN/Inf: " + s.to_string());
+      attnref_fuzz::check_error_renders(s);
+    }
+  }
+
+  // --- output buffer, sized from the validated q ----------------------------------------------
+  Geometry<3> out_g;
+  out_g.extents = a.q.extents;
+  out_g.strides = padded_strides<3>(out_g.extents, r.range(0, 2));
+  if (r.chance(20)) {
+    const int f = r.u8() % 5;
+    if (f == 0)
+      out_g.extents[r.u8() % 3] = hostile_int(r, D);
+    else if (f == 1)
+      out_g.strides[r.u8() % 3] = hostile_int(r, D);
+    else if (f == 2)
+      out_g.strides[r.u8() % 3] = 0;  // overlapping rows
+    else if (f == 3)
+      out_g.shrink = r.range(1, 3);
+    else
+      out_g.null_data = true;
+    out_g.mutated = true;
+  }
+  if (std::getenv("ATTNREF_FUZZ_VERBOSE") != nullptr) {
+    std::fprintf(stderr,
+                 "T=%lld Hq=%lld Hkv=%lld D=%lld S=%lld P=%lld pps=%lld n=%lld window=%lld cap=%g "
+                 "scale=%g exec=%d\n",
+                 static_cast<long long>(T), static_cast<long long>(HQ), static_cast<long long>(HKV),
+                 static_cast<long long>(D), static_cast<long long>(S),
+                 static_cast<long long>(a.total_pages()), static_cast<long long>(a.pages_per_seq()),
+                 static_cast<long long>(N), static_cast<long long>(a.sliding_window.value_or(0)),
+                 static_cast<double>(a.soft_cap.value_or(0.0f)), static_cast<double>(a.sm_scale),
+                 executor_kind);
+    for (std::int64_t i = 0; i < N; ++i)
+      std::fprintf(stderr, "seq %lld: rows [%lld, %lld) kv_len %lld\n", static_cast<long long>(i),
+                   static_cast<long long>(a.cu_q_lens(i)),
+                   static_cast<long long>(a.cu_q_lens(i + 1)),
+                   static_cast<long long>(a.kv_lens(i)));
+  }
+  Buffer<Q, 3> out;
+  make_buffer(out_g, static_cast<Q>(kNaN), &out);
+  const std::vector<Q> before(out.data.get(), out.data.get() + out.size);
+  Status expected;
+  if (out.view.extents != a.q.extents) {
+    expected = Status(ErrorCode::kShapeMismatch, "", "shape", "");
+  } else {
+    expected = attnref::check_output_view(out.view, "out");
+  }
+  const Status s = run_kernel(out.view);
+  attnref_fuzz::check_error_renders(s);
+  ATTNREF_FUZZ_CHECK(s.code() == expected.code(),
+                     "kernel vs output check: " + s.to_string() + " vs " + expected.to_string());
+  if (!s.ok()) {
+    ATTNREF_FUZZ_CHECK(
+        std::equal(before.begin(), before.end(), out.data.get(),
+                   [](const Q& x, const Q& y) { return std::memcmp(&x, &y, sizeof(Q)) == 0; }),
+        "out written on error");
+    return;
+  }
+  if (poisoned) return;  // NaN in, NaN out: nothing more to compare
+
+  // --- float64 reference (spec §4.4) ------------------------------------------------------------
+  // Dequantization as the spec writes it: q_dtype(f32(k) * k_scale) (f64 for double q).
+  auto dequant = [&](const KV& x, const std::optional<float>& scale) -> double {
+    if (!scale) return as_double(x);
+    if constexpr (std::is_same<Q, double>::value) {
+      return as_double(x) * static_cast<double>(*scale);
+    } else {
+      return as_double(static_cast<Q>(static_cast<float>(as_double(x)) * *scale));
+    }
+  };
+  constexpr double kEps = std::is_same<Acc, double>::value ? 0x1p-52 : 0x1p-23;
+  const double tol_base = (std::is_same<Acc, double>::value ? 1e-10 : 1e-4) + 2.0 * store_eps<Q>();
+  for (std::int64_t t = rows; t < T; ++t)
+    for (std::int64_t h = 0; h < HQ; ++h)
+      for (std::int64_t d = 0; d < D; ++d)
+        ATTNREF_FUZZ_CHECK(as_double(out.view(t, h, d)) == 0.0,
+                           "padding row not zero: t=" + std::to_string(t));
+  for (std::int64_t i = 0; i < N; ++i) {
+    const std::int64_t row0 = a.cu_q_lens(i), q_len = a.cu_q_lens(i + 1) - row0;
+    const std::int64_t kv_len = a.kv_lens(i);
+    for (std::int64_t r_ = 0; r_ < q_len; ++r_) {
+      const std::int64_t pos = kv_len - q_len + r_;
+      std::int64_t c_lo = 0;
+      if (a.sliding_window && pos - *a.sliding_window + 1 > 0) c_lo = pos - *a.sliding_window + 1;
+      for (std::int64_t qh = 0; qh < HQ; ++qh) {
+        const std::int64_t h = qh / G;
+        std::vector<double> x;
+        double mx = -std::numeric_limits<double>::infinity(), mag = 0.0;
+        for (std::int64_t c = c_lo; c <= pos; ++c) {
+          const std::int64_t page = a.page_indices(i, c / S);
+          double dot = 0.0, m = 0.0;
+          for (std::int64_t d = 0; d < D; ++d) {
+            const double term = as_double(a.q(row0 + r_, qh, d)) *
+                                dequant(a.kv_pages(page, c % S, 2 * h, d), a.k_scale);
+            dot += term;
+            m += std::fabs(term);
+          }
+          double xv = static_cast<double>(a.sm_scale) * dot;
+          mag = std::max(mag, std::fabs(static_cast<double>(a.sm_scale)) * m);
+          if (!std::isfinite(m)) mag = std::numeric_limits<double>::infinity();  // inf or 0 * inf
+          if (a.soft_cap)
+            xv =
+                static_cast<double>(*a.soft_cap) * std::tanh(xv / static_cast<double>(*a.soft_cap));
+          x.push_back(xv);
+          mx = std::max(mx, xv);
+        }
+        double sum = 0.0;
+        for (double& xv : x) sum += (xv = std::exp(xv - mx));
+        // Scores (or scaled V) past the accumulator's range overflow in the kernel, as in
+        // JAX's f32 kernel (a huge k_scale / v_scale is finite, hence valid): only "no crash"
+        // is asked of those.
+        double vmax = 0.0;
+        for (std::int64_t c = c_lo; c <= pos; ++c)
+          for (std::int64_t d = 0; d < D; ++d)
+            vmax = std::max(
+                vmax, std::fabs(dequant(a.kv_pages(a.page_indices(i, c / S), c % S, 2 * h + 1, d),
+                                        a.v_scale)));
+        if (!(mag <= 1e30) || !(vmax <= 1e30)) continue;
+        const double delta = mag * kEps * static_cast<double>(D + 4);
+        for (std::int64_t d = 0; d < D; ++d) {
+          double o = 0.0, lo = 0.0, hi = 0.0;
+          for (std::int64_t c = c_lo; c <= pos; ++c) {
+            const double vv =
+                dequant(a.kv_pages(a.page_indices(i, c / S), c % S, 2 * h + 1, d), a.v_scale);
+            o += x[static_cast<size_t>(c - c_lo)] * vv;
+            lo = c == c_lo ? vv : std::min(lo, vv);
+            hi = c == c_lo ? vv : std::max(hi, vv);
+          }
+          const double want = o / sum;
+          const double got = as_double(out.view(row0 + r_, qh, d));
+          const std::string where = "seq " + std::to_string(i) + " row " + std::to_string(r_) +
+                                    " qh " + std::to_string(qh) + " d " + std::to_string(d) +
+                                    " got " + std::to_string(got) + " want " + std::to_string(want);
+          ATTNREF_FUZZ_CHECK(std::isfinite(got), "non-finite output for finite inputs: " + where);
+          const double span = std::max(std::fabs(lo), std::fabs(hi));
+          const double slack = tol_base * (1.0 + span);
+          ATTNREF_FUZZ_CHECK(got >= lo - slack && got <= hi + slack,
+                             "output outside the range of V: " + where);
+          if (delta < 1e-2)
+            ATTNREF_FUZZ_CHECK(std::fabs(got - want) <= (tol_base + 4.0 * delta) * (1.0 + span),
+                               "output differs from float64: " + where);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  Reader r(data, size);
+  const std::uint8_t kind = r.u8();
+  attnref_fuzz::Rng rng(r.u64());
+  switch (kind % 6) {
+    case 0:
+      run_case<float, float, std::int32_t>(r, rng);
+      break;
+    case 1:
+      run_case<float, float, std::int64_t>(r, rng);
+      break;
+    case 2:
+      run_case<float, Eigen::bfloat16, std::int32_t>(r, rng);
+      break;
+    case 3:
+      run_case<float, std::int8_t, std::int32_t>(r, rng);
+      break;
+    case 4:
+      run_case<double, double, std::int64_t>(r, rng);
+      break;
+    default:
+      run_case<Eigen::bfloat16, Eigen::bfloat16, std::int32_t>(r, rng);
+      break;
+  }
+  return 0;
+}

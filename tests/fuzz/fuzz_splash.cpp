@@ -1,0 +1,1126 @@
+// SPDX-License-Identifier: Apache-2.0
+// libFuzzer harness of the splash family: fuzz bytes become a splash-attention call (head counts
+// with GQA, MQA and non-divisible counts, sequence lengths, head dims, strided layouts, segment
+// ids, sinks, block sizes forward and backward, sharding, soft cap / scale / mask value) and a
+// mask (full, causal, local window, chunked causal, dense bool view, predicate, & and |, one per
+// head), sometimes made hostile by a few mutations (extents, strides, buffer sizes, null data,
+// mask parameters and shapes, block sizes, options).
+//
+// Every buffer the harness allocates holds exactly the elements its view's `buffer_size` claims
+// (so AddressSanitizer sees any read past it) and at most 2^20 elements. Data is written only
+// through views the validator accepted; padding between rows holds NaN.
+//
+// Invariants:
+//  - check_splash / check_splash_backward: kJax ok implies kReference ok (kJax only adds checks);
+//  - splash_attention, splash_forward (MaskInfo) and splash_attention_backward throw a ShapeError
+//    with exactly the code of the first failing check (validator, MaskInfo build, output views)
+//    and leave every output untouched on error;
+//  - on success out, logsumexp, dq, dk, dv and dsinks are finite (where the scores fit in the
+//    accumulator type) and equal, within the dtype's tolerance, to a plain float64 forward and
+//    backward written here from spec §2.5/§2.6;
+//  - every error renders (code name, message, hint).
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <attnref/kernels/splash_attention.hpp>
+#include <attnref/masks/mask.hpp>
+#include <attnref/masks/mask_info.hpp>
+#include <attnref/validate/splash.hpp>
+
+#include "fuzz_common.hpp"
+
+namespace {
+
+using attnref::ErrorCode;
+using attnref::Profile;
+using attnref::Status;
+using attnref::TensorView;
+using attnref_fuzz::hostile_int;
+using attnref_fuzz::hostile_real;
+using attnref_fuzz::kMaxElements;
+using attnref_fuzz::Reader;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+/// The geometry of one view and the buffer behind it.
+template <size_t R>
+struct Geometry {
+  std::array<std::int64_t, R> extents{};
+  std::array<std::int64_t, R> strides{};
+  bool null_data = false;
+  bool unknown_size = false;  // buffer_size = -1 (only for views no mutation touched)
+  std::int64_t shrink = 0;    // buffer_size = allocation - shrink
+  bool mutated = false;
+};
+
+/// Elements a view of this geometry reaches (last offset + 1), or -1 when that is not a small,
+/// well-formed number.
+template <size_t R>
+std::int64_t reach(const Geometry<R>& g) {
+  for (size_t i = 0; i < R; ++i) {
+    if (g.extents[i] < 0 || g.strides[i] < 0) return -1;
+    if (g.extents[i] == 0) return 0;
+  }
+  std::int64_t last = 0;
+  for (size_t i = 0; i < R; ++i) {
+    std::int64_t step = 0;
+    if (!attnref::checked_mul(g.extents[i] - 1, g.strides[i], &step) ||
+        !attnref::checked_add(last, step, &last))
+      return -1;
+  }
+  return last < kMaxElements ? last + 1 : -1;
+}
+
+/// Row-major strides with `pad` extra elements per innermost row (saturating: the validator
+/// reports what overflows).
+template <size_t R>
+std::array<std::int64_t, R> padded_strides(const std::array<std::int64_t, R>& e, std::int64_t pad) {
+  std::array<std::int64_t, R> s{};
+  std::int64_t run = 1;
+  for (size_t i = R; i-- > 0;) {
+    s[i] = run;
+    std::int64_t e_i = 0;
+    if (!attnref::checked_add(std::max<std::int64_t>(e[i], 1), i == R - 1 ? pad : 0, &e_i) ||
+        !attnref::checked_mul(run, e_i, &run))
+      run = std::numeric_limits<std::int64_t>::max();
+  }
+  return s;
+}
+
+/// A heap buffer (new[], so ASan bounds it exactly; std::vector<bool> has no bool*) and a view.
+template <class T, size_t R>
+struct Buffer {
+  std::unique_ptr<T[]> data;
+  std::int64_t size = 0;
+  TensorView<T, R> view;
+  TensorView<const T, R> cview() const { return view; }
+};
+
+template <class T, size_t R>
+void make_buffer(const Geometry<R>& g, T fill, Buffer<T, R>* b) {
+  const std::int64_t need = reach(g);
+  const std::int64_t alloc = need >= 0 ? std::max<std::int64_t>(need, 1) : 16;
+  b->data.reset(new T[static_cast<size_t>(alloc)]);
+  std::fill(b->data.get(), b->data.get() + alloc, fill);
+  b->size = alloc;
+  std::int64_t size = need >= 0 ? need : alloc;
+  if (g.shrink > 0) size = std::max<std::int64_t>(0, size - g.shrink);
+  if (g.unknown_size && !g.mutated && need >= 0) size = -1;
+  T* p = g.null_data ? nullptr : b->data.get();
+  b->view = TensorView<T, R>(p, g.extents, g.strides, size);
+}
+
+/// A random mutation of one geometry: an extent or a stride becomes hostile, the buffer shrinks
+/// or the data pointer goes null.
+template <size_t R>
+void mutate(Reader& r, Geometry<R>& g, std::int64_t near) {
+  g.mutated = true;
+  const int field = r.u8() % 6;
+  const size_t dim = static_cast<size_t>(r.u8()) % R;
+  if (field == 4) {
+    g.shrink = r.range(1, 4);
+  } else if (field == 5) {
+    g.null_data = true;
+  } else if (field % 2 == 0) {
+    g.extents[dim] = hostile_int(r, near);
+  } else {
+    g.strides[dim] = hostile_int(r, near);
+  }
+}
+
+/// A [H, S, D] layout: row-major with padding, or sequence-major ([S, H, D] in memory).
+Geometry<3> layout3(Reader& r, std::int64_t h, std::int64_t s, std::int64_t d) {
+  Geometry<3> g;
+  g.extents = {h, s, d};
+  if (r.u8() % 3 == 0) {
+    const std::int64_t row = d + r.range(0, 2);
+    g.strides = {row, std::max<std::int64_t>(h, 1) * row, 1};
+  } else {
+    g.strides = padded_strides<3>(g.extents, r.range(0, 3));
+  }
+  return g;
+}
+
+// --- masks --------------------------------------------------------------------------------
+
+enum MaskKind : int {
+  kFull,
+  kCausal,
+  kLocal,
+  kChunked,
+  kDense,
+  kPredicate,
+  kAnd,
+  kOr,
+  kNumSimpleKinds = kPredicate + 1,
+};
+
+/// A mask as the harness sees it: parameters plus an independent evaluation (128-bit arithmetic,
+/// so hostile offsets never overflow here).
+struct MaskSpec {
+  int kind = kFull;
+  attnref::MaskShape shape{};
+  std::int64_t offset = 0;
+  std::optional<std::int64_t> left, right;
+  std::int64_t chunk = 1;
+  std::int64_t shard_count = 1;
+  std::int64_t modulus = 2;  // predicate: (q * 3 + kv) % modulus != 0
+  std::shared_ptr<Buffer<bool, 2>> dense;
+  Geometry<2> dense_geometry;
+  std::vector<MaskSpec> children;  // And / Or: two of them
+  bool empty_any = false;          // an AnyMask holding nothing (MultiHeadMask heads only)
+
+  bool allows(std::int64_t q, std::int64_t kv) const {
+    using I = __int128;
+    switch (kind) {
+      case kFull:
+        return true;
+      case kCausal:
+        return I{q} + offset >= I{kv};
+      case kLocal:
+        return (!left || I{q} + offset - *left <= I{kv}) &&
+               (!right || I{q} + offset + *right >= I{kv});
+      case kChunked:
+        return q / chunk == kv / chunk && q >= kv;
+      case kDense: {
+        const auto& g = dense_geometry;
+        return dense->data[static_cast<size_t>(q * g.strides[0] + kv * g.strides[1])];
+      }
+      case kPredicate:
+        return (q * 3 + kv) % modulus != 0;
+      case kAnd:
+        return children[0].allows(q, kv) && children[1].allows(q, kv);
+      default:
+        return children[0].allows(q, kv) || children[1].allows(q, kv);
+    }
+  }
+};
+
+struct Predicate {
+  std::int64_t modulus;
+  bool operator()(std::int64_t q, std::int64_t kv) const { return (q * 3 + kv) % modulus != 0; }
+};
+
+/// A mask spec of a simple kind, shape (sq, skv) unless mutated, parameters sometimes hostile.
+MaskSpec make_simple_spec(Reader& r, attnref_fuzz::Rng& rng, int kind, std::int64_t sq,
+                          std::int64_t skv) {
+  MaskSpec m;
+  m.kind = kind;
+  m.shape = {sq, skv};
+  if (r.chance(12)) m.shape[r.u8() % 2] = hostile_int(r, r.flag() ? sq : skv);
+  if (r.chance(12))
+    m.shard_count = hostile_int(r, 2);
+  else if (r.chance(30))
+    m.shard_count = r.range(1, 3);
+  const bool hostile = r.chance(40);
+  switch (kind) {
+    case kCausal:
+      m.offset = hostile ? hostile_int(r, skv - sq) : r.range(-6, 6);
+      break;
+    case kLocal:
+      m.offset = hostile ? hostile_int(r, skv - sq) : r.range(-4, 4);
+      if (r.u8() % 4 != 0) m.left = hostile ? hostile_int(r, 4) : r.range(0, 8);
+      if (r.u8() % 4 != 0) m.right = hostile && r.flag() ? hostile_int(r, 4) : r.range(0, 8);
+      break;
+    case kChunked:
+      m.chunk = hostile ? hostile_int(r, 4) : r.range(1, 8);
+      break;
+    case kDense: {
+      Geometry<2>& g = m.dense_geometry;
+      g.extents = m.shape;
+      g.strides = padded_strides<2>(g.extents, r.range(0, 2));
+      if (r.chance(24)) mutate(r, g, skv);
+      m.dense = std::make_shared<Buffer<bool, 2>>();
+      make_buffer(g, false, m.dense.get());
+      const int density = static_cast<int>(r.range(0, 4));  // 0: none allowed .. 4: all
+      for (std::int64_t i = 0; i < m.dense->size; ++i)
+        m.dense->data[static_cast<size_t>(i)] = static_cast<int>(rng.next() % 4) < density;
+      break;
+    }
+    case kPredicate:
+      m.modulus = r.range(1, 5);
+      break;
+    default:
+      break;
+  }
+  return m;
+}
+
+attnref::AnyMask to_any(const MaskSpec& m);
+
+template <class Fn>
+auto with_simple_mask(const MaskSpec& m, Fn&& fn) {
+  switch (m.kind) {
+    case kFull:
+      return fn(attnref::FullMask(m.shape));
+    case kCausal:
+      return fn(attnref::CausalMask(m.shape, m.offset, m.shard_count));
+    case kLocal:
+      return fn(attnref::LocalMask(m.shape, m.left, m.right, m.offset, m.shard_count));
+    case kChunked:
+      return fn(attnref::ChunkedCausalMask(m.shape, m.chunk, m.shard_count));
+    case kDense:
+      return fn(attnref::DenseMask(m.dense->cview()));
+    case kPredicate:
+      return fn(attnref::make_predicate_mask(m.shape, Predicate{m.modulus}));
+    case kAnd:
+      return fn(attnref::AndMask<attnref::AnyMask, attnref::AnyMask>(to_any(m.children[0]),
+                                                                     to_any(m.children[1]), true));
+    default:
+      return fn(attnref::OrMask<attnref::AnyMask, attnref::AnyMask>(to_any(m.children[0]),
+                                                                    to_any(m.children[1]), false));
+  }
+}
+
+attnref::AnyMask to_any(const MaskSpec& m) {
+  if (m.empty_any) return attnref::AnyMask();
+  return with_simple_mask(m, [](auto mask) { return attnref::AnyMask(std::move(mask)); });
+}
+
+/// A single-head spec of any kind; And / Or combine two simple ones.
+MaskSpec make_spec(Reader& r, attnref_fuzz::Rng& rng, std::int64_t sq, std::int64_t skv) {
+  const int kind = r.u8() % (kOr + 1);
+  if (kind != kAnd && kind != kOr) return make_simple_spec(r, rng, kind, sq, skv);
+  MaskSpec m;
+  m.kind = kind;
+  m.children.push_back(make_simple_spec(r, rng, r.u8() % kNumSimpleKinds, sq, skv));
+  m.children.push_back(make_simple_spec(r, rng, r.u8() % kNumSimpleKinds, sq, skv));
+  m.shape =
+      m.children[0].kind == kDense ? m.children[0].dense_geometry.extents : m.children[0].shape;
+  return m;
+}
+
+// --- float64 reference (spec §2.5, §2.6) ------------------------------------------------------
+
+/// Dense float64 copies of the live inputs plus the mask, and the results.
+struct Problem {
+  std::int64_t hq = 0, hkv = 1, sq = 0, skv = 0, dqk = 0, dv = 0;
+  std::vector<double> q, k, v, sinks;
+  std::vector<std::int32_t> q_seg, kv_seg;
+  std::optional<double> soft_cap;
+  double scale = 1.0;
+  const std::vector<MaskSpec>* heads = nullptr;  // 1 (shared) or hq masks
+
+  std::int64_t kv_head(std::int64_t h) const { return h / (hq / hkv); }
+  bool allowed(std::int64_t h, std::int64_t r, std::int64_t t) const {
+    if (!q_seg.empty() && q_seg[static_cast<size_t>(r)] != kv_seg[static_cast<size_t>(t)])
+      return false;
+    const auto& hs = *heads;
+    return hs[hs.size() == 1 ? 0 : static_cast<size_t>(h)].allows(r, t);
+  }
+  double Q(std::int64_t h, std::int64_t r, std::int64_t d) const {
+    return q[static_cast<size_t>((h * sq + r) * dqk + d)];
+  }
+  double K(std::int64_t h, std::int64_t t, std::int64_t d) const {
+    return k[static_cast<size_t>((h * skv + t) * dqk + d)];
+  }
+  double V(std::int64_t h, std::int64_t t, std::int64_t d) const {
+    return v[static_cast<size_t>((h * skv + t) * dv + d)];
+  }
+  /// Uncapped logit sm_scale * q.k and its sum of absolute terms (the rounding scale).
+  double raw_logit(std::int64_t h, std::int64_t r, std::int64_t t, double* mag) const {
+    double x = 0.0, m = 0.0;
+    for (std::int64_t e = 0; e < dqk; ++e) {
+      x += Q(h, r, e) * K(kv_head(h), t, e);
+      m += std::fabs(Q(h, r, e) * K(kv_head(h), t, e));
+    }
+    *mag = std::fabs(scale) * m;
+    return scale * x;
+  }
+  double cap(double x, double* th) const {
+    if (!soft_cap) return x;
+    *th = std::tanh(x / *soft_cap);
+    return *soft_cap * *th;
+  }
+};
+
+struct Reference {
+  std::vector<double> out, lse;  // forward
+  std::vector<double> lo, hi;    // per (h, r, d): range of the values averaged (sink: 0)
+  std::vector<double> dq, dk, dv, dsinks;
+  std::vector<double> dq_mag, dk_mag, dv_mag, dsinks_mag;  // sums of absolute terms
+  double max_logit_mag = 0.0;  // largest sum |sm_scale * q_e * k_e| over allowed pairs
+};
+
+void reference_forward(const Problem& p, Reference* f) {
+  f->out.assign(static_cast<size_t>(p.hq * p.sq * p.dv), 0.0);
+  f->lo.assign(f->out.size(), 0.0);
+  f->hi.assign(f->out.size(), 0.0);
+  f->lse.assign(static_cast<size_t>(p.hq * p.sq), -kInf);
+  std::vector<double> x(static_cast<size_t>(p.skv));
+  for (std::int64_t h = 0; h < p.hq; ++h) {
+    for (std::int64_t r = 0; r < p.sq; ++r) {
+      double m = p.sinks.empty() ? -kInf : p.sinks[static_cast<size_t>(h)];
+      bool any = false;
+      for (std::int64_t t = 0; t < p.skv; ++t) {
+        if (!p.allowed(h, r, t)) continue;
+        double mag = 0.0, th = 0.0;
+        x[static_cast<size_t>(t)] = p.cap(p.raw_logit(h, r, t, &mag), &th);
+        f->max_logit_mag = std::max(f->max_logit_mag, mag);
+        m = std::max(m, x[static_cast<size_t>(t)]);
+        any = true;
+      }
+      if (!any && p.sinks.empty()) continue;  // no allowed key: out 0, lse -inf
+      double l = p.sinks.empty() ? 0.0 : std::exp(p.sinks[static_cast<size_t>(h)] - m);
+      for (std::int64_t t = 0; t < p.skv; ++t)
+        if (p.allowed(h, r, t)) l += std::exp(x[static_cast<size_t>(t)] - m);
+      const size_t row = static_cast<size_t>((h * p.sq + r) * p.dv);
+      bool first = p.sinks.empty();
+      for (std::int64_t t = 0; t < p.skv; ++t) {
+        if (!p.allowed(h, r, t)) continue;
+        const double w = std::exp(x[static_cast<size_t>(t)] - m) / l;
+        for (std::int64_t d = 0; d < p.dv; ++d) {
+          const double vv = p.V(p.kv_head(h), t, d);
+          f->out[row + static_cast<size_t>(d)] += w * vv;
+          double& lo = f->lo[row + static_cast<size_t>(d)];
+          double& hi = f->hi[row + static_cast<size_t>(d)];
+          lo = first ? vv : std::min(lo, vv);
+          hi = first ? vv : std::max(hi, vv);
+        }
+        first = false;
+      }
+      f->lse[static_cast<size_t>(h * p.sq + r)] = m + std::log(l);
+    }
+  }
+}
+
+/// Gradients of sum(out * dout) from the dense formulas, with `out` the kernel's own output (the
+/// flash form di = sum o * dO uses it, as the kernel does) and lse the float64 one.
+void reference_backward(const Problem& p, const std::vector<double>& out,
+                        const std::vector<double>& dout, Reference* f) {
+  f->dq.assign(static_cast<size_t>(p.hq * p.sq * p.dqk), 0.0);
+  f->dk.assign(static_cast<size_t>(p.hkv * p.skv * p.dqk), 0.0);
+  f->dv.assign(static_cast<size_t>(p.hkv * p.skv * p.dv), 0.0);
+  f->dsinks.assign(p.sinks.size(), 0.0);
+  f->dq_mag = f->dq;
+  f->dk_mag = f->dk;
+  f->dv_mag = f->dv;
+  f->dsinks_mag = f->dsinks;
+  for (std::int64_t h = 0; h < p.hq; ++h) {
+    const std::int64_t kh = p.kv_head(h);
+    for (std::int64_t r = 0; r < p.sq; ++r) {
+      const double lse = f->lse[static_cast<size_t>(h * p.sq + r)];
+      if (std::isinf(lse)) continue;  // no allowed key and no sink: no gradient
+      const size_t orow = static_cast<size_t>((h * p.sq + r) * p.dv);
+      double di = 0.0, di_mag = 0.0;
+      for (std::int64_t d = 0; d < p.dv; ++d) {
+        di += out[orow + static_cast<size_t>(d)] * dout[orow + static_cast<size_t>(d)];
+        di_mag +=
+            std::fabs(out[orow + static_cast<size_t>(d)] * dout[orow + static_cast<size_t>(d)]);
+      }
+      if (!p.sinks.empty()) {
+        const double e = std::exp(p.sinks[static_cast<size_t>(h)] - lse);
+        f->dsinks[static_cast<size_t>(h)] -= e * di;
+        f->dsinks_mag[static_cast<size_t>(h)] += e * di_mag;
+      }
+      for (std::int64_t t = 0; t < p.skv; ++t) {
+        if (!p.allowed(h, r, t)) continue;
+        double mag = 0.0, th = 0.0;
+        const double x = p.cap(p.raw_logit(h, r, t, &mag), &th);
+        const double pr = std::exp(x - lse);
+        double dp = 0.0, dp_mag = 0.0;
+        for (std::int64_t d = 0; d < p.dv; ++d) {
+          const double g = dout[orow + static_cast<size_t>(d)];
+          const size_t at = static_cast<size_t>((kh * p.skv + t) * p.dv + d);
+          f->dv[at] += pr * g;
+          f->dv_mag[at] += pr * std::fabs(g);
+          dp += g * p.V(kh, t, d);
+          dp_mag += std::fabs(g * p.V(kh, t, d));
+        }
+        double ds = pr * (dp - di);
+        double ds_mag = pr * (dp_mag + di_mag);
+        if (p.soft_cap) {
+          ds *= 1.0 - th * th;
+          ds_mag *= 1.0 - th * th;
+        }
+        for (std::int64_t e = 0; e < p.dqk; ++e) {
+          const size_t qa = static_cast<size_t>((h * p.sq + r) * p.dqk + e);
+          const size_t ka = static_cast<size_t>((kh * p.skv + t) * p.dqk + e);
+          f->dq[qa] += p.scale * ds * p.K(kh, t, e);
+          f->dq_mag[qa] += std::fabs(p.scale * p.K(kh, t, e)) * ds_mag;
+          f->dk[ka] += p.scale * ds * p.Q(h, r, e);
+          f->dk_mag[ka] += std::fabs(p.scale * p.Q(h, r, e)) * ds_mag;
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+double as_double(const T& x) {
+  return static_cast<double>(static_cast<float>(x));
+}
+double as_double(double x) { return x; }
+
+template <class T>
+bool same_bits(const T& x, const T& y) {
+  return std::memcmp(&x, &y, sizeof(T)) == 0;
+}
+
+/// Element-wise snapshot comparison: "not written on error".
+template <class T, size_t R>
+bool unchanged(const Buffer<T, R>& b, const std::vector<T>& before) {
+  for (std::int64_t i = 0; i < b.size; ++i)
+    if (!same_bits(b.data[static_cast<size_t>(i)], before[static_cast<size_t>(i)])) return false;
+  return true;
+}
+template <class T, size_t R>
+std::vector<T> snapshot(const Buffer<T, R>& b) {
+  return std::vector<T>(b.data.get(), b.data.get() + b.size);
+}
+
+/// The code a kernel call threw (kOk when it returned).
+template <class Fn>
+ErrorCode code_of(Fn&& fn, Status* thrown) {
+  try {
+    fn();
+  } catch (const attnref::ShapeError& e) {
+    *thrown = e.status();
+    attnref_fuzz::check_error_renders(e.status());
+    return e.status().code();
+  }
+  return ErrorCode::kOk;
+}
+
+/// The status an output view of shape `want` gets (shape first, then the view itself).
+template <class T, size_t R>
+Status output_status(const TensorView<T, R>& v, const std::array<std::int64_t, R>& want,
+                     const char* name) {
+  if (v.extents != want) return Status(ErrorCode::kShapeMismatch, "", "shape", "", {}, {}, name);
+  return attnref::check_output_view(v, name);
+}
+
+/// Output geometry [e0, e1, (e2)], row-major with padding, sometimes hostile.
+template <size_t R>
+Geometry<R> output_geometry(Reader& r, const std::array<std::int64_t, R>& e, int hostile_chance) {
+  Geometry<R> g;
+  g.extents = e;
+  g.strides = padded_strides<R>(e, r.range(0, 2));
+  if (r.chance(hostile_chance)) {
+    const int f = r.u8() % 5;
+    if (f == 0)
+      g.extents[r.u8() % R] = hostile_int(r, e[R - 1]);
+    else if (f == 1)
+      g.strides[r.u8() % R] = hostile_int(r, e[R - 1]);
+    else if (f == 2)
+      g.strides[r.u8() % R] = 0;  // overlapping
+    else if (f == 3)
+      g.shrink = r.range(1, 3);
+    else
+      g.null_data = true;
+    g.mutated = true;
+  }
+  return g;
+}
+
+/// Accumulator epsilon of a dtype pair (f64 when either is double, else f32) and the rounding
+/// of the stored output.
+template <class Q, class KV>
+constexpr double acc_eps() {
+  return std::is_same<Q, double>::value || std::is_same<KV, double>::value ? 0x1p-52 : 0x1p-23;
+}
+template <class T>
+constexpr double store_eps() {
+  return std::is_same<T, double>::value  ? 0x1p-52
+         : std::is_same<T, float>::value ? 0x1p-23
+                                         : 0x1p-7;  // half / bfloat16 (bf16's 8-bit mantissa)
+}
+
+std::int64_t sat_mul(std::int64_t a, std::int64_t b) {
+  std::int64_t out = 0;
+  return attnref::checked_mul(a, b, &out) ? out : std::numeric_limits<std::int64_t>::max();
+}
+
+/// hostile_int's `near` must stay small (it negates and doubles it).
+std::int64_t small(std::int64_t x) {
+  return std::max<std::int64_t>(-(1 << 20), std::min<std::int64_t>(x, 1 << 20));
+}
+
+std::optional<std::int64_t> pick_block(Reader& r, std::int64_t seq) {
+  seq = small(seq);
+  switch (r.u8() % 8) {
+    case 0:
+      return std::nullopt;
+    case 1:
+      return 128;
+    case 2:
+      return std::max<std::int64_t>(seq, 1);
+    case 3:
+      return hostile_int(r, seq);
+    default:
+      return r.range(1, 12);
+  }
+}
+
+template <class Q, class KV>
+void run_case(Reader& r, attnref_fuzz::Rng& rng) {
+  using Args = attnref::SplashAttentionArgs<Q, KV>;
+  const bool verbose = std::getenv("ATTNREF_FUZZ_VERBOSE") != nullptr;
+
+  // --- a consistent call ---------------------------------------------------------------------
+  const bool is_mqa = r.chance(50);
+  const std::int64_t hkv = is_mqa ? 1 : r.range(1, 3);
+  std::int64_t hq = hkv * r.range(1, 4);
+  if (r.chance(20)) hq = r.range(1, 8);  // often not a multiple of hkv
+  const std::int64_t sq = r.range(0, 20);
+  const std::int64_t skv = r.chance(160) ? sq : r.range(0, 20);
+  const std::int64_t dqk = r.range(1, 12);
+  const std::int64_t dv = r.flag() ? dqk : r.range(1, 12);
+
+  Args a;
+  a.is_mqa = is_mqa;
+  attnref::SplashBlockSizes& b = a.block_sizes;
+  b.block_q = pick_block(r, sq).value_or(std::max<std::int64_t>(sq, 1));
+  b.block_kv = pick_block(r, skv).value_or(std::max<std::int64_t>(skv, 1));
+  b.block_kv_compute = pick_block(r, b.block_kv);
+  if (r.flag()) {
+    b.block_q_dkv = pick_block(r, sq);
+    b.block_kv_dkv = pick_block(r, skv);
+    b.block_kv_dkv_compute = pick_block(r, skv);
+    b.block_q_dq = pick_block(r, sq);
+    b.block_kv_dq = pick_block(r, skv);
+    b.use_fused_bwd_kernel = r.flag();
+  }
+  if (r.chance(8)) b = attnref::SplashBlockSizes::get_default();
+  a.sm_scale = r.chance(200) ? static_cast<float>(r.range(1, 16)) / 8.0f : hostile_real(r);
+  if (r.chance(90))
+    a.soft_cap = r.chance(200) ? static_cast<float>(r.range(1, 40)) : hostile_real(r);
+  if (r.chance(30)) a.mask_value = hostile_real(r);
+  if (r.chance(20)) {
+    a.sharding.head_shards = r.flag() ? r.range(1, 4) : hostile_int(r, hq);
+    a.sharding.q_seq_shards = r.flag() ? r.range(1, 4) : hostile_int(r, sq);
+  }
+  const bool with_segments = r.chance(50);
+  const bool with_sinks = r.chance(50);
+
+  // The mask: one single-head mask, or a MultiHeadMask of 1, hq or some other count of heads.
+  const bool multi = r.chance(70);
+  std::vector<MaskSpec> heads;
+  if (multi) {
+    std::int64_t n = r.flag() ? hq : 1;
+    if (r.chance(20)) n = r.range(0, 9);
+    for (std::int64_t h = 0; h < n; ++h) {
+      if (h > 0 && r.chance(100)) {  // a repeat of an earlier head: exercises deduplication
+        heads.push_back(heads[static_cast<size_t>(r.range(0, h - 1))]);
+        continue;
+      }
+      heads.push_back(make_spec(r, rng, sq, skv));
+      if (r.chance(3)) heads.back().empty_any = true;
+    }
+  } else {
+    heads.push_back(make_spec(r, rng, sq, skv));
+  }
+
+  Geometry<3> q_g = layout3(r, hq, sq, dqk);
+  Geometry<3> k_g = layout3(r, hkv, skv, dqk);
+  Geometry<3> v_g = layout3(r, hkv, skv, dv);
+  Geometry<1> qs_g, ks_g, sink_g;
+  qs_g.extents = {with_segments ? sq : 0};
+  ks_g.extents = {with_segments ? skv : 0};
+  sink_g.extents = {with_sinks ? hq : 0};
+  qs_g.strides = {r.range(1, 2)};
+  ks_g.strides = {r.range(1, 2)};
+  sink_g.strides = {r.range(1, 2)};
+  q_g.unknown_size = r.chance(40);
+  k_g.unknown_size = v_g.unknown_size = r.chance(40);
+
+  // --- hostile mutations ---------------------------------------------------------------------
+  const int mutations = r.u8() % 4 == 0 ? static_cast<int>(r.range(1, 3)) : 0;
+  for (int m = 0; m < mutations; ++m) {
+    switch (r.u8() % 14) {
+      case 0:
+        mutate(r, q_g, dqk);
+        break;
+      case 1:
+        mutate(r, k_g, skv);
+        break;
+      case 2:
+        mutate(r, v_g, skv);
+        break;
+      case 3:
+        mutate(r, qs_g, sq);
+        break;
+      case 4:
+        mutate(r, ks_g, skv);
+        break;
+      case 5:
+        mutate(r, sink_g, hq);
+        break;
+      case 6:
+        b.block_q = hostile_int(r, sq);
+        break;
+      case 7:
+        b.block_kv = hostile_int(r, skv);
+        break;
+      case 8:
+        b.block_kv_compute = hostile_int(r, small(b.block_kv));
+        break;
+      case 9:
+        a.sm_scale = hostile_real(r);
+        break;
+      case 10:
+        a.soft_cap = hostile_real(r);
+        break;
+      case 11: {  // k and v together, so S6 (same leading dims) still holds
+        const size_t i = static_cast<size_t>(r.u8() % 2);
+        const std::int64_t x = hostile_int(r, skv);
+        k_g.extents[i] = v_g.extents[i] = x;
+        k_g.mutated = v_g.mutated = true;
+        break;
+      }
+      case 12:
+        a.is_mqa = !a.is_mqa;
+        break;
+      default:
+        a.mask_value = hostile_real(r);
+        break;
+    }
+  }
+
+  // --- buffers -------------------------------------------------------------------------------
+  Buffer<Q, 3> q;
+  Buffer<KV, 3> k, v;
+  make_buffer(q_g, static_cast<Q>(kNaN), &q);
+  make_buffer(k_g, static_cast<KV>(kNaN), &k);
+  make_buffer(v_g, static_cast<KV>(kNaN), &v);
+  Buffer<std::int32_t, 1> qs, ks;
+  make_buffer(qs_g, std::int32_t{0}, &qs);
+  make_buffer(ks_g, std::int32_t{0}, &ks);
+  for (std::int64_t i = 0; i < qs.size; ++i)
+    qs.data[static_cast<size_t>(i)] = static_cast<std::int32_t>(rng.next() % 3);
+  for (std::int64_t i = 0; i < ks.size; ++i)
+    ks.data[static_cast<size_t>(i)] = static_cast<std::int32_t>(rng.next() % 3);
+  Buffer<float, 1> sinks;
+  make_buffer(sink_g, std::numeric_limits<float>::quiet_NaN(), &sinks);
+  a.q = q.cview();
+  a.k = k.cview();
+  a.v = v.cview();
+  if (with_segments || qs_g.mutated) a.q_segment_ids = qs.cview();
+  if (with_segments || ks_g.mutated) a.kv_segment_ids = ks.cview();
+  if (with_sinks || sink_g.mutated) a.sinks = sinks.cview();
+
+  // The library's mask: one type per kind, or a MultiHeadMask of AnyMask heads (a repeated
+  // spec shares its AnyMask, so deduplication by identity is exercised too).
+  auto with_mask = [&](auto&& fn) {
+    if (!multi) return with_simple_mask(heads[0], fn);
+    std::vector<attnref::AnyMask> any;
+    for (size_t h = 0; h < heads.size(); ++h) {
+      size_t same = h;
+      for (size_t e = 0; e < h; ++e)
+        if (heads[e].dense == heads[h].dense && heads[e].kind == heads[h].kind &&
+            heads[e].shape == heads[h].shape && heads[e].offset == heads[h].offset &&
+            heads[e].chunk == heads[h].chunk && heads[e].modulus == heads[h].modulus &&
+            heads[e].left == heads[h].left && heads[e].right == heads[h].right &&
+            heads[e].children.empty() && heads[h].children.empty() &&
+            heads[e].empty_any == heads[h].empty_any) {
+          same = e;
+          break;
+        }
+      any.push_back(same == h ? to_any(heads[h]) : any[same]);
+    }
+    return fn(attnref::MultiHeadMask(std::move(any)));
+  };
+
+  // --- validate --------------------------------------------------------------------------------
+  Status fwd_ref, fwd_jax, bwd_ref, bwd_jax;
+  with_mask([&](const auto& mask) {
+    fwd_jax = attnref::check_splash(a, mask, Profile::kJax);
+    fwd_ref = attnref::check_splash(a, mask, Profile::kReference);
+    bwd_jax = attnref::check_splash_backward(a, mask, Profile::kJax);
+    bwd_ref = attnref::check_splash_backward(a, mask, Profile::kReference);
+    return 0;
+  });
+  for (const Status* s : {&fwd_jax, &fwd_ref, &bwd_jax, &bwd_ref})
+    attnref_fuzz::check_error_renders(*s);
+  ATTNREF_FUZZ_CHECK(!fwd_jax.ok() || fwd_ref.ok(),
+                     "forward: jax accepted what reference rejected: " + fwd_ref.to_string());
+  ATTNREF_FUZZ_CHECK(!bwd_jax.ok() || bwd_ref.ok(),
+                     "backward: jax accepted what reference rejected: " + bwd_ref.to_string());
+  ATTNREF_FUZZ_CHECK(!bwd_ref.ok() || fwd_ref.ok(), "backward accepted what forward rejected");
+  if (verbose)
+    std::fprintf(stderr, "status: forward %s, backward %s\n",
+                 attnref::error_code_name(fwd_ref.code()),
+                 attnref::error_code_name(bwd_ref.code()));
+  const Profile fwd_profile = r.chance(60) ? Profile::kJax : Profile::kReference;
+  const Profile bwd_profile = r.chance(60) ? Profile::kJax : Profile::kReference;
+  const Status& fwd_check = fwd_profile == Profile::kJax ? fwd_jax : fwd_ref;
+  const Status& bwd_check = bwd_profile == Profile::kJax ? bwd_jax : bwd_ref;
+
+  if (!fwd_check.ok()) {
+    // Every entry point reports the validator's error and writes nothing.
+    const std::int64_t e0 = std::max<std::int64_t>(0, std::min<std::int64_t>(a.q.extents[0], 4));
+    std::vector<Q> out_buf(4 * 4 * 4, static_cast<Q>(1.5));
+    std::vector<float> lse_buf(16, 2.5f);
+    TensorView<Q, 3> out(out_buf.data(), a.q.extents, {0, 0, 0}, 1);
+    TensorView<float, 2> lse(lse_buf.data(), {e0, 0}, 1);
+    Status thrown;
+    const ErrorCode got = with_mask([&](const auto& mask) {
+      return code_of([&] { attnref::splash_attention(a, mask, out, lse, fwd_profile); }, &thrown);
+    });
+    ATTNREF_FUZZ_CHECK(got == fwd_check.code(), "splash_attention threw " + thrown.to_string() +
+                                                    " but the check says " + fwd_check.to_string());
+    ATTNREF_FUZZ_CHECK(
+        std::all_of(out_buf.begin(), out_buf.end(), [](Q x) { return x == static_cast<Q>(1.5); }) &&
+            std::all_of(lse_buf.begin(), lse_buf.end(), [](float x) { return x == 2.5f; }),
+        "forward output written on error");
+  }
+  if (!bwd_check.ok()) {
+    std::vector<Q> gq(64, static_cast<Q>(1.5));
+    std::vector<KV> gk(64, static_cast<KV>(1.5)), gv(64, static_cast<KV>(1.5));
+    std::vector<float> ds(8, 2.5f), dummy(64, 0.0f);
+    std::vector<Q> dummy_q(64, static_cast<Q>(0));
+    attnref::SplashGradients<Q, KV> grads{
+        TensorView<Q, 3>(gq.data(), {1, 1, 1}), TensorView<KV, 3>(gk.data(), {1, 1, 1}),
+        TensorView<KV, 3>(gv.data(), {1, 1, 1}), TensorView<float, 1>(ds.data(), {1})};
+    Status thrown;
+    const ErrorCode got = with_mask([&](const auto& mask) {
+      return code_of(
+          [&] {
+            attnref::splash_attention_backward(
+                a, mask, TensorView<const Q, 3>(dummy_q.data(), {1, 1, 1}),
+                TensorView<const float, 2>(dummy.data(), {1, 1}),
+                TensorView<const Q, 3>(dummy_q.data(), {1, 1, 1}), grads, bwd_profile);
+          },
+          &thrown);
+    });
+    ATTNREF_FUZZ_CHECK(got == bwd_check.code(), "splash_attention_backward threw " +
+                                                    thrown.to_string() + " but the check says " +
+                                                    bwd_check.to_string());
+    ATTNREF_FUZZ_CHECK(
+        std::all_of(gq.begin(), gq.end(), [](Q x) { return x == static_cast<Q>(1.5); }) &&
+            std::all_of(gk.begin(), gk.end(), [](KV x) { return x == static_cast<KV>(1.5); }) &&
+            std::all_of(ds.begin(), ds.end(), [](float x) { return x == 2.5f; }),
+        "gradients written on error");
+  }
+  if (!fwd_ref.ok()) return;
+
+  // --- bounded work ----------------------------------------------------------------------------
+  // A valid call may still describe far more work than its buffers hold (stride-0 views): the
+  // harness only runs what it can compare in well under a second.
+  const std::int64_t HQ = a.num_q_heads(), SQ = a.q_seq_len(), SKV = a.kv_seq_len();
+  const std::int64_t DQK = a.head_dim_qk(), DV = a.head_dim_v();
+  const std::int64_t HKV = a.is_mqa ? 1 : a.num_kv_heads();
+  if (HQ > 64 || DQK > 4096 || DV > 4096) return;
+  const std::int64_t work = sat_mul(sat_mul(sat_mul(HQ, SQ), SKV), DQK + DV);
+  if (work > (std::int64_t{1} << 19) || sat_mul(SQ, SKV) > (std::int64_t{1} << 14) ||
+      sat_mul(sat_mul(HQ, SQ), std::max(DQK, DV)) > kMaxElements / 4 ||
+      sat_mul(sat_mul(HKV, SKV), std::max(DQK, DV)) > kMaxElements / 4)
+    return;
+
+  // --- data: finite values in the live region only ----------------------------------------------
+  for (std::int64_t h = 0; h < HQ; ++h)
+    for (std::int64_t s = 0; s < SQ; ++s)
+      for (std::int64_t d = 0; d < DQK; ++d) q.view(h, s, d) = static_cast<Q>(rng.small());
+  for (std::int64_t h = 0; h < a.num_kv_heads(); ++h)
+    for (std::int64_t t = 0; t < SKV; ++t) {
+      for (std::int64_t d = 0; d < DQK; ++d) k.view(h, t, d) = static_cast<KV>(rng.small());
+      for (std::int64_t d = 0; d < DV; ++d) v.view(h, t, d) = static_cast<KV>(rng.small());
+    }
+  if (a.has_sinks())
+    for (std::int64_t h = 0; h < HQ; ++h) sinks.view(h) = rng.small() * 2.0f;
+
+  Problem p;
+  p.hq = HQ;
+  p.hkv = HKV;
+  p.sq = SQ;
+  p.skv = SKV;
+  p.dqk = DQK;
+  p.dv = DV;
+  p.scale = static_cast<double>(a.sm_scale);
+  if (a.soft_cap) p.soft_cap = static_cast<double>(*a.soft_cap);
+  p.heads = &heads;
+  for (std::int64_t h = 0; h < HQ; ++h)
+    for (std::int64_t s = 0; s < SQ; ++s)
+      for (std::int64_t d = 0; d < DQK; ++d) p.q.push_back(as_double(a.q(h, s, d)));
+  for (std::int64_t h = 0; h < HKV; ++h)
+    for (std::int64_t t = 0; t < SKV; ++t)
+      for (std::int64_t d = 0; d < DQK; ++d) p.k.push_back(as_double(a.k(h, t, d)));
+  for (std::int64_t h = 0; h < HKV; ++h)
+    for (std::int64_t t = 0; t < SKV; ++t)
+      for (std::int64_t d = 0; d < DV; ++d) p.v.push_back(as_double(a.v(h, t, d)));
+  if (a.has_sinks())
+    for (std::int64_t h = 0; h < HQ; ++h) p.sinks.push_back(static_cast<double>(a.sinks(h)));
+  if (a.has_segment_ids()) {
+    for (std::int64_t s = 0; s < SQ; ++s) p.q_seg.push_back(a.q_segment_ids(s));
+    for (std::int64_t t = 0; t < SKV; ++t) p.kv_seg.push_back(a.kv_segment_ids(t));
+  }
+  Reference ref;
+  reference_forward(p, &ref);
+  // Scores past the accumulator's range overflow (scaled q is formed first): only "no crash and
+  // the checked error behaviour" is asked then. The rounding of the scores, relative to the
+  // softmax: delta ~ max |sm_scale * q.k| terms * eps * D.
+  double max_scaled_q = 0.0;
+  for (double x : p.q) max_scaled_q = std::max(max_scaled_q, std::fabs(x * p.scale));
+  constexpr double kEps = acc_eps<Q, KV>();
+  const bool overflows = max_scaled_q > 1e30 || ref.max_logit_mag > 1e30;
+  const double delta = ref.max_logit_mag * kEps * static_cast<double>(DQK + 4);
+  const bool comparable = !overflows && delta < 1e-2;
+  const double tol = 1e-4 * (kEps > 1e-10 ? 1.0 : 1e-6) + store_eps<Q>() * 2;
+  if (verbose) {
+    std::fprintf(stderr,
+                 "hq=%lld hkv=%lld sq=%lld skv=%lld dqk=%lld dv=%lld mqa=%d bq=%lld bkv=%lld "
+                 "scale=%g cap=%g heads=%zu kinds:",
+                 static_cast<long long>(HQ), static_cast<long long>(HKV),
+                 static_cast<long long>(SQ), static_cast<long long>(SKV),
+                 static_cast<long long>(DQK), static_cast<long long>(DV), a.is_mqa ? 1 : 0,
+                 static_cast<long long>(b.block_q), static_cast<long long>(b.block_kv), p.scale,
+                 p.soft_cap ? *p.soft_cap : 0.0, heads.size());
+    for (const MaskSpec& m : heads) std::fprintf(stderr, " %d", m.kind);
+    std::fprintf(stderr, " max_logit_mag=%g delta=%g", ref.max_logit_mag, delta);
+    std::fprintf(stderr, " seg=%d sinks=%d\n", a.has_segment_ids() ? 1 : 0, a.has_sinks() ? 1 : 0);
+  }
+
+  auto compare = [&](double got, double want, double lo, double hi, double mag,
+                     const std::string& what) {
+    if (overflows) return;
+    ATTNREF_FUZZ_CHECK(std::isfinite(got),
+                       "non-finite " + what + " for finite inputs: got " + std::to_string(got));
+    if (!std::isfinite(want)) return;
+    const double slack = tol * (1.0 + mag);
+    ATTNREF_FUZZ_CHECK(got >= lo - slack && got <= hi + slack,
+                       what + " outside the range of the values: got " + std::to_string(got) +
+                           " in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    if (!comparable) return;
+    const double t = (tol + 4.0 * delta) * (1.0 + mag);
+    ATTNREF_FUZZ_CHECK(std::fabs(got - want) <= t, what + " differs from float64: got " +
+                                                       std::to_string(got) + " want " +
+                                                       std::to_string(want));
+  };
+
+  // --- forward: fuzz-shaped outputs, then the comparison
+  // --------------------------------------------
+  Geometry<3> out_g = output_geometry<3>(r, {HQ, SQ, DV}, 24);
+  const bool want_lse = r.u8() % 4 != 0;
+  Geometry<2> lse_g = output_geometry<2>(r, {HQ, SQ}, want_lse ? 24 : 0);
+  Buffer<Q, 3> out;
+  Buffer<float, 2> lse;
+  make_buffer(out_g, static_cast<Q>(kNaN), &out);
+  make_buffer(lse_g, std::numeric_limits<float>::quiet_NaN(), &lse);
+  TensorView<float, 2> lse_view = want_lse ? lse.view : TensorView<float, 2>();
+
+  // MaskInfo path (prebuilt, maybe for other blocks) or the mask path.
+  const bool use_info = r.chance(60);
+  Status expected;
+  Status thrown;
+  ErrorCode got;
+  attnref::MaskInfo info;
+  if (use_info) {
+    std::int64_t ibq = b.block_q, ibkv = b.block_kv;
+    if (r.chance(30)) ibq = r.range(1, 8);
+    if (r.chance(30)) ibkv = r.range(1, 8);
+    const Profile ip = r.flag() ? Profile::kJax : Profile::kReference;
+    const Status built = with_mask([&](const auto& mask) {
+      return attnref::build_mask_info(mask, ibq, ibkv, ip, &info, a.sharding);
+    });
+    attnref_fuzz::check_error_renders(built);
+    if (!built.ok()) return;
+    expected = attnref::check_splash(a, info, fwd_profile);
+    attnref_fuzz::check_error_renders(expected);
+    if (expected.ok()) expected = output_status(out.view, {HQ, SQ, DV}, "out");
+    if (expected.ok() && want_lse) expected = output_status(lse.view, {HQ, SQ}, "logsumexp");
+    const auto before_out = snapshot(out);
+    const auto before_lse = snapshot(lse);
+    got = code_of([&] { attnref::splash_forward(a, info, out.view, lse_view, fwd_profile); },
+                  &thrown);
+    ATTNREF_FUZZ_CHECK(got == expected.code(), "splash_forward threw " + thrown.to_string() +
+                                                   ", expected " + expected.to_string());
+    if (!expected.ok()) {
+      ATTNREF_FUZZ_CHECK(unchanged(out, before_out) && unchanged(lse, before_lse),
+                         "splash_forward wrote on error");
+      return;
+    }
+  } else {
+    expected = fwd_check;
+    if (expected.ok()) {
+      expected = with_mask([&](const auto& mask) {
+        attnref::MaskInfo scratch;
+        return attnref::build_mask_info(mask, b.block_q, b.block_kv, fwd_profile, &scratch,
+                                        a.sharding);
+      });
+      attnref_fuzz::check_error_renders(expected);
+    }
+    if (expected.ok()) expected = output_status(out.view, {HQ, SQ, DV}, "out");
+    if (expected.ok() && want_lse) expected = output_status(lse.view, {HQ, SQ}, "logsumexp");
+    const auto before_out = snapshot(out);
+    const auto before_lse = snapshot(lse);
+    got = with_mask([&](const auto& mask) {
+      return code_of([&] { attnref::splash_attention(a, mask, out.view, lse_view, fwd_profile); },
+                     &thrown);
+    });
+    ATTNREF_FUZZ_CHECK(got == expected.code(), "splash_attention threw " + thrown.to_string() +
+                                                   ", expected " + expected.to_string());
+    if (!expected.ok()) {
+      ATTNREF_FUZZ_CHECK(unchanged(out, before_out) && unchanged(lse, before_lse),
+                         "splash_attention wrote on error");
+      return;
+    }
+  }
+  for (std::int64_t h = 0; h < HQ; ++h)
+    for (std::int64_t s = 0; s < SQ; ++s) {
+      const std::string at = "[" + std::to_string(h) + ", " + std::to_string(s);
+      for (std::int64_t d = 0; d < DV; ++d) {
+        const size_t i = static_cast<size_t>((h * SQ + s) * DV + d);
+        compare(as_double(out.view(h, s, d)), ref.out[i], std::min(0.0, ref.lo[i]),
+                std::max(0.0, ref.hi[i]), std::max(std::fabs(ref.lo[i]), std::fabs(ref.hi[i])),
+                "out" + at + ", " + std::to_string(d) + "]");
+      }
+      if (!want_lse || overflows) continue;
+      const double want = ref.lse[static_cast<size_t>(h * SQ + s)];
+      const double gl = static_cast<double>(lse.view(h, s));
+      if (std::isinf(want)) {
+        ATTNREF_FUZZ_CHECK(gl == want,
+                           "logsumexp" + at + "] should be -inf, got " + std::to_string(gl));
+      } else if (comparable) {
+        ATTNREF_FUZZ_CHECK(std::fabs(gl - want) <= (1e-4 + 4.0 * delta) * (1.0 + std::fabs(want)),
+                           "logsumexp" + at + "] differs: got " + std::to_string(gl) + " want " +
+                               std::to_string(want));
+      }
+    }
+  if (overflows || !bwd_check.ok() || r.chance(40)) return;
+
+  // --- backward --------------------------------------------------------------------------------
+  // out and lse from a clean forward call (the fuzzed lse view may be absent).
+  std::vector<Q> fout(static_cast<size_t>(HQ * SQ * DV));
+  std::vector<float> flse(static_cast<size_t>(HQ * SQ));
+  // (The fuzzed forward may have used a MaskInfo of other blocks; this one uses block_sizes.)
+  const ErrorCode clean = with_mask([&](const auto& mask) {
+    return code_of(
+        [&] {
+          attnref::splash_attention(a, mask, TensorView<Q, 3>(fout.data(), {HQ, SQ, DV}),
+                                    TensorView<float, 2>(flse.data(), {HQ, SQ}),
+                                    Profile::kReference);
+        },
+        &thrown);
+  });
+  if (clean != ErrorCode::kOk) return;
+  std::vector<Q> dout(fout.size());
+  std::vector<double> dout_d(fout.size()), out_d(fout.size());
+  for (size_t i = 0; i < dout.size(); ++i) {
+    dout[i] = static_cast<Q>(rng.small());
+    dout_d[i] = as_double(dout[i]);
+    out_d[i] = as_double(fout[i]);
+  }
+  reference_backward(p, out_d, dout_d, &ref);
+  Geometry<3> dq_g = output_geometry<3>(r, {HQ, SQ, DQK}, 16);
+  Geometry<3> dk_g = output_geometry<3>(r, {a.num_kv_heads(), SKV, DQK}, 16);
+  Geometry<3> dv_g = output_geometry<3>(r, {a.num_kv_heads(), SKV, DV}, 16);
+  const bool want_dsinks = a.has_sinks() && r.flag();
+  Geometry<1> dsink_g = output_geometry<1>(r, {want_dsinks ? HQ : 0}, want_dsinks ? 16 : 0);
+  Buffer<Q, 3> dq;
+  Buffer<KV, 3> dk, dvb;
+  Buffer<float, 1> dsinks;
+  make_buffer(dq_g, static_cast<Q>(kNaN), &dq);
+  make_buffer(dk_g, static_cast<KV>(kNaN), &dk);
+  make_buffer(dv_g, static_cast<KV>(kNaN), &dvb);
+  make_buffer(dsink_g, std::numeric_limits<float>::quiet_NaN(), &dsinks);
+  attnref::SplashGradients<Q, KV> grads{dq.view, dk.view, dvb.view,
+                                        want_dsinks ? dsinks.view : TensorView<float, 1>()};
+  const TensorView<const Q, 3> out_c(fout.data(), {HQ, SQ, DV});
+  const TensorView<const Q, 3> dout_c(dout.data(), {HQ, SQ, DV});
+  const TensorView<const float, 2> lse_c(flse.data(), {HQ, SQ});
+  expected = with_mask([&](const auto& mask) {
+    attnref::MaskInfo scratch;
+    return attnref::build_mask_info(mask, b.q_dkv(), b.kv_dkv(), Profile::kReference, &scratch,
+                                    a.sharding);
+  });
+  if (expected.ok())
+    expected = attnref::check_splash_backward_tensors(
+        a, TensorView<Q, 3>(fout.data(), {HQ, SQ, DV}), lse_c,
+        TensorView<Q, 3>(dout.data(), {HQ, SQ, DV}), grads.dq, grads.dk, grads.dv, grads.dsinks);
+  attnref_fuzz::check_error_renders(expected);
+  const auto before_dq = snapshot(dq);
+  const auto before_dk = snapshot(dk);
+  const auto before_dv = snapshot(dvb);
+  const auto before_ds = snapshot(dsinks);
+  got = with_mask([&](const auto& mask) {
+    return code_of(
+        [&] {
+          attnref::splash_attention_backward(a, mask, out_c, lse_c, dout_c, grads, bwd_profile);
+        },
+        &thrown);
+  });
+  ATTNREF_FUZZ_CHECK(got == expected.code(), "splash_attention_backward threw " +
+                                                 thrown.to_string() + ", expected " +
+                                                 expected.to_string());
+  if (!expected.ok()) {
+    ATTNREF_FUZZ_CHECK(unchanged(dq, before_dq) && unchanged(dk, before_dk) &&
+                           unchanged(dvb, before_dv) && unchanged(dsinks, before_ds),
+                       "splash_attention_backward wrote on error");
+    return;
+  }
+  // Gradients: compared against the sums of absolute terms (cancellation-aware), with the
+  // rounding of the stored dtype on top.
+  // logsumexp is float for every dtype: p = exp(x - lse) carries its rounding.
+  double max_lse = 0.0;
+  for (float l : flse)
+    if (std::isfinite(l)) max_lse = std::max(max_lse, std::fabs(static_cast<double>(l)));
+  const double lse_err = 0x1p-23 * (1.0 + max_lse);
+  auto gcompare = [&](double gotv, double want, double mag, double eps_store,
+                      const std::string& what) {
+    // A float logsumexp of magnitude L is off by ~L * 2^-24, a factor exp(that) on p (double
+    // inputs too: the residual is f32 by design, as in JAX): past that nothing is asked.
+    if (lse_err > 1.0) return;
+    ATTNREF_FUZZ_CHECK(std::isfinite(gotv), "non-finite " + what + " for finite inputs");
+    if (!comparable || lse_err > 1e-3) return;
+    const double t = (1e-4 * (kEps > 1e-10 ? 1.0 : 1e-6) + 8.0 * delta + 4.0 * lse_err +
+                      16.0 * kEps * static_cast<double>(DV + DQK)) *
+                         (1.0 + mag) +
+                     4.0 * eps_store * std::fabs(want) + 1e-300;
+    ATTNREF_FUZZ_CHECK(std::fabs(gotv - want) <= t,
+                       what + " differs from float64: got " + std::to_string(gotv) + " want " +
+                           std::to_string(want) + " mag " + std::to_string(mag));
+  };
+  for (std::int64_t h = 0; h < HQ; ++h)
+    for (std::int64_t s = 0; s < SQ; ++s)
+      for (std::int64_t d = 0; d < DQK; ++d) {
+        const size_t i = static_cast<size_t>((h * SQ + s) * DQK + d);
+        gcompare(as_double(dq.view(h, s, d)), ref.dq[i], ref.dq_mag[i], store_eps<Q>(), "dq");
+      }
+  // Under MQA with a [1, ...] view every query head maps to KV head 0, which is what the
+  // reference's h / (hq / 1) gives too.
+  for (std::int64_t h = 0; h < a.num_kv_heads(); ++h)
+    for (std::int64_t t = 0; t < SKV; ++t) {
+      for (std::int64_t d = 0; d < DQK; ++d) {
+        const size_t i = static_cast<size_t>((h * SKV + t) * DQK + d);
+        gcompare(as_double(dk.view(h, t, d)), ref.dk[i], ref.dk_mag[i], store_eps<KV>(), "dk");
+      }
+      for (std::int64_t d = 0; d < DV; ++d) {
+        const size_t i = static_cast<size_t>((h * SKV + t) * DV + d);
+        gcompare(as_double(dvb.view(h, t, d)), ref.dv[i], ref.dv_mag[i], store_eps<KV>(), "dv");
+      }
+    }
+  if (want_dsinks)
+    for (std::int64_t h = 0; h < HQ; ++h)
+      gcompare(static_cast<double>(dsinks.view(h)), ref.dsinks[static_cast<size_t>(h)],
+               ref.dsinks_mag[static_cast<size_t>(h)], 0x1p-23, "dsinks");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  Reader r(data, size);
+  const std::uint8_t kind = r.u8();
+  attnref_fuzz::Rng rng(r.u64());
+  switch (kind % 3) {
+    case 0:
+      run_case<float, float>(r, rng);
+      break;
+    case 1:
+      run_case<double, double>(r, rng);
+      break;
+    default:
+      run_case<float, Eigen::bfloat16>(r, rng);
+      break;
+  }
+  return 0;
+}
