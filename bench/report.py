@@ -6,7 +6,8 @@ Usage:
 
 Writes <out-dir>/benchmarks.md (the tables the README quotes) and, when matplotlib is installed
 (Debian: python3-matplotlib), <out-dir>/paged_decode.png: achieved GB/s against context length per
-variant, with the same-run read-bandwidth probe as a line; and <out-dir>/splash.png when splash
+variant, with the same-run read-bandwidth probes as lines (one stream over the whole pool, and
+the same pages in the kernel's order); and <out-dir>/splash.png when splash
 results are present: useful GFLOP/s per mask against the same-run GEMM probe.
 With --benchmark_repetitions, medians are used.
 """
@@ -69,13 +70,14 @@ def paged_table(results):
     rows.sort(key=lambda r: (r[0].get("ctx"), r[0].get("B"), r[0].get("Hq"), r[0].get("D"),
                              r[0].get("page"), r[0].get("dtype"), r[0].get("threads"),
                              r[0].get("variant")))
-    out = ["| variant | B | Hq/Hkv | D | page | ctx | KV | threads | ms (median) | GB/s | probe GB/s | fraction of probe |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| variant | B | Hq/Hkv | D | page | ctx | KV | threads | ms (median) | GB/s | probe GB/s | of probe | page-order GB/s | of page-order |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for a, b in rows:
-        out.append("| {} | {} | {}/{} | {} | {} | {} | {} | {} | {:.2f} | {:.1f} | {:.1f} | {:.0%} |".format(
+        pages = "{:.1f} | {:.0%}".format(b["pages_GBps"], b["frac_pages"]) if "pages_GBps" in b else " | "
+        out.append("| {} | {} | {}/{} | {} | {} | {} | {} | {} | {:.2f} | {:.1f} | {:.1f} | {:.0%} | {} |".format(
             b.get("label", ""), a["B"], a["Hq"], a["Hkv"], a["D"], a["page"], a["ctx"],
             DTYPES.get(a["dtype"], "?"), a["threads"], ms(b), b["GBps"], b["probe_GBps"],
-            b["frac_probe"]))
+            b["frac_probe"], pages))
     return "\n".join(out)
 
 
@@ -101,6 +103,7 @@ def paged_chart(results, path):
     import matplotlib.pyplot as plt
     series = defaultdict(list)
     probe = defaultdict(list)
+    page_order = defaultdict(list)
     for name, b in results.items():
         a = args_of(name)
         if not name.startswith("BM_PagedDecode") or a.get("B") != 2 or a.get("threads") != 1:
@@ -109,6 +112,8 @@ def paged_chart(results, path):
             continue
         series[b.get("label", "?")].append((a["ctx"], b["GBps"]))
         probe[a["ctx"]].append(b["probe_GBps"])
+        if "pages_GBps" in b:
+            page_order[a["ctx"]].append(b["pages_GBps"])
     if not series:
         return False
     fig, ax = plt.subplots(figsize=(7, 4.2))
@@ -119,6 +124,10 @@ def paged_chart(results, path):
     ctxs = sorted(probe)
     ax.plot(ctxs, [statistics.median(probe[c]) for c in ctxs], "k--",
             label="read-bandwidth probe (same run)")
+    if page_order:
+        ctxs = sorted(page_order)
+        ax.plot(ctxs, [statistics.median(page_order[c]) for c in ctxs], "k:",
+                label="same pages, kernel's order, read only (same run)")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("context length (tokens)")
     ax.set_ylabel("GB/s of unique KV bytes")
