@@ -63,8 +63,8 @@ TEST(PagedKernel, MatchesFloat64ReferenceAcrossShapesLayoutsAndOptions) {
         const float scale = runs % 4 < 2 ? 1.0f : 1.0f / std::sqrt(static_cast<float>(dim));
         const std::vector<double> want = paged_test::reference(lb, scale, cap);
         const std::vector<float> got = run_kernel<float>(lb, layout, scale, cap);
-        const double worst = paged_test::worst_ratio(got, want, 1e-4, 1e-4,
-                                                     [](float x) { return double(x); });
+        const double worst =
+            paged_test::worst_ratio(got, want, 1e-4, 1e-4, [](float x) { return double(x); });
         EXPECT_LE(worst, 1.0) << "G=" << group << " D=" << dim << " S=" << page_size
                               << " layout=" << attnref::to_string(layout);
         ++runs;
@@ -132,6 +132,40 @@ TEST(PagedKernel, InterleavedKvInOneBufferThroughStrides) {
   EXPECT_LE(paged_test::worst_ratio(out, want, 1e-4, 1e-4, [](float x) { return double(x); }), 1.0);
 }
 
+TEST(PagedKernel, HugeStrideOnASizeOneDimension) {
+  // Found by fuzz_paged under clang's UBSan: with one token per page, the token stride is never
+  // used to step, so any value is a valid view; the Q.K loop still formed a pointer one row past
+  // the last, and a stride of 2^62 floats wrapped it around the address space. GCC's UBSan does
+  // not see that pointer (it is dead code at -O1); the fuzz corpus input
+  // regress-huge-stride-size-one-dim replays the case under clang. Here: the result is right.
+  std::mt19937 rng(9);
+  const Shape sh{3, 4, 2, 8, 1, 5, 2};
+  const LogicalBatch lb = paged_test::make_batch(sh, rng);
+  const std::int64_t P = lb.total_pages;
+  std::vector<float> k(sh.hkv * P * sh.dim), v(k.size());
+  for (std::int64_t h = 0; h < sh.hkv; ++h)
+    for (std::int64_t p = 0; p < P; ++p)
+      for (std::int64_t d = 0; d < sh.dim; ++d) {
+        k[(h * P + p) * sh.dim + d] = static_cast<float>(lb.k_at(h, p, 0, d));
+        v[(h * P + p) * sh.dim + d] = static_cast<float>(lb.v_at(h, p, 0, d));
+      }
+  std::vector<float> q(lb.q.begin(), lb.q.end());
+  std::vector<std::int32_t> lengths(lb.lengths.begin(), lb.lengths.end());
+  std::vector<std::int32_t> table(lb.table.begin(), lb.table.end());
+  const std::array<std::int64_t, 4> extents{sh.hkv, P, 1, sh.dim};
+  const std::array<std::int64_t, 4> strides{P * sh.dim, sh.dim, std::int64_t{1} << 62, 1};
+  attnref::PagedAttentionArgs<float> args;
+  args.q = {q.data(), {sh.batch, sh.hq, sh.dim}};
+  args.k_pages = {k.data(), extents, strides, static_cast<std::int64_t>(k.size())};
+  args.v_pages = {v.data(), extents, strides, static_cast<std::int64_t>(v.size())};
+  args.lengths = {lengths.data(), {sh.batch}};
+  args.page_indices = {table.data(), {sh.batch, sh.pages_per_seq}};
+  std::vector<float> out(q.size());
+  attnref::paged_attention(args, TensorView<float, 3>(out.data(), {sh.batch, sh.hq, sh.dim}));
+  const std::vector<double> want = paged_test::reference(lb, 1.0, std::nullopt);
+  EXPECT_LE(paged_test::worst_ratio(out, want, 1e-4, 1e-4, [](float x) { return double(x); }), 1.0);
+}
+
 TEST(PagedKernel, ZeroLengthGivesZeroRows) {
   std::mt19937 rng(3);
   const LogicalBatch lb = paged_test::make_batch({1, 4, 1, 8, 4, 2, 0}, rng);  // length 0
@@ -149,9 +183,19 @@ TEST(PagedKernel, JaxHandCheckedVectors) {
   const Case cases[] = {
       {{1.2f}, {.1f, .2f, .3f, .4f}, {4, 3, 2, 1}, 1, 1, 2, {3.47f}},
       {{1.7f}, {.12f, .23f, .34f, .45f}, {4.32f, 3.21f, 2.10f, 1.09f}, 1, 1, 3, {3.0723f}},
-      {{1.3f, 9.7f}, {.12f, .23f, .34f, .45f}, {4.32f, 3.21f, 2.10f, 1.09f}, 2, 1, 4,
+      {{1.3f, 9.7f},
+       {.12f, .23f, .34f, .45f},
+       {4.32f, 3.21f, 2.10f, 1.09f},
+       2,
+       1,
+       4,
        {2.488f, 1.576f}},
-      {{1.2f, 9.0f}, {.1f, .2f, .2f, .3f, .3f, .4f, .4f, .5f}, {4, 5, 3, 6, 2, 7, 1, 8}, 1, 2, 2,
+      {{1.2f, 9.0f},
+       {.1f, .2f, .2f, .3f, .3f, .4f, .4f, .5f},
+       {4, 5, 3, 6, 2, 7, 1, 8},
+       1,
+       2,
+       2,
        {3.265f, 5.735f}},
   };
   for (const Case& c : cases) {
@@ -183,9 +227,8 @@ TEST(PagedKernel, TpuFidelitySwitchRoundsKvToBf16) {
   std::mt19937 rng(11);
   const LogicalBatch lb = paged_test::make_batch({6, 8, 2, 64, 16, 3, 1}, rng);
   // The reference sees K/V as float32 values rounded to bf16; q stays float32.
-  const std::vector<double> rounded = paged_test::reference(lb, 1.0, std::nullopt, [](double x) {
-    return bf16_round(static_cast<float>(x));
-  });
+  const std::vector<double> rounded = paged_test::reference(
+      lb, 1.0, std::nullopt, [](double x) { return bf16_round(static_cast<float>(x)); });
   const std::vector<double> exact = paged_test::reference(lb, 1.0, std::nullopt);
   const std::vector<float> got = run_kernel<float>(lb, KvLayout::kNhd, 1.0f, std::nullopt, true);
   const auto to_d = [](float x) { return double(x); };

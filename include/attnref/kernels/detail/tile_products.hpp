@@ -27,10 +27,10 @@ constexpr int kLanes = Eigen::internal::unpacket_traits<PacketOf<Acc>>::size;
 template <class Acc, int R>
 inline void qk_row_block(const Acc* q, std::int64_t ldq, const Acc* k, std::int64_t ldk,
                          std::int64_t n, std::int64_t dim, Acc* scores, std::int64_t lds) {
+  using Eigen::internal::ploadu;
   using Eigen::internal::pmadd;
   using Eigen::internal::predux;
   using Eigen::internal::pset1;
-  using Eigen::internal::ploadu;
   using Packet = PacketOf<Acc>;
   constexpr int W = kLanes<Acc>;
   constexpr int T = R >= 8 ? 2 : 4;  // tokens per step: R * T packet accumulators
@@ -56,7 +56,10 @@ inline void qk_row_block(const Acc* q, std::int64_t ldq, const Acc* k, std::int6
         scores[r * lds + t + j] = s;
       }
   }
-  for (const Acc* kt = k + t * ldk; t < n; ++t, kt += ldk) {
+  for (; t < n; ++t) {
+    // Formed inside the loop: a pointer one row past the last could overflow when the row
+    // stride is huge (a legal stride on a dimension the call only reads once).
+    const Acc* kt = k + t * ldk;
     Packet acc[R];
     for (int r = 0; r < R; ++r) acc[r] = pset1<Packet>(Acc(0));
     for (std::int64_t d = 0; d < full; d += W) {
@@ -76,8 +79,8 @@ inline void qk_row_block(const Acc* q, std::int64_t ldq, const Acc* k, std::int6
 template <class Acc, int R>
 inline void pv_row_block(const Acc* p, std::int64_t ldp, const Acc* v, std::int64_t ldv,
                          std::int64_t n, std::int64_t dim, Acc* out, std::int64_t ldo) {
-  using Eigen::internal::pmadd;
   using Eigen::internal::ploadu;
+  using Eigen::internal::pmadd;
   using Eigen::internal::pset1;
   using Eigen::internal::pstoreu;
   using Packet = PacketOf<Acc>;
