@@ -51,8 +51,8 @@ struct Geometry {
   std::array<std::int64_t, R> extents{};
   std::array<std::int64_t, R> strides{};
   bool null_data = false;
-  bool unknown_size = false;   // buffer_size = -1 (only for views no mutation touched)
-  std::int64_t shrink = 0;     // buffer_size = allocation - shrink
+  bool unknown_size = false;  // buffer_size = -1 (only for views no mutation touched)
+  std::int64_t shrink = 0;    // buffer_size = allocation - shrink
   bool mutated = false;
 };
 
@@ -113,8 +113,7 @@ std::int64_t safe_offset(const Geometry<R>& g, const std::array<std::int64_t, R>
 
 /// Row-major strides with `pad` extra elements per row of the innermost dimension.
 template <size_t R>
-std::array<std::int64_t, R> padded_strides(const std::array<std::int64_t, R>& e,
-                                           std::int64_t pad) {
+std::array<std::int64_t, R> padded_strides(const std::array<std::int64_t, R>& e, std::int64_t pad) {
   std::array<std::int64_t, R> s{};
   std::int64_t run = 1;
   for (size_t i = R; i-- > 0;) {  // saturates: the validator reports what overflows
@@ -170,11 +169,20 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
       len = 0;
     } else {
       switch (r.u8() % 6) {
-        case 0: len = 0; break;
-        case 1: len = capacity; break;
-        case 2: len = std::min(capacity, page_size); break;
-        case 3: len = std::min(capacity, page_size + 1); break;
-        default: len = r.range(0, capacity);
+        case 0:
+          len = 0;
+          break;
+        case 1:
+          len = capacity;
+          break;
+        case 2:
+          len = std::min(capacity, page_size);
+          break;
+        case 3:
+          len = std::min(capacity, page_size + 1);
+          break;
+        default:
+          len = r.range(0, capacity);
       }
     }
   }
@@ -190,11 +198,13 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   Geometry<4> k_g, v_g, ks_g, vs_g;
   if (layout < 3) {
     const auto lay = static_cast<attnref::KvLayout>(layout);
-    const auto kv = attnref::kv_pages_view<const KV>(nullptr, lay, hkv, total_pages, page_size, dim);
+    const auto kv =
+        attnref::kv_pages_view<const KV>(nullptr, lay, hkv, total_pages, page_size, dim);
     k_g.extents = kv.extents;
     k_g.strides = kv.strides;
     const std::int64_t last = scale_per_element ? dim : 1;
-    const auto sv = attnref::kv_pages_view<const float>(nullptr, lay, hkv, total_pages, page_size, last);
+    const auto sv =
+        attnref::kv_pages_view<const float>(nullptr, lay, hkv, total_pages, page_size, last);
     ks_g.extents = sv.extents;
     ks_g.strides = sv.strides;
   } else {  // head-major with padding between rows and pages
@@ -215,8 +225,10 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   k_g.unknown_size = v_g.unknown_size = r.chance(40);
 
   Args a;
-  a.sm_scale = r.chance(200) ? static_cast<float>(r.range(1, 16)) / 8.0f : attnref_fuzz::hostile_real(r);
-  if (r.flag()) a.soft_cap = r.chance(200) ? static_cast<float>(r.range(1, 40)) : attnref_fuzz::hostile_real(r);
+  a.sm_scale =
+      r.chance(200) ? static_cast<float>(r.range(1, 16)) / 8.0f : attnref_fuzz::hostile_real(r);
+  if (r.flag())
+    a.soft_cap = r.chance(200) ? static_cast<float>(r.range(1, 40)) : attnref_fuzz::hostile_real(r);
   if (r.chance(30)) a.mask_value = attnref_fuzz::hostile_real(r);
   a.pages_per_compute_block = r.chance(200) ? r.range(1, 3) : attnref_fuzz::hostile_int(r, pps);
   a.round_kv_to_bf16 = r.chance(40);
@@ -234,23 +246,42 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
       constexpr size_t kR = std::tuple_size<std::decay_t<decltype(g.extents)>>::value;
       g.mutated = true;
       const size_t dimn = static_cast<size_t>(r.u8()) % kR;
-      if (field == 4) g.shrink = r.range(1, 4);
-      else if (field == 5) g.null_data = true;
-      else if (field % 2 == 0) g.extents[dimn] = attnref_fuzz::hostile_int(r, near);
-      else g.strides[dimn] = attnref_fuzz::hostile_int(r, near);
+      if (field == 4)
+        g.shrink = r.range(1, 4);
+      else if (field == 5)
+        g.null_data = true;
+      else if (field % 2 == 0)
+        g.extents[dimn] = attnref_fuzz::hostile_int(r, near);
+      else
+        g.strides[dimn] = attnref_fuzz::hostile_int(r, near);
     };
     switch (target) {
-      case 0: mutate(q_g, dim); break;
-      case 1: mutate(k_g, page_size); break;
-      case 2: mutate(v_g, page_size); break;
-      case 3: mutate(len_g, batch); break;
-      case 4: mutate(pi_g, pps); break;
-      case 5: mutate(ks_g, dim); break;
-      case 6: mutate(vs_g, dim); break;
+      case 0:
+        mutate(q_g, dim);
+        break;
+      case 1:
+        mutate(k_g, page_size);
+        break;
+      case 2:
+        mutate(v_g, page_size);
+        break;
+      case 3:
+        mutate(len_g, batch);
+        break;
+      case 4:
+        mutate(pi_g, pps);
+        break;
+      case 5:
+        mutate(ks_g, dim);
+        break;
+      case 6:
+        mutate(vs_g, dim);
+        break;
       case 7:
       case 8:
         if (!lengths.empty()) {
-          lengths[static_cast<size_t>(r.range(0, batch - 1))] = attnref_fuzz::hostile_int(r, capacity);
+          lengths[static_cast<size_t>(r.range(0, batch - 1))] =
+              attnref_fuzz::hostile_int(r, capacity);
         }
         break;
       case 9:
@@ -260,8 +291,12 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
               attnref_fuzz::hostile_int(r, total_pages);
         }
         break;
-      case 11: a.sm_scale = attnref_fuzz::hostile_real(r); break;
-      case 12: a.soft_cap = attnref_fuzz::hostile_real(r); break;
+      case 11:
+        a.sm_scale = attnref_fuzz::hostile_real(r);
+        break;
+      case 12:
+        a.soft_cap = attnref_fuzz::hostile_real(r);
+        break;
       case 13: {  // K, V (and their scales) together, so P1 (same shape) still holds
         const size_t i = static_cast<size_t>(r.u8() % 3);
         const std::int64_t x = attnref_fuzz::hostile_int(r, page_size);
@@ -271,7 +306,9 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
         }
         break;
       }
-      default: a.mask_value = attnref_fuzz::hostile_real(r); break;
+      default:
+        a.mask_value = attnref_fuzz::hostile_real(r);
+        break;
     }
   }
 
@@ -279,8 +316,10 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   Buffer<float, 3> q;
   make_buffer(q_g, kNaN, &q);
   KV kv_poison{};
-  if constexpr (kQuant) kv_poison = KV(127);
-  else kv_poison = static_cast<KV>(kNaN);
+  if constexpr (kQuant)
+    kv_poison = KV(127);
+  else
+    kv_poison = static_cast<KV>(kNaN);
   Buffer<KV, 4> k, v;
   make_buffer(k_g, kv_poison, &k);
   make_buffer(v_g, kv_poison, &v);
@@ -295,7 +334,8 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   make_buffer(pi_g, static_cast<Index>(dead_entry > kIndexMax ? kIndexMax : dead_entry), &pi_b);
   auto narrow = [](std::int64_t x) {
     if (x > kIndexMax) return kIndexMax;
-    if (x < std::numeric_limits<Index>::min()) return std::int64_t{std::numeric_limits<Index>::min()};
+    if (x < std::numeric_limits<Index>::min())
+      return std::int64_t{std::numeric_limits<Index>::min()};
     return x;
   };
   for (std::int64_t b = 0; b < batch; ++b) {
@@ -303,7 +343,8 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     if (off >= 0) len_b.data[static_cast<size_t>(off)] = static_cast<Index>(narrow(lengths[b]));
     for (std::int64_t j = 0; j < pps; ++j) {
       const std::int64_t o = safe_offset(pi_g, {b, j}, static_cast<std::int64_t>(pi_b.data.size()));
-      if (o >= 0) pi_b.data[static_cast<size_t>(o)] = static_cast<Index>(narrow(table[b * pps + j]));
+      if (o >= 0)
+        pi_b.data[static_cast<size_t>(o)] = static_cast<Index>(narrow(table[b * pps + j]));
     }
   }
   a.q = q.view;
@@ -319,14 +360,16 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   const Status ref = attnref::check_paged(a, attnref::Profile::kReference);
   attnref_fuzz::check_error_renders(jax);
   attnref_fuzz::check_error_renders(ref);
-  ATTNREF_FUZZ_CHECK(!jax.ok() || ref.ok(), "jax profile accepted what reference rejected: " + ref.to_string());
+  ATTNREF_FUZZ_CHECK(!jax.ok() || ref.ok(),
+                     "jax profile accepted what reference rejected: " + ref.to_string());
 
   if (!ref.ok()) {
     // The kernel entry point must report the same error and not touch out.
     float sentinel = 12345.0f;
     TensorView<float, 3> out(&sentinel, a.q.extents, a.q.strides, 1);
     const Status s = attnref::try_paged_attention(a, out);
-    ATTNREF_FUZZ_CHECK(s.code() == ref.code(), "try_paged_attention: " + s.to_string() + " vs " + ref.to_string());
+    ATTNREF_FUZZ_CHECK(s.code() == ref.code(),
+                       "try_paged_attention: " + s.to_string() + " vs " + ref.to_string());
     ATTNREF_FUZZ_CHECK(sentinel == 12345.0f, "out written on error");
     return;
   }
@@ -334,12 +377,26 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   // --- data: finite values in the used region only -----------------------------------------
   const std::int64_t B = a.batch(), Hq = a.num_q_heads(), D = a.head_dim(), S = a.page_size();
   const std::int64_t G = attnref::group_size(Hq, a.num_kv_heads());
+  // A valid call may describe far more elements than its buffers hold (stride-0 views), and the
+  // kernel's work is then legitimately that large; skip the run above a work cap so one input
+  // stays well under the 10 s timeout (the validation above has already run on it).
+  {
+    std::int64_t work = 0, live = 0, step = 0;
+    bool fits = attnref::checked_mul(B, Hq, &work) && attnref::checked_mul(work, D, &work);
+    for (std::int64_t b = 0; b < B && fits; ++b)
+      fits = attnref::checked_add(live, static_cast<std::int64_t>(a.lengths(b)), &live);
+    fits = fits && attnref::checked_mul(live, Hq, &step) &&  // every query head reads each row
+           attnref::checked_mul(step, D, &step) && attnref::checked_add(work, step, &work);
+    if (!fits || work > kMaxElements) return;
+  }
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t h = 0; h < Hq; ++h)
       for (std::int64_t d = 0; d < D; ++d) q.mutable_view(b, h, d) = rng.small();
   auto kv_value = [&]() -> KV {
-    if constexpr (kQuant) return static_cast<KV>(static_cast<int>(rng.next() % 255) - 127);
-    else return static_cast<KV>(rng.small());
+    if constexpr (kQuant)
+      return static_cast<KV>(static_cast<int>(rng.next() % 255) - 127);
+    else
+      return static_cast<KV>(rng.small());
   };
   for (std::int64_t b = 0; b < B; ++b) {
     for (std::int64_t t = 0; t < a.lengths(b); ++t) {
@@ -360,7 +417,8 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     }
   }
   const Status data_ok = attnref::check_paged_data(a);
-  ATTNREF_FUZZ_CHECK(data_ok.ok(), "data tier rejected NaN outside the used region: " + data_ok.to_string());
+  ATTNREF_FUZZ_CHECK(data_ok.ok(),
+                     "data tier rejected NaN outside the used region: " + data_ok.to_string());
   bool poisoned = false;
   if (r.chance(25)) {  // NaN or Inf inside the used region: the data tier must see it
     const float bad = r.flag() ? kNaN : std::numeric_limits<float>::infinity();
@@ -382,7 +440,8 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     }
     if (poisoned) {
       const Status s = attnref::check_paged_data(a);
-      ATTNREF_FUZZ_CHECK(s.code() == ErrorCode::kNonFiniteData, "data tier missed a NaN/Inf: " + s.to_string());
+      ATTNREF_FUZZ_CHECK(s.code() == ErrorCode::kNonFiniteData,
+                         "data tier missed a NaN/Inf: " + s.to_string());
       attnref_fuzz::check_error_renders(s);
     }
   }
@@ -394,10 +453,14 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   const bool bad_out = r.chance(20);
   if (bad_out) {
     const int f = r.u8() % 4;
-    if (f == 0) out_g.extents[r.u8() % 3] = attnref_fuzz::hostile_int(r, D);
-    else if (f == 1) out_g.strides[r.u8() % 3] = attnref_fuzz::hostile_int(r, D);
-    else if (f == 2) out_g.shrink = r.range(1, 3);
-    else out_g.null_data = true;
+    if (f == 0)
+      out_g.extents[r.u8() % 3] = attnref_fuzz::hostile_int(r, D);
+    else if (f == 1)
+      out_g.strides[r.u8() % 3] = attnref_fuzz::hostile_int(r, D);
+    else if (f == 2)
+      out_g.shrink = r.range(1, 3);
+    else
+      out_g.null_data = true;
     out_g.mutated = true;
   }
   if (std::getenv("ATTNREF_FUZZ_VERBOSE") != nullptr) {  // describe the call (debugging a crash)
@@ -409,12 +472,14 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     };
     std::fprintf(stderr, "kv=%s index=%s executor=%d sm_scale=%g soft_cap=%g round_bf16=%d\n",
                  kQuant ? "int8" : "float", sizeof(Index) == 4 ? "int32" : "int64", executor_kind,
-                 static_cast<double>(a.sm_scale), a.soft_cap ? static_cast<double>(*a.soft_cap) : 0.0,
-                 a.round_kv_to_bf16 ? 1 : 0);
-    std::fprintf(stderr, "q %s\nk %s\nv %s\nks %s\nout %s\n", ext(a.q).c_str(), ext(a.k_pages).c_str(),
-                 ext(a.v_pages).c_str(), ext(a.k_scales).c_str(), ext(TensorView<const float, 3>(nullptr, out_g.extents, out_g.strides)).c_str());
+                 static_cast<double>(a.sm_scale),
+                 a.soft_cap ? static_cast<double>(*a.soft_cap) : 0.0, a.round_kv_to_bf16 ? 1 : 0);
+    std::fprintf(stderr, "q %s\nk %s\nv %s\nks %s\nout %s\n", ext(a.q).c_str(),
+                 ext(a.k_pages).c_str(), ext(a.v_pages).c_str(), ext(a.k_scales).c_str(),
+                 ext(TensorView<const float, 3>(nullptr, out_g.extents, out_g.strides)).c_str());
     for (std::int64_t b = 0; b < B; ++b) {
-      std::fprintf(stderr, "len[%lld]=%lld pages:", static_cast<long long>(b), static_cast<long long>(a.lengths(b)));
+      std::fprintf(stderr, "len[%lld]=%lld pages:", static_cast<long long>(b),
+                   static_cast<long long>(a.lengths(b)));
       for (std::int64_t j = 0; j < a.pages_per_sequence(); ++j)
         std::fprintf(stderr, " %lld", static_cast<long long>(a.page_indices(b, j)));
       std::fprintf(stderr, "\n");
@@ -425,13 +490,21 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   const std::vector<float> before = out.data;
   Status s;
   switch (executor_kind) {
-    case 0: s = attnref::try_paged_attention(a, out.mutable_view); break;
-    case 1: s = attnref::try_paged_attention(a, out.mutable_view, ClaimedConcurrency{static_cast<int>(r.range(2, 9))}); break;
-    default: s = attnref::try_paged_attention(a, out.mutable_view, pool()); break;
+    case 0:
+      s = attnref::try_paged_attention(a, out.mutable_view);
+      break;
+    case 1:
+      s = attnref::try_paged_attention(a, out.mutable_view,
+                                       ClaimedConcurrency{static_cast<int>(r.range(2, 9))});
+      break;
+    default:
+      s = attnref::try_paged_attention(a, out.mutable_view, pool());
+      break;
   }
   attnref_fuzz::check_error_renders(s);
   const Status out_check = attnref::check_paged_output(a, TensorView<float, 3>(out.mutable_view));
-  ATTNREF_FUZZ_CHECK(s.code() == out_check.code(), "try_paged_attention vs check_paged_output: " + s.to_string());
+  ATTNREF_FUZZ_CHECK(s.code() == out_check.code(),
+                     "try_paged_attention vs check_paged_output: " + s.to_string());
   if (!s.ok()) {
     ATTNREF_FUZZ_CHECK(std::equal(before.begin(), before.end(), out.data.begin(),
                                   [](float x, float y) { return std::memcmp(&x, &y, 4) == 0; }),
@@ -445,7 +518,8 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     if (out.view.numel_or_zero() == 0 && B * Hq * D == 0) return;  // nothing was written
     std::array<size_t, 3> order = {0, 1, 2};
     const auto& ov = out.view;
-    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return ov.strides[x] < ov.strides[y]; });
+    std::sort(order.begin(), order.end(),
+              [&](size_t x, size_t y) { return ov.strides[x] < ov.strides[y]; });
     std::int64_t reach_below = 0;  // largest offset reachable by the faster dimensions
     for (size_t i : order) {
       if (ov.extents[i] <= 1) continue;
@@ -478,10 +552,12 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
         const std::int64_t p = a.page_indices(b, t / S), slot = t % S;
         double dot = 0.0;
         for (std::int64_t d = 0; d < D; ++d)
-          dot += static_cast<double>(a.q(b, qh, d)) * deq(a.k_pages(h, p, slot, d), a.k_scales, h, p, slot, d);
+          dot += static_cast<double>(a.q(b, qh, d)) *
+                 deq(a.k_pages(h, p, slot, d), a.k_scales, h, p, slot, d);
         double x = static_cast<double>(a.sm_scale) * dot;
         max_raw = std::max(max_raw, std::fabs(x));
-        if (a.soft_cap) x = static_cast<double>(*a.soft_cap) * std::tanh(x / static_cast<double>(*a.soft_cap));
+        if (a.soft_cap)
+          x = static_cast<double>(*a.soft_cap) * std::tanh(x / static_cast<double>(*a.soft_cap));
         logit[static_cast<size_t>(t)] = x;
         mx = std::max(mx, x);
       }
@@ -529,10 +605,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::uint8_t kind = r.u8();
   attnref_fuzz::Rng rng(r.u64());
   switch (kind % 4) {
-    case 0: run_case<float, std::int32_t>(r, rng); break;
-    case 1: run_case<float, std::int64_t>(r, rng); break;
-    case 2: run_case<std::int8_t, std::int32_t>(r, rng); break;
-    default: run_case<std::int8_t, std::int64_t>(r, rng); break;
+    case 0:
+      run_case<float, std::int32_t>(r, rng);
+      break;
+    case 1:
+      run_case<float, std::int64_t>(r, rng);
+      break;
+    case 2:
+      run_case<std::int8_t, std::int32_t>(r, rng);
+      break;
+    default:
+      run_case<std::int8_t, std::int64_t>(r, rng);
+      break;
   }
   return 0;
 }
