@@ -4,7 +4,7 @@
 Usage:
   bench/report.py --out-dir docs results.json [more.json ...]
 
-Writes <out-dir>/benchmarks.md (the tables the README quotes) and, when matplotlib is installed
+Writes <out-dir>/benchmark-tables.md (raw tables) and, when matplotlib is installed
 (Debian: python3-matplotlib), <out-dir>/paged_decode.png: achieved GB/s against context length per
 variant, with the same-run read-bandwidth probes as lines (one stream over the whole pool, and
 the same pages in the kernel's order); and <out-dir>/splash.png when splash
@@ -189,7 +189,7 @@ def main():
                          ("Ragged", generic_table(results, "BM_Ragged"))):
         if table:
             sections.append("### " + title + "\n\n" + table)
-    with open(os.path.join(args.out_dir, "benchmarks.md"), "w") as f:
+    with open(os.path.join(args.out_dir, "benchmark-tables.md"), "w") as f:
         f.write("\n\n".join(sections) + "\n")
     try:
         if paged_chart(results, os.path.join(args.out_dir, "paged_decode.png")):
@@ -199,7 +199,7 @@ def main():
     except ImportError:
         print("matplotlib not installed (apt-get install python3-matplotlib): tables only",
               file=sys.stderr)
-    print("wrote", os.path.join(args.out_dir, "benchmarks.md"))
+    print("wrote", os.path.join(args.out_dir, "benchmark-tables.md"))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Reproduces the README's benchmark tables and charts: builds the release preset, runs every
-# benchmark with 3 repetitions (medians are reported) and writes docs/benchmarks.md and the PNGs.
+# Reproduces the benchmark tables and charts of docs/: builds the release preset, runs every
+# benchmark 3 times (medians are reported) and writes docs/benchmark-tables.md and the PNGs.
 # Usage: bench/run_all.sh [extra Google Benchmark flags, e.g. --benchmark_filter=...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
