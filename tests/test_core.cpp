@@ -31,7 +31,8 @@ TEST(Status, DefaultIsOkAndRendersOk) {
 
 TEST(Status, RendersEveryPlaceholderKind) {
   const Status s(ErrorCode::kShapeMismatch, "P1", "{f}: {0} and {7}, real {r0} / {r1}, {d2}",
-                 "divisors of {3}: {k3}", {5, 0, static_cast<std::int64_t>(attnref::DType::kInt64), 12, 0, 0, 0, -9},
+                 "divisors of {3}: {k3}",
+                 {5, 0, static_cast<std::int64_t>(attnref::DType::kInt64), 12, 0, 0, 0, -9},
                  {0.5, 30.0}, "tensor");
   EXPECT_EQ(s.message(), "tensor: 5 and -9, real 0.5 / 30.0, int64");
   EXPECT_EQ(s.hint(), "divisors of 12: 1, 2, 3, 4, 6, 12");
@@ -68,7 +69,8 @@ TEST(Status, UnknownPlaceholdersAndUnmatchedBracesStayLiteral) {
 TEST(Status, EveryCodeHasAName) {
   for (int c = 0; c <= static_cast<int>(ErrorCode::kBadFile); ++c)
     EXPECT_NE(std::string(attnref::error_code_name(static_cast<ErrorCode>(c))), "unknown") << c;
-  EXPECT_EQ(std::string(attnref::error_code_name(ErrorCode::kGqaNotDivisible)), "gqa_not_divisible");
+  EXPECT_EQ(std::string(attnref::error_code_name(ErrorCode::kGqaNotDivisible)),
+            "gqa_not_divisible");
 }
 
 #if !defined(ATTNREF_NO_EXCEPTIONS)  // built with -fno-exceptions too (preset noexcept)
@@ -114,7 +116,7 @@ TEST(DType, NamesAndFiniteness) {
 
 TEST(TensorView, RowMajorStridesAndAccess) {
   std::vector<int> data(24);
-  for (int i = 0; i < 24; ++i) data[i] = i;
+  for (int i = 0; i < 24; ++i) data[static_cast<size_t>(i)] = i;
   TensorView<const int, 3> v(data.data(), {2, 3, 4});
   EXPECT_EQ(v.strides, (std::array<std::int64_t, 3>{12, 4, 1}));
   EXPECT_EQ(v(1, 2, 3), 23);
@@ -133,12 +135,22 @@ TEST(TensorView, CheckViewErrors) {
     std::string message;
   };
   const Case cases[] = {
-      {{buf.data(), {-1, 4}}, ErrorCode::kNegativeExtent, "x has a negative extent -1 in dimension 0"},
-      {{buf.data(), {2, 4}, {-4, 1}}, ErrorCode::kNegativeStride, "x has a negative stride -4 in dimension 0"},
-      {{buf.data(), {kMax, 4}}, ErrorCode::kSizeOverflow, "x: the number of elements overflows int64 at dimension 1"},
-      {{buf.data(), {2, 4}, {kMax, 1}}, ErrorCode::kSizeOverflow, "x: the largest element offset overflows int64 at dimension 1"},
+      {{buf.data(), {-1, 4}},
+       ErrorCode::kNegativeExtent,
+       "x has a negative extent -1 in dimension 0"},
+      {{buf.data(), {2, 4}, {-4, 1}},
+       ErrorCode::kNegativeStride,
+       "x has a negative stride -4 in dimension 0"},
+      {{buf.data(), {kMax, 4}},
+       ErrorCode::kSizeOverflow,
+       "x: the number of elements overflows int64 at dimension 1"},
+      {{buf.data(), {2, 4}, {kMax, 1}},
+       ErrorCode::kSizeOverflow,
+       "x: the largest element offset overflows int64 at dimension 1"},
       {{nullptr, {2, 4}}, ErrorCode::kNullData, "x has 8 elements but a null data pointer"},
-      {{buf.data(), {4, 4}, {5, 1}, 16}, ErrorCode::kOutOfBuffer, "x: extents and strides reach element offset 18, past the buffer of 16 elements"},
+      {{buf.data(), {4, 4}, {5, 1}, 16},
+       ErrorCode::kOutOfBuffer,
+       "x: extents and strides reach element offset 18, past the buffer of 16 elements"},
   };
   for (const Case& c : cases) {
     const Status s = attnref::check_view(c.view, "x");
@@ -148,7 +160,8 @@ TEST(TensorView, CheckViewErrors) {
   }
   // Zero-size views read nothing, so null data and huge strides are fine.
   EXPECT_TRUE(attnref::check_view(TensorView<const float, 2>(nullptr, {0, 4}), "x").ok());
-  EXPECT_TRUE(attnref::check_view(TensorView<const float, 2>(buf.data(), {4, 4}, {4, 1}, 16), "x").ok());
+  EXPECT_TRUE(
+      attnref::check_view(TensorView<const float, 2>(buf.data(), {4, 4}, {4, 1}, 16), "x").ok());
 }
 
 TEST(TensorView, RowMajorStridesSaturateInsteadOfWrapping) {
@@ -166,9 +179,9 @@ TEST(KvLayout, AllLayoutsAddressTheSameLogicalElement) {
       for (std::int64_t c = 0; c < s; ++c)
         for (std::int64_t e = 0; e < d; ++e) {
           const int value = static_cast<int>(((a * 10 + b) * 10 + c) * 10 + e);
-          jax[((a * p + b) * s + c) * d + e] = value;
-          nhd[((b * s + c) * h + a) * d + e] = value;
-          hnd[((b * h + a) * s + c) * d + e] = value;
+          jax[static_cast<size_t>(((a * p + b) * s + c) * d + e)] = value;
+          nhd[static_cast<size_t>(((b * s + c) * h + a) * d + e)] = value;
+          hnd[static_cast<size_t>(((b * h + a) * s + c) * d + e)] = value;
         }
   using attnref::KvLayout;
   const auto vj = attnref::kv_pages_view<const int>(jax.data(), KvLayout::kJax, h, p, s, d);
@@ -181,6 +194,16 @@ TEST(KvLayout, AllLayoutsAddressTheSameLogicalElement) {
           EXPECT_EQ(vn(a, b, c, e), vj(a, b, c, e));
           EXPECT_EQ(vh(a, b, c, e), vj(a, b, c, e));
         }
+  // From the physical shape (what a .npy file carries), each layout's axes in its own order.
+  const auto pn = attnref::kv_pages_view<const int>(nhd.data(), KvLayout::kNhd, {p, s, h, d});
+  const auto ph = attnref::kv_pages_view<const int>(hnd.data(), KvLayout::kHnd, {p, h, s, d});
+  const auto pj = attnref::kv_pages_view<const int>(jax.data(), KvLayout::kJax, {h, p, s, d});
+  for (const auto* v : {&pn, &ph, &pj}) {
+    EXPECT_EQ(v->extents, vj.extents);
+  }
+  EXPECT_EQ(pn.strides, vn.strides);
+  EXPECT_EQ(ph.strides, vh.strides);
+  EXPECT_EQ(pj.strides, vj.strides);
   attnref::KvLayout parsed;
   EXPECT_TRUE(attnref::parse_kv_layout("hnd", &parsed));
   EXPECT_EQ(parsed, KvLayout::kHnd);
@@ -195,9 +218,12 @@ TEST(TensorView, OutputViewsMustNotOverlap) {
   std::vector<float> buf(64);
   using V = attnref::TensorView<float, 3>;
   EXPECT_TRUE(attnref::check_output_view(V(buf.data(), {2, 3, 4}), "out").ok());
-  EXPECT_TRUE(attnref::check_output_view(V(buf.data(), {2, 3, 4}, {1, 2, 6}), "out").ok());  // col-major
-  EXPECT_TRUE(attnref::check_output_view(V(buf.data(), {2, 1, 4}, {8, 0, 1}), "out").ok());  // unit dim
-  EXPECT_TRUE(attnref::check_output_view(V(buf.data(), {2, 3, 4}, {16, 5, 1}), "out").ok());  // padded
+  EXPECT_TRUE(
+      attnref::check_output_view(V(buf.data(), {2, 3, 4}, {1, 2, 6}), "out").ok());  // col-major
+  EXPECT_TRUE(
+      attnref::check_output_view(V(buf.data(), {2, 1, 4}, {8, 0, 1}), "out").ok());  // unit dim
+  EXPECT_TRUE(
+      attnref::check_output_view(V(buf.data(), {2, 3, 4}, {16, 5, 1}), "out").ok());  // padded
   struct Case {
     V view;
     std::string message;

@@ -33,8 +33,9 @@ std::vector<std::vector<int>> block_mask_of(const MaskInfo& info, std::int64_t h
 
 std::vector<std::uint8_t> pattern(const MaskInfo& info, std::int64_t n) {
   const auto tile = static_cast<size_t>(info.pattern_rows * info.pattern_cols);
-  return {info.partial_blocks.begin() + static_cast<std::ptrdiff_t>(n * tile),
-          info.partial_blocks.begin() + static_cast<std::ptrdiff_t>((n + 1) * tile)};
+  return {
+      info.partial_blocks.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(n) * tile),
+      info.partial_blocks.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(n + 1) * tile)};
 }
 
 // numpy's tri(n, m, k): 1 where c <= r + k.  triu(ones, k): 1 where c >= r + k.

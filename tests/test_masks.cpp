@@ -270,7 +270,7 @@ TEST(Masks, HostileOffsetsAndWindowsCompareExactly) {
   // Regression (fuzz_splash): LocalMask and CausalMask evaluated q + offset (- left, + right)
   // in int64, a signed overflow (UB) for offsets or windows near INT64_MAX/MIN, which the
   // mask checks accept. The predicates must equal the exact (128-bit) formulas.
-  using I = __int128;
+  __extension__ typedef __int128 I;  // GCC/Clang extension, hence the #ifdef
   constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
   constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
   const std::int64_t values[] = {kMin, kMin + 1, -(std::int64_t{1} << 62), -7,       -1,  0,

@@ -14,9 +14,10 @@
 namespace {
 
 TEST(NoExceptionsDeathTest, DefaultHandlerPrintsAndAborts) {
-  EXPECT_DEATH(attnref::validate_heads(8, 6),
-               "attnref: error\\[gqa_not_divisible\\] Number of Q heads must be divisible by number "
-               "of KV heads. Got 8 and 6.");
+  EXPECT_DEATH(
+      attnref::validate_heads(8, 6),
+      "attnref: error\\[gqa_not_divisible\\] Number of Q heads must be divisible by number "
+      "of KV heads. Got 8 and 6.");
 }
 
 void custom_handler(const attnref::Status& s) {

@@ -6,6 +6,7 @@
 #include <attnref/validate/paged.hpp>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -18,15 +19,18 @@ using attnref::Profile;
 using attnref::Status;
 using attnref::TensorView;
 
+/// A non-negative int64 size or index as a container index.
+constexpr std::size_t sz(std::int64_t n) { return static_cast<std::size_t>(n); }
+
 /// Owns buffers for a valid batch: B=2, Hq=8, Hkv=2, D=4, 10 pages of 4 tokens, 3 pages/seq.
 template <class KV = float, class Index = std::int32_t>
 struct Batch {
   std::int64_t b = 2, hq = 8, hkv = 2, d = 4, pages = 10, s = 4, pps = 3;
-  std::vector<float> q = std::vector<float>(b * hq * d, 0.5f);
-  std::vector<KV> k = std::vector<KV>(hkv * pages * s * d, KV(1));
-  std::vector<KV> v = std::vector<KV>(hkv * pages * s * d, KV(2));
-  std::vector<float> k_scales = std::vector<float>(hkv * pages * s, 1.0f);
-  std::vector<float> v_scales = std::vector<float>(hkv * pages * s, 1.0f);
+  std::vector<float> q = std::vector<float>(sz(b * hq * d), 0.5f);
+  std::vector<KV> k = std::vector<KV>(sz(hkv * pages * s * d), KV(1));
+  std::vector<KV> v = std::vector<KV>(sz(hkv * pages * s * d), KV(2));
+  std::vector<float> k_scales = std::vector<float>(sz(hkv * pages * s), 1.0f);
+  std::vector<float> v_scales = std::vector<float>(sz(hkv * pages * s), 1.0f);
   std::vector<Index> lengths{5, 12};
   std::vector<Index> table{0, 1, 9, 2, 3, 4};
   attnref::PagedAttentionArgs<float, KV, Index> args;
@@ -65,7 +69,8 @@ TEST(PagedValidate, ValidBatchPassesBothProfilesAndAllTiers) {
 TEST(PagedValidate, P1KvShapes) {
   Batch<> batch;
   batch.args.v_pages.extents[1] = 9;
-  expect_error(attnref::check_paged(batch.args, Profile::kReference), ErrorCode::kShapeMismatch, "P1",
+  expect_error(attnref::check_paged(batch.args, Profile::kReference), ErrorCode::kShapeMismatch,
+               "P1",
                "k_pages and v_pages must have the same shape. Got (2, 10, 4, 4) and (2, 9, 4, 4)");
 }
 
@@ -105,6 +110,42 @@ TEST(PagedValidate, P4BlockDivisibilityOnlyUnderJaxWithCorrectedWording) {
                "", "pages_per_compute_block must be positive. Got 0.");
 }
 
+TEST(PagedValidate, RuntimeIndexDtypes) {
+  using attnref::check_paged_index_dtypes;
+  using attnref::DType;
+  static_assert(check_paged_index_dtypes(DType::kInt32, DType::kInt32, Profile::kJax).ok());
+  EXPECT_TRUE(check_paged_index_dtypes(DType::kInt64, DType::kInt64, Profile::kReference).ok());
+  // Under jax a lengths dtype other than int32 is P7, with the real dtype.
+  expect_error(check_paged_index_dtypes(DType::kInt64, DType::kInt64, Profile::kJax),
+               ErrorCode::kDtypeNotSupported, "P7",
+               "The dtype of `lengths` must be int32. Got int64");
+  const Status p7 = check_paged_index_dtypes(DType::kFloat32, DType::kInt32, Profile::kJax);
+  expect_error(p7, ErrorCode::kDtypeNotSupported, "P7",
+               "The dtype of `lengths` must be int32. Got float32");
+  EXPECT_EQ(p7.hint(),
+            "JAX's kernel takes int32 lengths; the reference profile also accepts int64");
+  // Same text as the typed check.
+  Batch<float, std::int64_t> batch;
+  EXPECT_EQ(attnref::check_paged(batch.args, Profile::kJax).message(),
+            check_paged_index_dtypes(DType::kInt64, DType::kInt64, Profile::kJax).message());
+  // Non-index dtypes, then mixed ones.
+  const Status lengths =
+      check_paged_index_dtypes(DType::kFloat32, DType::kInt32, Profile::kReference);
+  expect_error(lengths, ErrorCode::kDtypeNotSupported, "",
+               "lengths has dtype float32, which is not supported here");
+  EXPECT_EQ(std::string(lengths.field()), "lengths");
+  EXPECT_EQ(lengths.hint(), "lengths must be int32 or int64 (int32 under --profile jax)");
+  const Status table = check_paged_index_dtypes(DType::kInt32, DType::kBool, Profile::kJax);
+  expect_error(table, ErrorCode::kDtypeNotSupported, "",
+               "page_indices has dtype bool, which is not supported here");
+  EXPECT_EQ(std::string(table.field()), "page_indices");
+  const Status mixed = check_paged_index_dtypes(DType::kInt32, DType::kInt64, Profile::kJax);
+  expect_error(mixed, ErrorCode::kDtypeNotSupported, "",
+               "lengths (int32) and page_indices (int64) must have the same dtype");
+  EXPECT_EQ(std::string(mixed.field()), "page_indices");
+  EXPECT_EQ(mixed.hint(), "save both as int32 (what JAX takes) or both as int64");
+}
+
 TEST(PagedValidate, P5LengthsBatch) {
   Batch<> batch;
   batch.args.lengths.extents[0] = 1;
@@ -131,16 +172,16 @@ TEST(PagedValidate, P8P9P10MegacoreUnderJaxOnly) {
   batch.hkv = 1;
   batch.rebuild();
   batch.args.megacore_mode = attnref::MegacoreMode::kKvHead;
-  expect_error(attnref::check_paged(batch.args, Profile::kJax), ErrorCode::kMegacoreOddKvHeads, "P8",
-               "number of KV heads must be even when megacore_mode is 'kv_head'");
+  expect_error(attnref::check_paged(batch.args, Profile::kJax), ErrorCode::kMegacoreOddKvHeads,
+               "P8", "number of KV heads must be even when megacore_mode is 'kv_head'");
   EXPECT_TRUE(attnref::check_paged(batch.args, Profile::kReference).ok());
 
   Batch<> odd_batch;
   odd_batch.b = 1;
   odd_batch.rebuild();
   odd_batch.args.megacore_mode = attnref::MegacoreMode::kBatch;
-  expect_error(attnref::check_paged(odd_batch.args, Profile::kJax), ErrorCode::kMegacoreOddBatch, "P9",
-               "batch size must be even when megacore_mode is 'batch'");
+  expect_error(attnref::check_paged(odd_batch.args, Profile::kJax), ErrorCode::kMegacoreOddBatch,
+               "P9", "batch size must be even when megacore_mode is 'batch'");
   EXPECT_TRUE(attnref::check_paged(odd_batch.args, Profile::kReference).ok());
 
   Batch<> even;
@@ -149,8 +190,8 @@ TEST(PagedValidate, P8P9P10MegacoreUnderJaxOnly) {
   even.args.megacore_mode = attnref::MegacoreMode::kKvHead;
   EXPECT_TRUE(attnref::check_paged(even.args, Profile::kJax).ok());
   even.args.megacore_mode = static_cast<attnref::MegacoreMode>(7);
-  expect_error(attnref::check_paged(even.args, Profile::kJax), ErrorCode::kInvalidMegacoreMode, "P10",
-               "megacore_mode must be one of ['kv_head', 'batch', None]");
+  expect_error(attnref::check_paged(even.args, Profile::kJax), ErrorCode::kInvalidMegacoreMode,
+               "P10", "megacore_mode must be one of ['kv_head', 'batch', None]");
 }
 
 TEST(PagedValidate, JaxOrderIsKept) {
@@ -197,8 +238,9 @@ TEST(PagedValidate, SafetyChecksOnViewsAndOptions) {
   {
     Batch<> batch;
     batch.args.mask_value = std::numeric_limits<float>::quiet_NaN();
-    expect_error(attnref::check_paged(batch.args, Profile::kReference), ErrorCode::kInvalidMaskValue,
-                 "", "mask_value=nan must be a finite negative number.");
+    expect_error(attnref::check_paged(batch.args, Profile::kReference),
+                 ErrorCode::kInvalidMaskValue, "",
+                 "mask_value=nan must be a finite negative number.");
     batch.args.mask_value = 1.0f;
     EXPECT_EQ(attnref::check_paged(batch.args, Profile::kReference).message(),
               "mask_value=1.0 must be a finite negative number.");
@@ -208,8 +250,8 @@ TEST(PagedValidate, SafetyChecksOnViewsAndOptions) {
   {
     Batch<> batch;
     batch.args.sm_scale = std::numeric_limits<float>::infinity();
-    expect_error(attnref::check_paged(batch.args, Profile::kReference), ErrorCode::kInvalidScale, "",
-                 "sm_scale=inf must be finite.");
+    expect_error(attnref::check_paged(batch.args, Profile::kReference), ErrorCode::kInvalidScale,
+                 "", "sm_scale=inf must be finite.");
   }
   {
     Batch<> batch;  // capacity product overflows int64
@@ -220,7 +262,8 @@ TEST(PagedValidate, SafetyChecksOnViewsAndOptions) {
     batch.args.v_pages.extents[2] = huge;
     batch.args.k_pages.strides[2] = 0;
     batch.args.v_pages.strides[2] = 0;
-    expect_error(attnref::check_paged(batch.args, Profile::kReference), ErrorCode::kSizeOverflow, "",
+    expect_error(attnref::check_paged(batch.args, Profile::kReference), ErrorCode::kSizeOverflow,
+                 "",
                  "pages_per_sequence (1099511627776) x page_size (1099511627776) overflows int64");
   }
 }
@@ -250,15 +293,25 @@ TEST(PagedValidate, MetadataLengthsAndPageIndices) {
     std::string message;
   };
   const Case cases[] = {
-      {{-1, 12}, {0, 1, 9, 2, 3, 4}, ErrorCode::kLengthOutOfRange,
+      {{-1, 12},
+       {0, 1, 9, 2, 3, 4},
+       ErrorCode::kLengthOutOfRange,
        "lengths[0]=-1 is outside [0, 12] (pages_per_sequence 3 x page_size 4)"},
-      {{5, 13}, {0, 1, 9, 2, 3, 4}, ErrorCode::kLengthOutOfRange,
+      {{5, 13},
+       {0, 1, 9, 2, 3, 4},
+       ErrorCode::kLengthOutOfRange,
        "lengths[1]=13 is outside [0, 12] (pages_per_sequence 3 x page_size 4)"},
-      {{5, 12}, {0, -1, 9, 2, 3, 4}, ErrorCode::kPageIndexOutOfRange,
+      {{5, 12},
+       {0, -1, 9, 2, 3, 4},
+       ErrorCode::kPageIndexOutOfRange,
        "page_indices[0, 1]=-1 is outside [0, 10) (total_pages)"},
-      {{5, 12}, {0, 1, 9, 2, 3, 10}, ErrorCode::kPageIndexOutOfRange,
+      {{5, 12},
+       {0, 1, 9, 2, 3, 10},
+       ErrorCode::kPageIndexOutOfRange,
        "page_indices[1, 2]=10 is outside [0, 10) (total_pages)"},
-      {{5, 12}, {0, 1, 9, 2, 2147483647, 4}, ErrorCode::kPageIndexOutOfRange,
+      {{5, 12},
+       {0, 1, 9, 2, 2147483647, 4},
+       ErrorCode::kPageIndexOutOfRange,
        "page_indices[1, 1]=2147483647 is outside [0, 10) (total_pages)"},
   };
   for (const Case& c : cases) {
@@ -289,11 +342,11 @@ TEST(PagedValidate, DataTierScansOnlyTheLiveRegion) {
   // Page 5 is never referenced; slot 1 of page 9 is past lengths[0]=5 (tokens 0..3 on page 0,
   // token 4 at slot 0 of page 1).
   for (std::int64_t i = 0; i < batch.d; ++i) {
-    batch.k[((0 * batch.pages + 5) * batch.s + 0) * batch.d + i] = nan;
-    batch.v[((1 * batch.pages + 1) * batch.s + 1) * batch.d + i] = nan;
+    batch.k[sz(((0 * batch.pages + 5) * batch.s + 0) * batch.d + i)] = nan;
+    batch.v[sz(((1 * batch.pages + 1) * batch.s + 1) * batch.d + i)] = nan;
   }
   EXPECT_TRUE(attnref::check_paged_data(batch.args).ok());
-  batch.v[((1 * batch.pages + 1) * batch.s + 0) * batch.d + 2] = nan;  // token 4, kv head 1
+  batch.v[sz(((1 * batch.pages + 1) * batch.s + 0) * batch.d + 2)] = nan;  // token 4, kv head 1
   expect_error(attnref::check_paged_data(batch.args), ErrorCode::kNonFiniteData, "",
                "v_pages is not finite at sequence 0, token 4 (page 1, slot 0), kv head 1, dim 2");
   Batch<> bad_q;
@@ -308,27 +361,29 @@ TEST(PagedValidate, DataTierReadsEachScaleTensorOverItsOwnExtent) {
   // v scale is NaN, so an over-read shows up as a false error even without a sanitizer.
   Batch<std::int8_t> batch;
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> k_elem(batch.hkv * batch.pages * batch.s * batch.d, 0.5f);
-  std::vector<float> v_tok(batch.hkv * batch.pages * batch.s * 2, nan);
+  std::vector<float> k_elem(sz(batch.hkv * batch.pages * batch.s * batch.d), 0.5f);
+  std::vector<float> v_tok(sz(batch.hkv * batch.pages * batch.s * 2), nan);
   for (size_t i = 0; i < v_tok.size(); i += 2) v_tok[i] = 0.25f;
   batch.args.k_scales = {k_elem.data(), {batch.hkv, batch.pages, batch.s, batch.d}};
   batch.args.v_scales = TensorView<const float, 4>(
-      v_tok.data(), {batch.hkv, batch.pages, batch.s, 1}, {batch.pages * batch.s * 2, batch.s * 2, 2, 1},
-      static_cast<std::int64_t>(v_tok.size()));
+      v_tok.data(), {batch.hkv, batch.pages, batch.s, 1},
+      {batch.pages * batch.s * 2, batch.s * 2, 2, 1}, static_cast<std::int64_t>(v_tok.size()));
   ASSERT_TRUE(attnref::check_paged(batch.args, Profile::kReference).ok());
   EXPECT_TRUE(attnref::check_paged_data(batch.args).ok());
-  v_tok[2 * (1 * batch.pages * batch.s + 2)] = nan;  // kv head 1, page 0, slot 2: token 2 of seq 0
-  expect_error(attnref::check_paged_data(batch.args), ErrorCode::kNonFiniteData, "",
-               "v_scales is not finite at sequence 0, token 2 (page 0, slot 2), kv head 1, index 0");
+  v_tok[sz(2 * (1 * batch.pages * batch.s + 2))] =
+      nan;  // kv head 1, page 0, slot 2: token 2 of seq 0
+  expect_error(
+      attnref::check_paged_data(batch.args), ErrorCode::kNonFiniteData, "",
+      "v_scales is not finite at sequence 0, token 2 (page 0, slot 2), kv head 1, index 0");
 }
 
 TEST(PagedValidate, WorksOnEveryLayout) {
   Batch<> batch;
   for (auto layout : {attnref::KvLayout::kJax, attnref::KvLayout::kNhd, attnref::KvLayout::kHnd}) {
-    batch.args.k_pages = attnref::kv_pages_view<const float>(batch.k.data(), layout, 2, 10, 4, 4,
-                                                             static_cast<std::int64_t>(batch.k.size()));
-    batch.args.v_pages = attnref::kv_pages_view<const float>(batch.v.data(), layout, 2, 10, 4, 4,
-                                                             static_cast<std::int64_t>(batch.v.size()));
+    batch.args.k_pages = attnref::kv_pages_view<const float>(
+        batch.k.data(), layout, 2, 10, 4, 4, static_cast<std::int64_t>(batch.k.size()));
+    batch.args.v_pages = attnref::kv_pages_view<const float>(
+        batch.v.data(), layout, 2, 10, 4, 4, static_cast<std::int64_t>(batch.v.size()));
     EXPECT_TRUE(attnref::check_paged(batch.args, Profile::kJax).ok()) << attnref::to_string(layout);
   }
 }

@@ -146,6 +146,58 @@ TEST(RaggedValidate, R5Int64OnlyUnderJax) {
   EXPECT_TRUE(check_ragged(f.args, Profile::kReference).ok());
 }
 
+TEST(RaggedValidate, RuntimeIndexDtypes) {
+  constexpr DType i32 = DType::kInt32, i64 = DType::kInt64, f32 = DType::kFloat32;
+  static_assert(check_ragged_index_dtypes(i32, i32, i32, i64, Profile::kJax).ok());
+  EXPECT_TRUE(check_ragged_index_dtypes(i64, i64, i64, i32, Profile::kReference).ok());
+  // num_seqs first, under both profiles.
+  const Status n = check_ragged_index_dtypes(i64, i32, i32, f32, Profile::kJax);
+  expect_status(n, {ErrorCode::kDtypeNotSupported, "",
+                    "num_seqs has dtype float32, which is not supported here"});
+  EXPECT_EQ(std::string(n.field()), "num_seqs");
+  EXPECT_EQ(n.hint(), "num_seqs must be int32 or int64");
+  // R5 under jax with the real dtypes; the int64 text and hint match the typed check.
+  Fixture<std::int64_t> f;
+  const Status typed = check_ragged_shapes(f.args, Profile::kJax);
+  const Status r5 = check_ragged_index_dtypes(i64, i64, i64, i32, Profile::kJax);
+  EXPECT_EQ(r5.message(), typed.message());
+  EXPECT_EQ(r5.hint(), typed.hint());
+  const Status mixed_r5 = check_ragged_index_dtypes(i32, i32, i64, i32, Profile::kJax);
+  expect_status(mixed_r5,
+                {ErrorCode::kDtypeNotSupported, "R5",
+                 "The dtype of `kv_lens`, `page_indices`, and `cu_q_lens` must be int32. Got "
+                 "kv_lens.dtype=dtype('int32'), page_indices.dtype=dtype('int32'), "
+                 "cu_q_lens.dtype=dtype('int64')."});
+  EXPECT_EQ(mixed_r5.hint(), "save all three as int32 (what JAX takes)");
+  expect_status(check_ragged_index_dtypes(f32, i32, i32, i32, Profile::kJax),
+                {ErrorCode::kDtypeNotSupported, "R5",
+                 "The dtype of `kv_lens`, `page_indices`, and `cu_q_lens` must be int32. Got "
+                 "kv_lens.dtype=dtype('float32'), page_indices.dtype=dtype('int32'), "
+                 "cu_q_lens.dtype=dtype('int32')."});
+  // Reference profile: each must be an index dtype, then all the same.
+  const struct {
+    DType kv_lens, page_indices, cu_q_lens;
+    const char* field;
+    std::string message;
+  } cases[] = {
+      {f32, i32, i32, "kv_lens", "kv_lens has dtype float32, which is not supported here"},
+      {i32, DType::kInt8, i32, "page_indices",
+       "page_indices has dtype int8, which is not supported here"},
+      {i64, i64, DType::kFloat64, "cu_q_lens",
+       "cu_q_lens has dtype float64, which is not supported here"},
+      {i32, i64, i32, "kv_lens",
+       "kv_lens (int32), page_indices (int64) and cu_q_lens (int32) must have the same dtype"},
+  };
+  for (const auto& c : cases) {
+    const Status s =
+        check_ragged_index_dtypes(c.kv_lens, c.page_indices, c.cu_q_lens, i64, Profile::kReference);
+    expect_status(s, {ErrorCode::kDtypeNotSupported, "", c.message});
+    EXPECT_EQ(std::string(s.field()), c.field);
+  }
+  EXPECT_EQ(check_ragged_index_dtypes(i32, i64, i32, i32, Profile::kReference).hint(),
+            "save all three as int32 (what JAX takes) or all as int64");
+}
+
 TEST(RaggedValidate, R6GqaRatio) {
   Fixture<> f;
   f.args.q.extents[1] = 3;  // 3 query heads, 2 KV heads

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "attnref/masks/mask.hpp"
+#include "attnref/masks/mask_info.hpp"
 #include "attnref/validate/splash.hpp"
 
 namespace {
@@ -400,6 +402,80 @@ TEST(SplashValidate, AgainstMaskInfo) {
                "the MaskInfo was built for blocks (64, 128) but block_sizes say (128, 128)");
   a.k.extents[2] = 32;  // JAX's input checks come first
   EXPECT_EQ(std::string(attnref::check_splash(a, good, Profile::kReference).jax_check()), "S4");
+}
+
+}  // namespace
+
+namespace {
+
+TEST(SplashValidate, TiersMatchCheckSplash) {
+  Fixture f;
+  auto a = f.args();
+  EXPECT_TRUE(attnref::check_splash_shapes(a, kMask, Profile::kJax).ok());
+  EXPECT_TRUE(attnref::check_splash_metadata(a, kMask, Profile::kJax).ok());
+  // check_splash is the shape tier then the metadata tier: the same first error.
+  a.block_sizes.block_kv_compute = 64;
+  const Status shapes = attnref::check_splash_shapes(a, kMask, Profile::kJax);
+  const Status both = attnref::check_splash(a, kMask, Profile::kJax);
+  EXPECT_EQ(std::string(shapes.jax_check()), "S8");
+  EXPECT_EQ(both.code(), shapes.code());
+  EXPECT_EQ(both.message(), shapes.message());
+}
+
+TEST(SplashValidate, DataTierFindsNonFiniteValues) {
+  Fixture f;
+  f.sinks.assign(f.sinks.size(), 0.5f);
+  auto a = f.args();
+  a.sinks = {f.sinks.data(), {8}};
+  ASSERT_TRUE(attnref::check_splash(a, kMask, Profile::kReference).ok());
+  EXPECT_TRUE(attnref::check_splash_data(a).ok());
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    std::vector<float>* buffer;
+    std::size_t at;
+    float value;
+    const char* field;
+    std::string message;
+  };
+  // q [8, 256, 64], k [2, 256, 64], v [2, 256, 128], sinks [8], all contiguous.
+  const Case cases[] = {
+      {&f.q, (3 * 256 + 17) * 64 + 5, nan, "q", "q[3, 17, 5] is not finite"},
+      {&f.k, (1 * 256 + 255) * 64 + 63, inf, "k", "k[1, 255, 63] is not finite"},
+      {&f.v, (0 * 256 + 2) * 128 + 100, -inf, "v", "v[0, 2, 100] is not finite"},
+      {&f.sinks, 7, nan, "sinks", "sinks[7] is not finite"},
+  };
+  for (const Case& c : cases) {
+    const float saved = (*c.buffer)[c.at];
+    (*c.buffer)[c.at] = c.value;
+    const Status s = attnref::check_splash_data(a);
+    expect_error(s, ErrorCode::kNonFiniteData, "", c.message);
+    EXPECT_EQ(std::string(s.field()), c.field);
+    EXPECT_FALSE(s.hint().empty());
+    (*c.buffer)[c.at] = saved;
+  }
+  // Past the views (the buffers are larger) nothing is read.
+  f.v.back() = nan;
+  f.sinks.back() = nan;
+  EXPECT_TRUE(attnref::check_splash_data(a).ok());
+  // q is reported before k, k before v.
+  f.v[0] = nan;
+  f.k[0] = nan;
+  EXPECT_EQ(std::string(attnref::check_splash_data(a).field()), "k");
+}
+
+TEST(SplashValidate, DataTierMqa) {
+  Fixture f;
+  auto a = f.args();
+  a.is_mqa = true;
+  a.k.extents[0] = 1;
+  a.v.extents[0] = 1;
+  ASSERT_TRUE(attnref::check_splash(a, kMask, Profile::kReference).ok());
+  f.k[256 * 64] = std::numeric_limits<float>::quiet_NaN();  // head 1: not part of the view
+  EXPECT_TRUE(attnref::check_splash_data(a).ok());
+  f.k[255 * 64] = std::numeric_limits<float>::quiet_NaN();
+  expect_error(attnref::check_splash_data(a), ErrorCode::kNonFiniteData, "",
+               "k[0, 255, 0] is not finite");
 }
 
 }  // namespace

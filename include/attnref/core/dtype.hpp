@@ -32,15 +32,24 @@ enum class DType : std::int64_t {
 /// numpy's name for a dtype ("float32", "int8", ...); "bfloat16" as in ml_dtypes.
 constexpr const char* dtype_name(DType t) noexcept {
   switch (t) {
-    case DType::kFloat16: return "float16";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kFloat32: return "float32";
-    case DType::kFloat64: return "float64";
-    case DType::kInt8: return "int8";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kBool: return "bool";
-    default: return "unknown";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat64:
+      return "float64";
+    case DType::kInt8:
+      return "int8";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kBool:
+      return "bool";
+    default:
+      return "unknown";
   }
 }
 
@@ -49,14 +58,38 @@ template <class T>
 struct DTypeOf {
   static constexpr DType value = DType::kUnknown;
 };
-template <> struct DTypeOf<Eigen::half> { static constexpr DType value = DType::kFloat16; };
-template <> struct DTypeOf<Eigen::bfloat16> { static constexpr DType value = DType::kBFloat16; };
-template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloat64; };
-template <> struct DTypeOf<std::int8_t> { static constexpr DType value = DType::kInt8; };
-template <> struct DTypeOf<std::int32_t> { static constexpr DType value = DType::kInt32; };
-template <> struct DTypeOf<std::int64_t> { static constexpr DType value = DType::kInt64; };
-template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; };
+template <>
+struct DTypeOf<Eigen::half> {
+  static constexpr DType value = DType::kFloat16;
+};
+template <>
+struct DTypeOf<Eigen::bfloat16> {
+  static constexpr DType value = DType::kBFloat16;
+};
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kFloat32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kFloat64;
+};
+template <>
+struct DTypeOf<std::int8_t> {
+  static constexpr DType value = DType::kInt8;
+};
+template <>
+struct DTypeOf<std::int32_t> {
+  static constexpr DType value = DType::kInt32;
+};
+template <>
+struct DTypeOf<std::int64_t> {
+  static constexpr DType value = DType::kInt64;
+};
+template <>
+struct DTypeOf<bool> {
+  static constexpr DType value = DType::kBool;
+};
 }  // namespace detail
 
 /// The runtime tag of element type `T` (cv-qualifiers ignored).

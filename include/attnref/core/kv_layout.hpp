@@ -30,10 +30,14 @@ constexpr const char* to_string(KvLayout layout) noexcept {
 
 /// Parses "jax", "nhd" or "hnd"; returns false for anything else.
 inline bool parse_kv_layout(const char* text, KvLayout* out) noexcept {
-  if (std::strcmp(text, "jax") == 0) *out = KvLayout::kJax;
-  else if (std::strcmp(text, "nhd") == 0) *out = KvLayout::kNhd;
-  else if (std::strcmp(text, "hnd") == 0) *out = KvLayout::kHnd;
-  else return false;
+  if (std::strcmp(text, "jax") == 0)
+    *out = KvLayout::kJax;
+  else if (std::strcmp(text, "nhd") == 0)
+    *out = KvLayout::kNhd;
+  else if (std::strcmp(text, "hnd") == 0)
+    *out = KvLayout::kHnd;
+  else
+    return false;
   return true;
 }
 
@@ -47,18 +51,50 @@ constexpr TensorView<T, 4> kv_pages_view(T* data, KvLayout layout, std::int64_t 
   const std::array<std::int64_t, 4> logical{num_kv_heads, total_pages, page_size, head_dim};
   std::array<std::int64_t, 4> physical{};
   switch (layout) {
-    case KvLayout::kJax: physical = {num_kv_heads, total_pages, page_size, head_dim}; break;
-    case KvLayout::kNhd: physical = {total_pages, page_size, num_kv_heads, head_dim}; break;
-    case KvLayout::kHnd: physical = {total_pages, num_kv_heads, page_size, head_dim}; break;
+    case KvLayout::kJax:
+      physical = {num_kv_heads, total_pages, page_size, head_dim};
+      break;
+    case KvLayout::kNhd:
+      physical = {total_pages, page_size, num_kv_heads, head_dim};
+      break;
+    case KvLayout::kHnd:
+      physical = {total_pages, num_kv_heads, page_size, head_dim};
+      break;
   }
   const std::array<std::int64_t, 4> s = row_major_strides<4>(physical);
   std::array<std::int64_t, 4> strides{};  // logical order: head, page, slot, dim
   switch (layout) {
-    case KvLayout::kJax: strides = {s[0], s[1], s[2], s[3]}; break;
-    case KvLayout::kNhd: strides = {s[2], s[0], s[1], s[3]}; break;
-    case KvLayout::kHnd: strides = {s[1], s[0], s[2], s[3]}; break;
+    case KvLayout::kJax:
+      strides = {s[0], s[1], s[2], s[3]};
+      break;
+    case KvLayout::kNhd:
+      strides = {s[2], s[0], s[1], s[3]};
+      break;
+    case KvLayout::kHnd:
+      strides = {s[1], s[0], s[2], s[3]};
+      break;
   }
   return TensorView<T, 4>(data, logical, strides, buffer_size);
+}
+
+/// The logical `[num_kv_heads, total_pages, page_size, last]` view of a dense pool whose
+/// physical shape, in `layout`'s axis order, is `physical` (e.g. a `.npy` file's shape).
+template <class T>
+constexpr TensorView<T, 4> kv_pages_view(T* data, KvLayout layout,
+                                         const std::array<std::int64_t, 4>& physical,
+                                         std::int64_t buffer_size = -1) noexcept {
+  switch (layout) {
+    case KvLayout::kNhd:  // [pages, slots, heads, dim]
+      return kv_pages_view(data, layout, physical[2], physical[0], physical[1], physical[3],
+                           buffer_size);
+    case KvLayout::kHnd:  // [pages, heads, slots, dim]
+      return kv_pages_view(data, layout, physical[1], physical[0], physical[2], physical[3],
+                           buffer_size);
+    case KvLayout::kJax:
+      break;
+  }
+  return kv_pages_view(data, layout, physical[0], physical[1], physical[2], physical[3],
+                       buffer_size);
 }
 
 }  // namespace attnref

@@ -28,21 +28,21 @@ namespace attnref {
 enum class ErrorCode : int {
   kOk = 0,
   // Shapes, strides and buffers (any family).
-  kNegativeExtent,       ///< an extent is negative
-  kNullData,             ///< a null pointer with a non-zero number of elements
-  kNegativeStride,       ///< an element stride is negative
-  kSizeOverflow,         ///< a size or offset overflows int64
-  kOutOfBuffer,          ///< extents x strides reach past the buffer size the caller gave
-  kOverlappingOutput,    ///< an output view's strides map two elements to one address
-  kRankMismatch,         ///< a tensor has the wrong number of dimensions
-  kShapeMismatch,        ///< two tensors that must agree in shape do not
-  kBatchMismatch,        ///< a per-sequence tensor's batch size differs from q's
-  kDtypeNotSupported,    ///< an element type the rule does not allow
+  kNegativeExtent,     ///< an extent is negative
+  kNullData,           ///< a null pointer with a non-zero number of elements
+  kNegativeStride,     ///< an element stride is negative
+  kSizeOverflow,       ///< a size or offset overflows int64
+  kOutOfBuffer,        ///< extents x strides reach past the buffer size the caller gave
+  kOverlappingOutput,  ///< an output view's strides map two elements to one address
+  kRankMismatch,       ///< a tensor has the wrong number of dimensions
+  kShapeMismatch,      ///< two tensors that must agree in shape do not
+  kBatchMismatch,      ///< a per-sequence tensor's batch size differs from q's
+  kDtypeNotSupported,  ///< an element type the rule does not allow
   // Heads and dimensions.
-  kInvalidHeadCount,     ///< a head count is zero or negative
-  kGqaNotDivisible,      ///< query heads are not a multiple of KV heads
-  kHeadDimMismatch,      ///< q's head_dim differs from K/V's
-  kInvalidHeadDim,       ///< a head_dim is zero or negative
+  kInvalidHeadCount,  ///< a head count is zero or negative
+  kGqaNotDivisible,   ///< query heads are not a multiple of KV heads
+  kHeadDimMismatch,   ///< q's head_dim differs from K/V's
+  kInvalidHeadDim,    ///< a head_dim is zero or negative
   // Blocking and TPU tiling (mostly the `jax` profile).
   kInvalidBlockSize,     ///< a block size is zero or negative
   kBlockNotDivisible,    ///< a block size does not divide what it must divide
@@ -61,85 +61,135 @@ enum class ErrorCode : int {
   kTokenBudgetExceeded,  ///< more query tokens than the token buffer holds
   kQueryLongerThanKv,    ///< a sequence has more query tokens than KV tokens
   // Options.
-  kInvalidSoftCap,       ///< soft cap is 0 or not finite
-  kInvalidMaskValue,     ///< mask value is NaN, +-inf or positive
-  kInvalidScale,         ///< sm_scale (or a dequantization scale) is not finite
-  kInvalidSlidingWindow, ///< sliding window is zero or negative
-  kQuantizationMismatch, ///< only one of K/V is quantized, or scales given without int8 pages
-  kScalesShape,          ///< dequantization scales have the wrong shape
+  kInvalidSoftCap,        ///< soft cap is 0 or not finite
+  kInvalidMaskValue,      ///< mask value is NaN, +-inf or positive
+  kInvalidScale,          ///< sm_scale (or a dequantization scale) is not finite
+  kInvalidSlidingWindow,  ///< sliding window is zero or negative
+  kQuantizationMismatch,  ///< only one of K/V is quantized, or scales given without int8 pages
+  kScalesShape,           ///< dequantization scales have the wrong shape
   // Splash masks.
-  kMaskShape,            ///< a mask's shape does not fit (Sq, Skv) or its rank is wrong
-  kMaskHeadCount,        ///< a mask has neither 1 nor num_q_heads heads
-  kSegmentIdsShape,      ///< segment ids do not match the sequence length
-  kSinksShape,           ///< sinks are not [num_q_heads]
-  kInvalidMaskParameter, ///< a mask constructor argument is invalid (chunk size, window, ...)
-  kMissingBackwardBlocks,///< backward requested without backward block sizes
+  kMaskShape,              ///< a mask's shape does not fit (Sq, Skv) or its rank is wrong
+  kMaskHeadCount,          ///< a mask has neither 1 nor num_q_heads heads
+  kSegmentIdsShape,        ///< segment ids do not match the sequence length
+  kSinksShape,             ///< sinks are not [num_q_heads]
+  kInvalidMaskParameter,   ///< a mask constructor argument is invalid (chunk size, window, ...)
+  kMissingBackwardBlocks,  ///< backward requested without backward block sizes
   // Interop adapters (FlashInfer CSR, vLLM block tables, DLPack).
-  kInvalidIndptr,        ///< kv_indptr does not start at 0, decreases or does not end at nnz
-  kInvalidLastPageLen,   ///< kv_last_page_len outside [1, page_size] for a non-empty sequence
-  kPageCountMismatch,    ///< a sequence holds a page count other than ceil(seq_len / page_size)
-  kInvalidPageStride,    ///< pages overlap, or are not dense where dense pages were declared
-  kDeviceNotSupported,   ///< a DLPack tensor does not live in CPU memory
-  kMisalignedOffset,     ///< a DLPack byte_offset or pointer is not aligned to the element type
+  kInvalidIndptr,       ///< kv_indptr does not start at 0, decreases or does not end at nnz
+  kInvalidLastPageLen,  ///< kv_last_page_len outside [1, page_size] for a non-empty sequence
+  kPageCountMismatch,   ///< a sequence holds a page count other than ceil(seq_len / page_size)
+  kInvalidPageStride,   ///< pages overlap, or are not dense where dense pages were declared
+  kDeviceNotSupported,  ///< a DLPack tensor does not live in CPU memory
+  kMisalignedOffset,    ///< a DLPack byte_offset or pointer is not aligned to the element type
   // Data tier.
-  kNonFiniteData,        ///< NaN or Inf in the region the kernel reads
+  kNonFiniteData,  ///< NaN or Inf in the region the kernel reads
   // Files and command line (attnref-run).
-  kBadFile,              ///< a .npy file is unreadable or malformed
+  kBadFile,  ///< a .npy file is unreadable or malformed
 };
 
 /// Stable snake_case name of an error code, as printed by attnref-run: `gqa_not_divisible`.
 constexpr const char* error_code_name(ErrorCode c) noexcept {
   switch (c) {
-    case ErrorCode::kOk: return "ok";
-    case ErrorCode::kNegativeExtent: return "negative_extent";
-    case ErrorCode::kNullData: return "null_data";
-    case ErrorCode::kNegativeStride: return "negative_stride";
-    case ErrorCode::kSizeOverflow: return "size_overflow";
-    case ErrorCode::kOutOfBuffer: return "out_of_buffer";
-    case ErrorCode::kOverlappingOutput: return "overlapping_output";
-    case ErrorCode::kRankMismatch: return "rank_mismatch";
-    case ErrorCode::kShapeMismatch: return "shape_mismatch";
-    case ErrorCode::kBatchMismatch: return "batch_mismatch";
-    case ErrorCode::kDtypeNotSupported: return "dtype_not_supported";
-    case ErrorCode::kInvalidHeadCount: return "invalid_head_count";
-    case ErrorCode::kGqaNotDivisible: return "gqa_not_divisible";
-    case ErrorCode::kHeadDimMismatch: return "head_dim_mismatch";
-    case ErrorCode::kInvalidHeadDim: return "invalid_head_dim";
-    case ErrorCode::kInvalidBlockSize: return "invalid_block_size";
-    case ErrorCode::kBlockNotDivisible: return "block_not_divisible";
-    case ErrorCode::kBlockTooLarge: return "block_too_large";
-    case ErrorCode::kTilingRule: return "tiling_rule";
-    case ErrorCode::kMegacoreOddKvHeads: return "megacore_odd_kv_heads";
-    case ErrorCode::kMegacoreOddBatch: return "megacore_odd_batch";
-    case ErrorCode::kInvalidMegacoreMode: return "invalid_megacore_mode";
-    case ErrorCode::kInvalidPageSize: return "invalid_page_size";
-    case ErrorCode::kPageIndexOutOfRange: return "page_index_out_of_range";
-    case ErrorCode::kLengthOutOfRange: return "length_out_of_range";
-    case ErrorCode::kPageTableTooNarrow: return "page_table_too_narrow";
-    case ErrorCode::kInvalidCuQLens: return "invalid_cu_q_lens";
-    case ErrorCode::kNumSeqsOutOfRange: return "num_seqs_out_of_range";
-    case ErrorCode::kTokenBudgetExceeded: return "token_budget_exceeded";
-    case ErrorCode::kQueryLongerThanKv: return "query_longer_than_kv";
-    case ErrorCode::kInvalidSoftCap: return "invalid_soft_cap";
-    case ErrorCode::kInvalidMaskValue: return "invalid_mask_value";
-    case ErrorCode::kInvalidScale: return "invalid_scale";
-    case ErrorCode::kInvalidSlidingWindow: return "invalid_sliding_window";
-    case ErrorCode::kQuantizationMismatch: return "quantization_mismatch";
-    case ErrorCode::kScalesShape: return "scales_shape";
-    case ErrorCode::kMaskShape: return "mask_shape";
-    case ErrorCode::kMaskHeadCount: return "mask_head_count";
-    case ErrorCode::kSegmentIdsShape: return "segment_ids_shape";
-    case ErrorCode::kSinksShape: return "sinks_shape";
-    case ErrorCode::kInvalidMaskParameter: return "invalid_mask_parameter";
-    case ErrorCode::kMissingBackwardBlocks: return "missing_backward_blocks";
-    case ErrorCode::kInvalidIndptr: return "invalid_indptr";
-    case ErrorCode::kInvalidLastPageLen: return "invalid_last_page_len";
-    case ErrorCode::kPageCountMismatch: return "page_count_mismatch";
-    case ErrorCode::kInvalidPageStride: return "invalid_page_stride";
-    case ErrorCode::kDeviceNotSupported: return "device_not_supported";
-    case ErrorCode::kMisalignedOffset: return "misaligned_offset";
-    case ErrorCode::kNonFiniteData: return "non_finite_data";
-    case ErrorCode::kBadFile: return "bad_file";
+    case ErrorCode::kOk:
+      return "ok";
+    case ErrorCode::kNegativeExtent:
+      return "negative_extent";
+    case ErrorCode::kNullData:
+      return "null_data";
+    case ErrorCode::kNegativeStride:
+      return "negative_stride";
+    case ErrorCode::kSizeOverflow:
+      return "size_overflow";
+    case ErrorCode::kOutOfBuffer:
+      return "out_of_buffer";
+    case ErrorCode::kOverlappingOutput:
+      return "overlapping_output";
+    case ErrorCode::kRankMismatch:
+      return "rank_mismatch";
+    case ErrorCode::kShapeMismatch:
+      return "shape_mismatch";
+    case ErrorCode::kBatchMismatch:
+      return "batch_mismatch";
+    case ErrorCode::kDtypeNotSupported:
+      return "dtype_not_supported";
+    case ErrorCode::kInvalidHeadCount:
+      return "invalid_head_count";
+    case ErrorCode::kGqaNotDivisible:
+      return "gqa_not_divisible";
+    case ErrorCode::kHeadDimMismatch:
+      return "head_dim_mismatch";
+    case ErrorCode::kInvalidHeadDim:
+      return "invalid_head_dim";
+    case ErrorCode::kInvalidBlockSize:
+      return "invalid_block_size";
+    case ErrorCode::kBlockNotDivisible:
+      return "block_not_divisible";
+    case ErrorCode::kBlockTooLarge:
+      return "block_too_large";
+    case ErrorCode::kTilingRule:
+      return "tiling_rule";
+    case ErrorCode::kMegacoreOddKvHeads:
+      return "megacore_odd_kv_heads";
+    case ErrorCode::kMegacoreOddBatch:
+      return "megacore_odd_batch";
+    case ErrorCode::kInvalidMegacoreMode:
+      return "invalid_megacore_mode";
+    case ErrorCode::kInvalidPageSize:
+      return "invalid_page_size";
+    case ErrorCode::kPageIndexOutOfRange:
+      return "page_index_out_of_range";
+    case ErrorCode::kLengthOutOfRange:
+      return "length_out_of_range";
+    case ErrorCode::kPageTableTooNarrow:
+      return "page_table_too_narrow";
+    case ErrorCode::kInvalidCuQLens:
+      return "invalid_cu_q_lens";
+    case ErrorCode::kNumSeqsOutOfRange:
+      return "num_seqs_out_of_range";
+    case ErrorCode::kTokenBudgetExceeded:
+      return "token_budget_exceeded";
+    case ErrorCode::kQueryLongerThanKv:
+      return "query_longer_than_kv";
+    case ErrorCode::kInvalidSoftCap:
+      return "invalid_soft_cap";
+    case ErrorCode::kInvalidMaskValue:
+      return "invalid_mask_value";
+    case ErrorCode::kInvalidScale:
+      return "invalid_scale";
+    case ErrorCode::kInvalidSlidingWindow:
+      return "invalid_sliding_window";
+    case ErrorCode::kQuantizationMismatch:
+      return "quantization_mismatch";
+    case ErrorCode::kScalesShape:
+      return "scales_shape";
+    case ErrorCode::kMaskShape:
+      return "mask_shape";
+    case ErrorCode::kMaskHeadCount:
+      return "mask_head_count";
+    case ErrorCode::kSegmentIdsShape:
+      return "segment_ids_shape";
+    case ErrorCode::kSinksShape:
+      return "sinks_shape";
+    case ErrorCode::kInvalidMaskParameter:
+      return "invalid_mask_parameter";
+    case ErrorCode::kMissingBackwardBlocks:
+      return "missing_backward_blocks";
+    case ErrorCode::kInvalidIndptr:
+      return "invalid_indptr";
+    case ErrorCode::kInvalidLastPageLen:
+      return "invalid_last_page_len";
+    case ErrorCode::kPageCountMismatch:
+      return "page_count_mismatch";
+    case ErrorCode::kInvalidPageStride:
+      return "invalid_page_stride";
+    case ErrorCode::kDeviceNotSupported:
+      return "device_not_supported";
+    case ErrorCode::kMisalignedOffset:
+      return "misaligned_offset";
+    case ErrorCode::kNonFiniteData:
+      return "non_finite_data";
+    case ErrorCode::kBadFile:
+      return "bad_file";
   }
   return "unknown";
 }
@@ -315,10 +365,10 @@ class Status {
 };
 
 /// Returns from the enclosing function when `expr` is an error Status.
-#define ATTNREF_RETURN_IF_ERROR(expr)                     \
-  do {                                                    \
-    const ::attnref::Status attnref_status_ = (expr);     \
-    if (!attnref_status_.ok()) return attnref_status_;    \
+#define ATTNREF_RETURN_IF_ERROR(expr)                  \
+  do {                                                 \
+    const ::attnref::Status attnref_status_ = (expr);  \
+    if (!attnref_status_.ok()) return attnref_status_; \
   } while (false)
 
 }  // namespace attnref

@@ -46,10 +46,10 @@ struct TensorView {
   using element_type = T;
   static constexpr size_t kRank = Rank;
 
-  T* data = nullptr;                       ///< first element (offset 0)
+  T* data = nullptr;                         ///< first element (offset 0)
   std::array<std::int64_t, Rank> extents{};  ///< size of each dimension
   std::array<std::int64_t, Rank> strides{};  ///< element strides of each dimension
-  std::int64_t buffer_size = -1;  ///< elements the caller's buffer holds; -1 = not known
+  std::int64_t buffer_size = -1;             ///< elements the caller's buffer holds; -1 = not known
 
   constexpr TensorView() noexcept = default;
 
@@ -68,8 +68,8 @@ struct TensorView {
       : data(data_), extents(extents_), strides(strides_), buffer_size(buffer_size_) {}
 
   /// A view of `T` converts to a view of `const T`.
-  template <class U, class = std::enable_if_t<std::is_same<const U, T>::value &&
-                                              !std::is_same<U, T>::value>>
+  template <class U,
+            class = std::enable_if_t<std::is_same<const U, T>::value && !std::is_same<U, T>::value>>
   constexpr TensorView(const TensorView<U, Rank>& other) noexcept  // NOLINT(implicit)
       : data(other.data),
         extents(other.extents),
@@ -118,11 +118,13 @@ constexpr Status check_view(const TensorView<T, Rank>& v, const char* name) noex
   for (size_t i = 0; i < Rank; ++i) {
     const auto dim = static_cast<std::int64_t>(i);
     if (v.extents[i] < 0) {
-      return Status(ErrorCode::kNegativeExtent, "", "{f} has a negative extent {0} in dimension {1}",
-                    "extents must be >= 0", {v.extents[i], dim}, {}, name);
+      return Status(ErrorCode::kNegativeExtent, "",
+                    "{f} has a negative extent {0} in dimension {1}", "extents must be >= 0",
+                    {v.extents[i], dim}, {}, name);
     }
     if (v.strides[i] < 0) {
-      return Status(ErrorCode::kNegativeStride, "", "{f} has a negative stride {0} in dimension {1}",
+      return Status(ErrorCode::kNegativeStride, "",
+                    "{f} has a negative stride {0} in dimension {1}",
                     "attnref views take non-negative element strides; reverse the data instead",
                     {v.strides[i], dim}, {}, name);
     }

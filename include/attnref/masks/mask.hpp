@@ -8,9 +8,10 @@
 ///  - `a & b`, `a | b` (`AndMask`, `OrMask`), `AnyMask` (type-erased), `MultiHeadMask` (one mask
 ///    per query head).
 /// Constructor checks (JAX's K2..K12 that exist in C++) run in `check_mask(m)`, which returns a
-/// `Status`; `validate_mask(m)` throws. K1 (conversion to bool), K6/K7 (element types of
-/// MultiHeadMask), K8/K9 (rank/dtype of a dense mask) and K10/K13 are compile-time in C++.
-/// No Eigen: this header is part of `attnref::validate`.
+/// `Status`; `validate_mask(m)` throws (both in masks/mask_checks.hpp, with the checks
+/// themselves). K1 (conversion to bool), K6/K7 (element types of MultiHeadMask), K8/K9
+/// (rank/dtype of a dense mask) and K10/K13 are compile-time in C++.
+/// No Eigen, no RTTI. The validators do not include this header (only masks/mask_checks.hpp).
 ///
 /// Example:
 /// @code
@@ -31,51 +32,15 @@
 #include <utility>
 #include <vector>
 
+#include "attnref/core/checked_math.hpp"
 #include "attnref/core/error.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
+#include "attnref/masks/mask_checks.hpp"
 
 namespace attnref {
 
-/// (q_seq_len, kv_seq_len) of a single-head mask.
-using MaskShape = std::array<std::int64_t, 2>;
-
-/// Base of every single-head mask type. Conversion to bool is deleted: JAX's K1 ("Conversion to
-/// bool is unsupported. Could be caused by using logical instead of bitwise operations on
-/// masks.") becomes a compile error; combine masks with `&` and `|`, not `&&` and `||`.
-struct MaskBase {
-  explicit operator bool() const = delete;
-};
-
-/// True for single-head mask types (those deriving from MaskBase).
-template <class M>
-inline constexpr bool is_mask_v = std::is_base_of<MaskBase, std::decay_t<M>>::value;
-
 namespace detail {
-
-inline Status check_mask_shape_nonnegative(const MaskShape& s) {
-  if (s[0] < 0 || s[1] < 0) {
-    return Status(ErrorCode::kMaskShape, "", "mask shape ({0}, {1}) has a negative dimension",
-                  "a mask's shape is (q_seq_len, kv_seq_len)", {s[0], s[1]});
-  }
-  return Status();
-}
-
-/// K11: Sq % shard_count^2 == 0 (JAX's text), after shard_count >= 1 (ours).
-inline Status check_shard_count(const MaskShape& s, std::int64_t shard_count) {
-  if (shard_count <= 0) {
-    return Status(ErrorCode::kInvalidMaskParameter, "", "shard_count={0} must be positive.",
-                  "use shard_count=1 on a single device", {shard_count}, {}, "shard_count");
-  }
-  std::int64_t squared = 0;
-  if (!checked_mul(shard_count, shard_count, &squared) || s[0] % squared != 0) {
-    return Status(ErrorCode::kInvalidMaskParameter, "K11",
-                  "Shard count squared ({0}) must divide Q seq_len ({1}) evenly.",
-                  "use shard_count=1 on a single device, or pad q_seq_len to a multiple of {0}",
-                  {squared, s[0]}, {}, "shard_count");
-  }
-  return Status();
-}
 
 /// `a + b >= c`, exact for any int64 values: offsets and windows are not range-checked, so
 /// `q + offset` may leave int64 (JAX's Python ints do not overflow).
@@ -172,11 +137,7 @@ struct ChunkedCausalMask : MaskBase {
   }
   Status check() const {
     ATTNREF_RETURN_IF_ERROR(detail::check_mask_shape_nonnegative(shape));
-    if (chunk_size <= 0) {
-      return Status(ErrorCode::kInvalidMaskParameter, "K12", "chunk_size must be positive",
-                    "got chunk_size={0}; use the attention chunk length, e.g. 512", {chunk_size},
-                    {}, "chunk_size");
-    }
+    ATTNREF_RETURN_IF_ERROR(detail::check_chunk_size(chunk_size));
     return detail::check_shard_count(shape, shard_count);
   }
   friend bool operator==(const ChunkedCausalMask& a, const ChunkedCausalMask& b) {
@@ -216,39 +177,6 @@ template <class F>
 PredicateMask<F> make_predicate_mask(MaskShape shape, F predicate) {
   return PredicateMask<F>(shape, std::move(predicate));
 }
-
-/// The (q_seq_len, kv_seq_len) of any single-head mask.
-template <class M>
-MaskShape mask_shape(const M& m) {
-  if constexpr (std::is_member_function_pointer<decltype(&M::shape)>::value) {
-    return m.shape();
-  } else {
-    return m.shape;
-  }
-}
-
-namespace detail {
-
-template <class L, class R>
-Status check_binary_mask(const L& left, const R& right, bool from_operator) {
-  ATTNREF_RETURN_IF_ERROR(left.check());
-  ATTNREF_RETURN_IF_ERROR(right.check());
-  const MaskShape a = mask_shape(left);
-  const MaskShape b = mask_shape(right);
-  if (a != b) {
-    if (from_operator) {
-      return Status(ErrorCode::kMaskShape, "K2",
-                    "Invalid shape for other: ({0}, {1}), expected: ({2}, {3})",
-                    "both sides of & and | must have the same (q_seq_len, kv_seq_len)",
-                    {b[0], b[1], a[0], a[1]});
-    }
-    return Status(ErrorCode::kMaskShape, "K3", "Masks must have the same shape",
-                  "got ({0}, {1}) and ({2}, {3})", {a[0], a[1], b[0], b[1]});
-  }
-  return Status();
-}
-
-}  // namespace detail
 
 /// `left AND right` (JAX's LogicalAnd). `from_operator` selects JAX's K2 text (built by `&`)
 /// over K3 (built directly) when the shapes differ.
@@ -291,8 +219,6 @@ OrMask<std::decay_t<L>, std::decay_t<R>> operator|(L&& left, R&& right) {
   return {std::forward<L>(left), std::forward<R>(right), true};
 }
 
-class MultiHeadMask;
-
 namespace detail {
 
 template <class M, class = void>
@@ -300,6 +226,19 @@ struct HasEquality : std::false_type {};
 template <class M>
 struct HasEquality<M, std::void_t<decltype(std::declval<const M&>() == std::declval<const M&>())>>
     : std::true_type {};
+
+/// A distinct address per type: stands in for typeid so that mask equality needs no RTTI
+/// (builds with -fno-rtti). The variable is mutable so that no linker folds two of them.
+template <class T>
+struct TypeTag {
+  static char id;
+};
+template <class T>
+char TypeTag<T>::id = 0;
+template <class T>
+const void* type_tag() noexcept {
+  return &TypeTag<T>::id;
+}
 
 }  // namespace detail
 
@@ -346,6 +285,7 @@ class AnyMask : public MaskBase {
     virtual void fill_tile(std::int64_t q0, std::int64_t q1, std::int64_t k0, std::int64_t k1,
                            std::uint8_t* out, std::int64_t ld) const = 0;
     virtual bool same_as(const Concept& other) const = 0;
+    virtual const void* type() const noexcept = 0;
   };
   template <class M>
   struct Model final : Concept {
@@ -362,12 +302,13 @@ class AnyMask : public MaskBase {
     }
     bool same_as(const Concept& other) const override {
       if constexpr (detail::HasEquality<M>::value) {
-        const auto* o = dynamic_cast<const Model<M>*>(&other);
-        return o != nullptr && o->mask == mask;
+        // Same tag means same M, so the downcast is exact.
+        return other.type() == type() && static_cast<const Model&>(other).mask == mask;
       } else {
         return false;
       }
     }
+    const void* type() const noexcept override { return detail::type_tag<M>(); }
     M mask;
   };
   std::shared_ptr<const Concept> impl_;
@@ -388,20 +329,8 @@ class MultiHeadMask {
 
   /// K4 (empty), then K5 (a head's shape differs from head 0's), then each head's own checks.
   Status check() const {
-    if (masks_.empty()) {
-      return Status(ErrorCode::kMaskHeadCount, "K4", "Unsupported empty tuple of masks",
-                    "give one mask (shared by all heads) or one per query head");
-    }
-    const MaskShape s0 = masks_[0].shape();
-    for (const AnyMask& m : masks_) {
-      const MaskShape s = m.shape();
-      if (s != s0) {
-        return Status(ErrorCode::kMaskShape, "K5",
-                      "Unexpected mask shape, got: ({0}, {1}), expected: ({2}, {3})",
-                      "every head's mask has the same (q_seq_len, kv_seq_len)",
-                      {s[0], s[1], s0[0], s0[1]});
-      }
-    }
+    ATTNREF_RETURN_IF_ERROR(
+        detail::check_head_shapes(num_heads(), [this](std::int64_t h) { return head(h).shape(); }));
     for (const AnyMask& m : masks_) ATTNREF_RETURN_IF_ERROR(m.check());
     return Status();
   }
@@ -409,27 +338,5 @@ class MultiHeadMask {
  private:
   std::vector<AnyMask> masks_;
 };
-
-/// Number of heads of a mask: 1 for a single-head mask.
-template <class M>
-std::int64_t mask_num_heads(const M& m) {
-  if constexpr (std::is_same<M, MultiHeadMask>::value) {
-    return m.num_heads();
-  } else {
-    return 1;
-  }
-}
-
-/// The constructor checks of any mask (K2..K5, K11, K12 and the view checks of a DenseMask).
-template <class M>
-Status check_mask(const M& m) {
-  return m.check();
-}
-
-/// Throwing wrapper of `check_mask`.
-template <class M>
-void validate_mask(const M& m) {
-  throw_if_error(check_mask(m));
-}
 
 }  // namespace attnref

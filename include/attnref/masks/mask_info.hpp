@@ -30,17 +30,13 @@
 #include "attnref/core/profile.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/masks/mask.hpp"
+#include "attnref/validate/mask_blocks.hpp"
+#include "attnref/validate/splash.hpp"
 
 namespace attnref {
 
 /// What a tile of the mask holds. The values are JAX's block_mask values.
 enum class BlockKind : std::uint8_t { kEmpty = 0, kPartial = 1, kFull = 2 };
-
-/// JAX's sharding arguments: no numerical effect, checked under `Profile::kJax` (M5..M7).
-struct MaskSharding {
-  std::int64_t head_shards = 1;   ///< devices the heads are split over
-  std::int64_t q_seq_shards = 1;  ///< devices the query sequence is split over
-};
 
 /// Tile counts of a MaskInfo, over all `num_heads` rows of it.
 struct BlockCounts {
@@ -125,60 +121,6 @@ struct MaskInfo {
     return c;
   }
 };
-
-/// Block-size checks of a mask grid: sizes positive (always), then JAX's M3..M7 under
-/// `Profile::kJax`. `num_heads` is the mask's head count (M7). O(1).
-inline Status check_mask_blocks(std::int64_t q_seq_len, std::int64_t kv_seq_len,
-                                std::int64_t num_heads, std::int64_t block_q, std::int64_t block_kv,
-                                Profile profile, const MaskSharding& sharding = {}) {
-  if (block_q <= 0) {
-    return Status(ErrorCode::kInvalidBlockSize, "", "q_block_size={0} must be positive.",
-                  "use e.g. 128, or any positive size under the reference profile", {block_q}, {},
-                  "block_q");
-  }
-  if (block_kv <= 0) {
-    return Status(ErrorCode::kInvalidBlockSize, "", "kv_block_size={0} must be positive.",
-                  "use e.g. 128, or any positive size under the reference profile", {block_kv}, {},
-                  "block_kv");
-  }
-  if (sharding.head_shards <= 0 || sharding.q_seq_shards <= 0) {
-    return Status(ErrorCode::kInvalidMaskParameter, "",
-                  "head_shards={0} and q_seq_shards={1} must be positive.",
-                  "use 1 on a single device", {sharding.head_shards, sharding.q_seq_shards});
-  }
-  if (profile != Profile::kJax) return Status();
-  if (q_seq_len % block_q != 0) {
-    return Status(ErrorCode::kBlockNotDivisible, "M3",
-                  "q_block_size={0} should divide q_seq_len={1}.",
-                  "pick block_q among the divisors of {1}: {k1} (the reference profile allows a "
-                  "ragged last block)",
-                  {block_q, q_seq_len});
-  }
-  if (kv_seq_len % block_kv != 0) {
-    return Status(ErrorCode::kBlockNotDivisible, "M4",
-                  "kv_block_size={0} should divide kv_seq_len={1}.",
-                  "pick block_kv among the divisors of {1}: {k1} (the reference profile allows a "
-                  "ragged last block)",
-                  {block_kv, kv_seq_len});
-  }
-  if (q_seq_len % sharding.q_seq_shards != 0) {
-    return Status(ErrorCode::kBlockNotDivisible, "M5",
-                  "q_seq_shards={0} should divide q_seq_len={1}.", "valid q_seq_shards: {k1}",
-                  {sharding.q_seq_shards, q_seq_len});
-  }
-  const std::int64_t per_shard = q_seq_len / sharding.q_seq_shards;
-  if (per_shard % block_q != 0) {
-    return Status(ErrorCode::kBlockNotDivisible, "M6",
-                  "q_block_size={0} should divide q_seq_len_per_shard={1}.",
-                  "pick block_q among the divisors of {1}: {k1}", {block_q, per_shard});
-  }
-  if (num_heads % sharding.head_shards != 0) {
-    return Status(ErrorCode::kBlockNotDivisible, "M7",
-                  "head_shards={0} should divide head_count={1}.", "valid head_shards: {k1}",
-                  {sharding.head_shards, num_heads});
-  }
-  return Status();
-}
 
 namespace detail {
 
@@ -306,6 +248,39 @@ MaskInfo make_mask_info(const M& mask, std::int64_t block_q, std::int64_t block_
   MaskInfo info;
   throw_if_error(build_mask_info(mask, block_q, block_kv, profile, &info, sharding));
   return info;
+}
+
+/// Forward checks against a pre-built MaskInfo (the mask itself was checked when it was built):
+/// JAX's input checks, then the MaskInfo's fit to this call (heads 1 or Hq, (Sq, Skv), the
+/// forward block sizes), then the safety checks. It lives here, not in validate/splash.hpp,
+/// because it needs MaskInfo; the splash kernels call it with a plan's MaskInfo.
+template <class Q, class KV>
+Status check_splash(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, Profile profile) {
+  ATTNREF_RETURN_IF_ERROR(detail::check_splash_inputs(a, profile));
+  const auto& q = a.q.extents;
+  const auto& k = a.k.extents;
+  if (info.num_heads != 1 && info.num_heads != q[0]) {
+    return Status(ErrorCode::kMaskHeadCount, "",
+                  "the mask has {0} heads; expected 1 (shared by all heads) or num_q_heads={1}",
+                  "give one mask per query head, or a single mask for all of them",
+                  {info.num_heads, q[0]});
+  }
+  if (info.q_seq_len != q[1] || info.kv_seq_len != k[1]) {
+    return Status(ErrorCode::kMaskShape, "",
+                  "mask shape ({0}, {1}) does not match (q_seq_len, kv_seq_len) = ({2}, {3})",
+                  "build the mask with shape (q_seq_len, kv_seq_len) = ({2}, {3})",
+                  {info.q_seq_len, info.kv_seq_len, q[1], k[1]});
+  }
+  if (info.block_q != a.block_sizes.block_q || info.block_kv != a.block_sizes.block_kv) {
+    return Status(ErrorCode::kInvalidBlockSize, "",
+                  "the MaskInfo was built for blocks ({0}, {1}) but block_sizes say ({2}, {3})",
+                  "build the MaskInfo with (block_q, block_kv) of this call",
+                  {info.block_q, info.block_kv, a.block_sizes.block_q, a.block_sizes.block_kv});
+  }
+  ATTNREF_RETURN_IF_ERROR(check_mask_blocks(q[1], k[1], info.num_heads, info.block_q, info.block_kv,
+                                            profile, a.sharding));
+  ATTNREF_RETURN_IF_ERROR(detail::check_splash_safety(a));
+  return check_splash_metadata(a, info, profile);
 }
 
 }  // namespace attnref

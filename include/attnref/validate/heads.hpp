@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file heads.hpp
 /// Grouped-query attention as a mapping in one place: the divisibility check with a hint listing
-/// the valid KV head counts, and `kv_head_of`, the only place a query head meets its KV head.
+/// the valid KV head counts (and its throwing form `validate_heads`), and `kv_head_of`, the only
+/// place a query head meets its KV head.
 ///
 /// Example:
 /// @code
@@ -12,6 +13,7 @@
 
 #include <cstdint>
 
+#include "attnref/core/error.hpp"
 #include "attnref/core/status.hpp"
 
 namespace attnref {
@@ -66,6 +68,11 @@ constexpr Status check_head_dim(std::int64_t q_head_dim, std::int64_t kv_head_di
                   {q_head_dim, kv_head_dim});
   }
   return Status();
+}
+
+/// Throwing wrapper of `check_heads`: throws `ShapeError` (or calls the error handler).
+inline void validate_heads(std::int64_t num_q_heads, std::int64_t num_kv_heads) {
+  throw_if_error(check_heads(num_q_heads, num_kv_heads));
 }
 
 }  // namespace attnref

@@ -22,7 +22,7 @@ namespace attnref {
 struct AttentionConfig {
   std::int64_t num_q_heads = 0;
   std::int64_t num_kv_heads = 0;
-  std::int64_t head_dim = 0;     ///< q and K head_dim
+  std::int64_t head_dim = 0;               ///< q and K head_dim
   std::optional<std::int64_t> head_dim_v;  ///< V head_dim; absent means "same as head_dim"
   std::optional<std::int64_t> page_size;   ///< tokens per KV page; absent means "not paged"
 };

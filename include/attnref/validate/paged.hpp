@@ -30,14 +30,9 @@
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
 #include "attnref/validate/heads.hpp"
+#include "attnref/validate/options.hpp"
 
 namespace attnref {
-
-/// JAX's DEFAULT_MASK_VALUE, -0.7 * float32 max, rounded to float32.
-inline constexpr float kDefaultMaskValue = -2.3819763e+38f;
-
-/// JAX's megacore split. No numerical effect; only the `jax` profile checks it (P8..P10).
-enum class MegacoreMode : int { kNone = 0, kKvHead = 1, kBatch = 2 };
 
 /// Everything one paged-attention (decode) call reads. Views only; nothing is owned.
 /// `Q` and `KV` are float, double, Eigen::half or Eigen::bfloat16; `KV` may be int8_t with
@@ -53,12 +48,13 @@ struct PagedAttentionArgs {
   using index_type = Index;
   static constexpr bool kQuantized = std::is_same<KV, std::int8_t>::value;
 
-  TensorView<const Q, 3> q;                  ///< [batch, num_q_heads, head_dim]
-  TensorView<const KV, 4> k_pages;           ///< [num_kv_heads, total_pages, page_size, head_dim]
-  TensorView<const KV, 4> v_pages;           ///< [num_kv_heads, total_pages, page_size, head_dim]
-  TensorView<const Index, 1> lengths;        ///< [batch]
-  TensorView<const Index, 2> page_indices;   ///< [batch, pages_per_sequence]
-  TensorView<const float, 4> k_scales;       ///< int8 only: [num_kv_heads, total_pages, page_size, 1 or head_dim]
+  TensorView<const Q, 3> q;                 ///< [batch, num_q_heads, head_dim]
+  TensorView<const KV, 4> k_pages;          ///< [num_kv_heads, total_pages, page_size, head_dim]
+  TensorView<const KV, 4> v_pages;          ///< [num_kv_heads, total_pages, page_size, head_dim]
+  TensorView<const Index, 1> lengths;       ///< [batch]
+  TensorView<const Index, 2> page_indices;  ///< [batch, pages_per_sequence]
+  /// int8 only: [num_kv_heads, total_pages, page_size, 1 or head_dim]
+  TensorView<const float, 4> k_scales;
   TensorView<const float, 4> v_scales;       ///< int8 only: same as k_scales
   float sm_scale = 1.0f;                     ///< multiplies q.k (JAX has no scale: 1.0)
   std::optional<float> soft_cap;             ///< c in c * tanh(x / c), applied before masking
@@ -78,46 +74,6 @@ struct PagedAttentionArgs {
 
 namespace detail {
 
-template <size_t N>
-constexpr bool same_extents(const std::array<std::int64_t, N>& a,
-                            const std::array<std::int64_t, N>& b) noexcept {
-  for (size_t i = 0; i < N; ++i)
-    if (a[i] != b[i]) return false;
-  return true;
-}
-
-/// Soft cap: absent, or finite and non-zero.
-inline Status check_soft_cap(const std::optional<float>& soft_cap, const char* jax_check = "") {
-  if (soft_cap && (*soft_cap == 0.0f || !std::isfinite(*soft_cap))) {
-    return Status(ErrorCode::kInvalidSoftCap, jax_check,
-                  "soft_cap={r0} must not be 0.0 and must be finite.",
-                  "leave soft_cap unset to turn the soft cap off (JAX's kernel divides by it)", {},
-                  {static_cast<double>(*soft_cap)}, "soft_cap");
-  }
-  return Status();
-}
-
-/// Mask value: finite and negative (NaN, +-inf, 0 and positive values do not mask).
-inline Status check_mask_value(float mask_value) {
-  if (!std::isfinite(mask_value) || !(mask_value < 0.0f)) {
-    return Status(ErrorCode::kInvalidMaskValue, "",
-                  "mask_value={r0} must be a finite negative number.",
-                  "use the default -2.3819763e+38 (-0.7 * float32 max)", {},
-                  {static_cast<double>(mask_value)}, "mask_value");
-  }
-  return Status();
-}
-
-/// sm_scale: finite.
-inline Status check_sm_scale(float sm_scale) {
-  if (!std::isfinite(sm_scale)) {
-    return Status(ErrorCode::kInvalidScale, "", "sm_scale={r0} must be finite.",
-                  "pass 1/sqrt(head_dim) for standard attention, or 1.0 as JAX does", {},
-                  {static_cast<double>(sm_scale)}, "sm_scale");
-  }
-  return Status();
-}
-
 /// Scales of int8 pages: [Hkv, P, S, 1] or [Hkv, P, S, D], given for both K and V.
 template <class Args>
 Status check_paged_scales(const Args& a) {
@@ -132,10 +88,11 @@ Status check_paged_scales(const Args& a) {
     return Status();
   }
   if (!has_k || !has_v) {
-    return Status(ErrorCode::kQuantizationMismatch, "",
-                  "int8 K/V pages need both k_scales and v_scales; got k_scales: {0}, v_scales: {1}",
-                  "quantize K and V together (scales [num_kv_heads, total_pages, page_size, 1])",
-                  {has_k ? 1 : 0, has_v ? 1 : 0});
+    return Status(
+        ErrorCode::kQuantizationMismatch, "",
+        "int8 K/V pages need both k_scales and v_scales; got k_scales: {0}, v_scales: {1}",
+        "quantize K and V together (scales [num_kv_heads, total_pages, page_size, 1])",
+        {has_k ? 1 : 0, has_v ? 1 : 0});
   }
   for (const auto* s : {&a.k_scales, &a.v_scales}) {
     const char* name = s == &a.k_scales ? "k_scales" : "v_scales";
@@ -185,9 +142,10 @@ Status check_paged_shapes(const PagedAttentionArgs<Q, KV, Index>& a, Profile pro
   const std::int64_t pps = a.pages_per_sequence();
   const std::int64_t ppcb = a.pages_per_compute_block;
   if (ppcb <= 0) {
-    return Status(ErrorCode::kInvalidBlockSize, "", "pages_per_compute_block must be positive. Got {0}.",
-                  "use a divisor of pages_per_sequence ({1}), e.g. 1", {ppcb, pps},
-                  {}, "pages_per_compute_block");
+    return Status(ErrorCode::kInvalidBlockSize, "",
+                  "pages_per_compute_block must be positive. Got {0}.",
+                  "use a divisor of pages_per_sequence ({1}), e.g. 1", {ppcb, pps}, {},
+                  "pages_per_compute_block");
   }
   if (profile == Profile::kJax && pps % ppcb != 0) {
     return Status(ErrorCode::kBlockNotDivisible, "P4",
@@ -208,7 +166,8 @@ Status check_paged_shapes(const PagedAttentionArgs<Q, KV, Index>& a, Profile pro
                   {a.page_indices.extents[0], a.batch()});
   }
   if (profile == Profile::kJax && dtype_of<Index> != DType::kInt32) {
-    return Status(ErrorCode::kDtypeNotSupported, "P7", "The dtype of `lengths` must be int32. Got {d0}",
+    return Status(ErrorCode::kDtypeNotSupported, "P7",
+                  "The dtype of `lengths` must be int32. Got {d0}",
                   "JAX's kernel takes int32 lengths; the reference profile also accepts int64",
                   {static_cast<std::int64_t>(dtype_of<Index>)});
   }
@@ -250,9 +209,9 @@ Status check_paged_shapes(const PagedAttentionArgs<Q, KV, Index>& a, Profile pro
                   "check page_indices' second dimension", {pps, a.page_size()});
   }
   ATTNREF_RETURN_IF_ERROR(detail::check_paged_scales(a));
-  ATTNREF_RETURN_IF_ERROR(detail::check_soft_cap(a.soft_cap));
-  ATTNREF_RETURN_IF_ERROR(detail::check_mask_value(a.mask_value));
-  ATTNREF_RETURN_IF_ERROR(detail::check_sm_scale(a.sm_scale));
+  ATTNREF_RETURN_IF_ERROR(check_soft_cap(a.soft_cap));
+  ATTNREF_RETURN_IF_ERROR(check_mask_value(a.mask_value));
+  ATTNREF_RETURN_IF_ERROR(check_sm_scale(a.sm_scale));
   return Status();
 }
 
@@ -276,8 +235,8 @@ Status check_paged_metadata(const PagedAttentionArgs<Q, KV, Index>& a, Profile p
                     "page_indices or fix the length",
                     {b, length, capacity, pps, page_size}, {}, "lengths");
     }
-    const std::int64_t live = detail::live_pages(length, page_size, pps,
-                                                 a.pages_per_compute_block, profile);
+    const std::int64_t live =
+        detail::live_pages(length, page_size, pps, a.pages_per_compute_block, profile);
     for (std::int64_t j = 0; j < live; ++j) {
       const std::int64_t page = a.page_indices(b, j);
       if (page < 0 || page >= total_pages) {
@@ -350,15 +309,47 @@ Status check_paged_data(const PagedAttentionArgs<Q, KV, Index>& a) {
   return Status();
 }
 
+/// Runtime index-dtype check, for callers whose lengths and page table arrive with a dtype known
+/// only at run time (a .npy file, a Python array) and must be rejected before a typed
+/// `PagedAttentionArgs` exists. Under `kJax` a `lengths` dtype other than int32 is JAX's P7 (with
+/// the real dtype in the text); then both must be int32 or int64, and the same.
+/// JAX checks P1..P6 first: run `check_paged_shapes` on stand-in index views before this one to
+/// keep JAX's order.
+constexpr Status check_paged_index_dtypes(DType lengths, DType page_indices,
+                                          Profile profile) noexcept {
+  const auto is_index = [](DType t) { return t == DType::kInt32 || t == DType::kInt64; };
+  if (profile == Profile::kJax && lengths != DType::kInt32) {
+    return Status(ErrorCode::kDtypeNotSupported, "P7",
+                  "The dtype of `lengths` must be int32. Got {d0}",
+                  "JAX's kernel takes int32 lengths; the reference profile also accepts int64",
+                  {static_cast<std::int64_t>(lengths)});
+  }
+  if (!is_index(lengths)) {
+    return Status(ErrorCode::kDtypeNotSupported, "",
+                  "{f} has dtype {d0}, which is not supported here",
+                  "lengths must be int32 or int64 (int32 under --profile jax)",
+                  {static_cast<std::int64_t>(lengths)}, {}, "lengths");
+  }
+  if (!is_index(page_indices)) {
+    return Status(ErrorCode::kDtypeNotSupported, "",
+                  "{f} has dtype {d0}, which is not supported here",
+                  "page_indices must be int32 or int64", {static_cast<std::int64_t>(page_indices)},
+                  {}, "page_indices");
+  }
+  if (lengths != page_indices) {
+    return Status(ErrorCode::kDtypeNotSupported, "",
+                  "lengths ({d0}) and page_indices ({d1}) must have the same dtype",
+                  "save both as int32 (what JAX takes) or both as int64",
+                  {static_cast<std::int64_t>(lengths), static_cast<std::int64_t>(page_indices)}, {},
+                  "page_indices");
+  }
+  return Status();
+}
+
 /// Throwing wrapper of `check_paged`: throws `ShapeError` (or calls the error handler).
 template <class Q, class KV, class Index>
 void validate_paged(const PagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
   throw_if_error(check_paged(a, profile));
-}
-
-/// Throwing wrapper of `check_heads`.
-inline void validate_heads(std::int64_t num_q_heads, std::int64_t num_kv_heads) {
-  throw_if_error(check_heads(num_q_heads, num_kv_heads));
 }
 
 }  // namespace attnref

@@ -36,7 +36,7 @@
 #include "attnref/core/profile.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
-#include "attnref/validate/paged.hpp"
+#include "attnref/validate/options.hpp"
 
 namespace attnref {
 
@@ -286,8 +286,8 @@ Status check_ragged_shapes(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Prof
                   "leave soft_cap unset to turn the soft cap off", {},
                   {static_cast<double>(*a.soft_cap)}, "soft_cap");
   }
-  ATTNREF_RETURN_IF_ERROR(detail::check_mask_value(a.mask_value));
-  ATTNREF_RETURN_IF_ERROR(detail::check_sm_scale(a.sm_scale));
+  ATTNREF_RETURN_IF_ERROR(check_mask_value(a.mask_value));
+  ATTNREF_RETURN_IF_ERROR(check_sm_scale(a.sm_scale));
   return Status();
 }
 
@@ -434,6 +434,60 @@ Status check_ragged_data(const RaggedPagedAttentionArgs<Q, KV, Index>& a) {
                           {i, t, page, slot, c, d}, {}, "kv_pages");
           }
     }
+  }
+  return Status();
+}
+
+/// Runtime index-dtype check, for callers whose metadata arrives with a dtype known only at run
+/// time (a .npy file, a Python array) and must be rejected before a typed
+/// `RaggedPagedAttentionArgs` exists. `num_seqs` must be int32 or int64 (it is read as a value,
+/// so it may differ from the others). Under `kJax` kv_lens, page_indices and cu_q_lens must all
+/// be int32 (JAX's R5, with the real dtypes in the text); otherwise each must be int32 or int64,
+/// and the three the same.
+/// JAX checks R12, R13, R1..R4 first: run `check_ragged_shapes` on stand-in index views before
+/// this one to keep JAX's order.
+constexpr Status check_ragged_index_dtypes(DType kv_lens, DType page_indices, DType cu_q_lens,
+                                           DType num_seqs, Profile profile) noexcept {
+  const auto is_index = [](DType t) { return t == DType::kInt32 || t == DType::kInt64; };
+  const auto i64 = [](DType t) { return static_cast<std::int64_t>(t); };
+  if (!is_index(num_seqs)) {
+    return Status(ErrorCode::kDtypeNotSupported, "",
+                  "{f} has dtype {d0}, which is not supported here",
+                  "num_seqs must be int32 or int64", {i64(num_seqs)}, {}, "num_seqs");
+  }
+  const bool uniform = is_index(kv_lens) && kv_lens == page_indices && kv_lens == cu_q_lens;
+  if (profile == Profile::kJax &&
+      (kv_lens != DType::kInt32 || page_indices != DType::kInt32 || cu_q_lens != DType::kInt32)) {
+    return Status(ErrorCode::kDtypeNotSupported, "R5",
+                  "The dtype of `kv_lens`, `page_indices`, and `cu_q_lens` must be int32. Got "
+                  "kv_lens.dtype=dtype('{d0}'), page_indices.dtype=dtype('{d1}'), "
+                  "cu_q_lens.dtype=dtype('{d2}').",
+                  uniform ? "JAX's kernel takes int32 metadata; the reference profile also "
+                            "accepts int64"
+                          : "save all three as int32 (what JAX takes)",
+                  {i64(kv_lens), i64(page_indices), i64(cu_q_lens)});
+  }
+  if (!is_index(kv_lens)) {
+    return Status(ErrorCode::kDtypeNotSupported, "",
+                  "{f} has dtype {d0}, which is not supported here",
+                  "kv_lens must be int32 or int64", {i64(kv_lens)}, {}, "kv_lens");
+  }
+  if (!is_index(page_indices)) {
+    return Status(ErrorCode::kDtypeNotSupported, "",
+                  "{f} has dtype {d0}, which is not supported here",
+                  "page_indices must be int32 or int64", {i64(page_indices)}, {}, "page_indices");
+  }
+  if (!is_index(cu_q_lens)) {
+    return Status(ErrorCode::kDtypeNotSupported, "",
+                  "{f} has dtype {d0}, which is not supported here",
+                  "cu_q_lens must be int32 or int64", {i64(cu_q_lens)}, {}, "cu_q_lens");
+  }
+  if (!uniform) {
+    return Status(ErrorCode::kDtypeNotSupported, "",
+                  "kv_lens ({d0}), page_indices ({d1}) and cu_q_lens ({d2}) must have the "
+                  "same dtype",
+                  "save all three as int32 (what JAX takes) or all as int64",
+                  {i64(kv_lens), i64(page_indices), i64(cu_q_lens)}, {}, "kv_lens");
   }
   return Status();
 }

@@ -1,15 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file splash.hpp
 /// Splash attention (prefill/training): the argument descriptor, its block sizes and its checks.
-///  - `check_splash(args, mask, profile)`: JAX's forward checks S3..S11 in JAX's order (S7, S8
-///    only under `Profile::kJax`; S3 and S5 with corrected wording), the mask's own checks
-///    (K2..K12), mask head count (1 or Hq) and shape against (Sq, Skv), the block checks M3..M7
-///    (`kJax`), then attnref's safety checks on views and options;
+///  - `check_splash_shapes(args, mask, profile)` (O(1)): JAX's forward checks S3..S11 in JAX's
+///    order (S7, S8 only under `Profile::kJax`; S3 and S5 with corrected wording), the mask's own
+///    checks (K2..K12), mask head count (1 or Hq) and shape against (Sq, Skv), the block checks
+///    M3..M7 (`kJax`), then attnref's safety checks on views and options;
+///  - `check_splash_metadata(args, mask, profile)`: reads arrays (nothing to check yet);
+///  - `check_splash(args, mask, profile)`: shapes, then metadata; `validate_splash` throws;
+///  - `check_splash_data(args)` (opt-in): no NaN/Inf in q, k, v or sinks;
 ///  - `check_splash_backward(args, mask, profile)`: the forward checks, then S15..S21 (`kJax`);
 ///  - `check_splash_backward_tensors(...)`: shapes of out, logsumexp, dO and the gradients;
 ///  - `check_key_rank(rank, is_mqa)` (S3) and `check_mask_rank(shape)` (S2) for callers that
 ///    hold arrays of run-time rank (attnref-run's .npy files).
-/// All O(1): no tensor data is read.
+/// `check_splash(args, const MaskInfo&, profile)` lives in masks/mask_info.hpp. Masks are
+/// templates here: this header needs only masks/mask_checks.hpp (no containers, no RTTI); the
+/// mask types themselves are in masks/mask.hpp.
 ///
 /// Example:
 /// @code
@@ -17,7 +22,7 @@
 ///   args.q = {q.data(), {8, 1024, 128}};        // [Hq, Sq, Dqk]
 ///   args.k = {k.data(), {2, 1024, 128}};        // [Hkv, Skv, Dqk]
 ///   args.v = {v.data(), {2, 1024, 128}};        // [Hkv, Skv, Dv]
-///   attnref::CausalMask mask{{1024, 1024}};
+///   attnref::CausalMask mask{{1024, 1024}};    // masks/mask.hpp
 ///   if (attnref::Status s = attnref::check_splash(args, mask, attnref::Profile::kJax); !s.ok())
 ///     std::cerr << s.to_string() << "\n";
 /// @endcode
@@ -31,10 +36,10 @@
 #include "attnref/core/profile.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
-#include "attnref/masks/mask.hpp"
-#include "attnref/masks/mask_info.hpp"
+#include "attnref/masks/mask_checks.hpp"
 #include "attnref/validate/heads.hpp"
-#include "attnref/validate/paged.hpp"
+#include "attnref/validate/mask_blocks.hpp"
+#include "attnref/validate/options.hpp"
 
 namespace attnref {
 
@@ -175,9 +180,6 @@ inline Status check_splash_heads(std::int64_t num_q_heads, std::int64_t num_kv_h
 
 }  // namespace detail
 
-/// Forward checks, O(1). Order: S3, S4, S5, S6 (JAX's), S7, S8 (`kJax`), S9, S10, S11, then the
-/// mask (its own checks, head count, shape vs (Sq, Skv), M3..M7 under `kJax`), then attnref's
-/// safety checks (views, block sizes, soft cap, mask value, sm_scale).
 namespace detail {
 
 /// JAX's forward input checks S3..S11 (S7, S8 under `kJax`) and block-size positivity.
@@ -275,19 +277,19 @@ Status check_splash_safety(const SplashAttentionArgs<Q, KV>& a) {
                   "head_dim must be positive. Got {0} (qk) and {1} (v).",
                   "head_dim is the size of one head's vectors, e.g. 64 or 128", {q[2], v[2]});
   }
-  ATTNREF_RETURN_IF_ERROR(detail::check_soft_cap(a.soft_cap));
-  ATTNREF_RETURN_IF_ERROR(detail::check_mask_value(a.mask_value));
-  ATTNREF_RETURN_IF_ERROR(detail::check_sm_scale(a.sm_scale));
+  ATTNREF_RETURN_IF_ERROR(check_soft_cap(a.soft_cap));
+  ATTNREF_RETURN_IF_ERROR(check_mask_value(a.mask_value));
+  ATTNREF_RETURN_IF_ERROR(check_sm_scale(a.sm_scale));
   return Status();
 }
 
 }  // namespace detail
 
-/// Forward checks, O(1). Order: S3, S4, S5, S6 (JAX's), S7, S8 (`kJax`), S9, S10, S11, then the
-/// mask (its own checks, head count, shape vs (Sq, Skv), M3..M7 under `kJax`), then attnref's
-/// safety checks (views, block sizes, soft cap, mask value, sm_scale).
+/// Shape tier, O(1): reads no tensor data. Order: S3, S4, S5, S6 (JAX's), S7, S8 (`kJax`), S9,
+/// S10, S11, then the mask (its own checks, head count, shape vs (Sq, Skv), M3..M7 under `kJax`),
+/// then attnref's safety checks (views, block sizes, soft cap, mask value, sm_scale).
 template <class Q, class KV, class M>
-Status check_splash(const SplashAttentionArgs<Q, KV>& a, const M& mask, Profile profile) {
+Status check_splash_shapes(const SplashAttentionArgs<Q, KV>& a, const M& mask, Profile profile) {
   ATTNREF_RETURN_IF_ERROR(detail::check_splash_inputs(a, profile));
   const auto& q = a.q.extents;
   const auto& k = a.k.extents;
@@ -313,35 +315,55 @@ Status check_splash(const SplashAttentionArgs<Q, KV>& a, const M& mask, Profile 
   return detail::check_splash_safety(a);
 }
 
-/// Forward checks against a pre-built MaskInfo (the mask itself was checked when it was built):
-/// JAX's input checks, then the MaskInfo's fit to this call (heads 1 or Hq, (Sq, Skv), the
-/// forward block sizes), then the safety checks.
+/// Metadata tier. Splash has no index arrays: segment ids may hold any int32 value (JAX puts no
+/// rule on them) and a mask's cells any bool, so nothing here can fail today. It is the place
+/// for checks that read arrays, so that every family offers the same tiers.
+/// Precondition: `check_splash_shapes(a, mask, profile).ok()`.
+template <class Q, class KV, class M>
+Status check_splash_metadata(const SplashAttentionArgs<Q, KV>& /*a*/, const M& /*mask*/,
+                             Profile /*profile*/) {
+  return Status();
+}
+
+/// Shape tier, then metadata tier: every forward check, in the order of `check_splash_shapes`.
+/// The kernels call this with `Profile::kReference`.
+template <class Q, class KV, class M>
+Status check_splash(const SplashAttentionArgs<Q, KV>& a, const M& mask, Profile profile) {
+  ATTNREF_RETURN_IF_ERROR(check_splash_shapes(a, mask, profile));
+  return check_splash_metadata(a, mask, profile);
+}
+
+/// Data tier (opt-in): NaN/Inf in q, k, v or sinks. Every query row and every key/value row is
+/// read by some tile unless the mask empties its whole column, so all of them are scanned; a
+/// kernel never reads segment ids as numbers. First finding in the order q, k, v, sinks.
+/// Precondition: `check_splash(a, mask, profile).ok()`.
 template <class Q, class KV>
-Status check_splash(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, Profile profile) {
-  ATTNREF_RETURN_IF_ERROR(detail::check_splash_inputs(a, profile));
-  const auto& q = a.q.extents;
-  const auto& k = a.k.extents;
-  if (info.num_heads != 1 && info.num_heads != q[0]) {
-    return Status(ErrorCode::kMaskHeadCount, "",
-                  "the mask has {0} heads; expected 1 (shared by all heads) or num_q_heads={1}",
-                  "give one mask per query head, or a single mask for all of them",
-                  {info.num_heads, q[0]});
+Status check_splash_data(const SplashAttentionArgs<Q, KV>& a) {
+  const auto scan3 = [](const auto& view, const char* name) {
+    const auto& e = view.extents;
+    for (std::int64_t h = 0; h < e[0]; ++h)
+      for (std::int64_t s = 0; s < e[1]; ++s)
+        for (std::int64_t d = 0; d < e[2]; ++d)
+          if (!element_is_finite(view(h, s, d))) {
+            return Status(ErrorCode::kNonFiniteData, "", "{f}[{0}, {1}, {2}] is not finite",
+                          "a row the kernel reads holds NaN/Inf; look at the layer that "
+                          "produced it",
+                          {h, s, d}, {}, name);
+          }
+    return Status();
+  };
+  ATTNREF_RETURN_IF_ERROR(scan3(a.q, "q"));
+  ATTNREF_RETURN_IF_ERROR(scan3(a.k, "k"));
+  ATTNREF_RETURN_IF_ERROR(scan3(a.v, "v"));
+  for (std::int64_t h = 0; a.has_sinks() && h < a.sinks.extents[0]; ++h) {
+    if (!element_is_finite(a.sinks(h))) {
+      return Status(ErrorCode::kNonFiniteData, "", "sinks[{0}] is not finite",
+                    "an attention-sink logit is NaN/Inf; every query head's sink enters its "
+                    "softmax",
+                    {h}, {}, "sinks");
+    }
   }
-  if (info.q_seq_len != q[1] || info.kv_seq_len != k[1]) {
-    return Status(ErrorCode::kMaskShape, "",
-                  "mask shape ({0}, {1}) does not match (q_seq_len, kv_seq_len) = ({2}, {3})",
-                  "build the mask with shape (q_seq_len, kv_seq_len) = ({2}, {3})",
-                  {info.q_seq_len, info.kv_seq_len, q[1], k[1]});
-  }
-  if (info.block_q != a.block_sizes.block_q || info.block_kv != a.block_sizes.block_kv) {
-    return Status(ErrorCode::kInvalidBlockSize, "",
-                  "the MaskInfo was built for blocks ({0}, {1}) but block_sizes say ({2}, {3})",
-                  "build the MaskInfo with (block_q, block_kv) of this call",
-                  {info.block_q, info.block_kv, a.block_sizes.block_q, a.block_sizes.block_kv});
-  }
-  ATTNREF_RETURN_IF_ERROR(check_mask_blocks(q[1], k[1], info.num_heads, info.block_q, info.block_kv,
-                                            profile, a.sharding));
-  return detail::check_splash_safety(a);
+  return Status();
 }
 
 /// Backward checks, O(1): the forward checks, then S15 (backward blocks given) and S1 (no dq

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file options.hpp
+/// Options every family shares, and their checks: JAX's default mask value, the megacore split,
+/// soft cap, mask value and sm_scale. O(1), no tensor data, no containers.
+///
+/// Example:
+/// @code
+///   if (attnref::Status s = attnref::check_soft_cap(args.soft_cap); !s.ok()) ...
+///   attnref::check_mask_value(attnref::kDefaultMaskValue);  // ok
+/// @endcode
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "attnref/core/status.hpp"
+
+namespace attnref {
+
+/// JAX's DEFAULT_MASK_VALUE, -0.7 * float32 max, rounded to float32.
+inline constexpr float kDefaultMaskValue = -2.3819763e+38f;
+
+/// JAX's megacore split. No numerical effect; only the `jax` profile checks it (P8..P10).
+enum class MegacoreMode : int { kNone = 0, kKvHead = 1, kBatch = 2 };
+
+/// Soft cap: absent, or finite and non-zero. `jax_check` names the JAX check it mirrors, if any
+/// (ragged's R8).
+inline Status check_soft_cap(const std::optional<float>& soft_cap, const char* jax_check = "") {
+  if (soft_cap && (*soft_cap == 0.0f || !std::isfinite(*soft_cap))) {
+    return Status(ErrorCode::kInvalidSoftCap, jax_check,
+                  "soft_cap={r0} must not be 0.0 and must be finite.",
+                  "leave soft_cap unset to turn the soft cap off (JAX's kernel divides by it)", {},
+                  {static_cast<double>(*soft_cap)}, "soft_cap");
+  }
+  return Status();
+}
+
+/// Mask value: finite and negative (NaN, +-inf, 0 and positive values do not mask).
+inline Status check_mask_value(float mask_value) {
+  if (!std::isfinite(mask_value) || !(mask_value < 0.0f)) {
+    return Status(ErrorCode::kInvalidMaskValue, "",
+                  "mask_value={r0} must be a finite negative number.",
+                  "use the default -2.3819763e+38 (-0.7 * float32 max)", {},
+                  {static_cast<double>(mask_value)}, "mask_value");
+  }
+  return Status();
+}
+
+/// sm_scale: finite.
+inline Status check_sm_scale(float sm_scale) {
+  if (!std::isfinite(sm_scale)) {
+    return Status(ErrorCode::kInvalidScale, "", "sm_scale={r0} must be finite.",
+                  "pass 1/sqrt(head_dim) for standard attention, or 1.0 as JAX does", {},
+                  {static_cast<double>(sm_scale)}, "sm_scale");
+  }
+  return Status();
+}
+
+namespace detail {
+
+/// Element-wise equality of two extent arrays.
+template <std::size_t N>
+constexpr bool same_extents(const std::array<std::int64_t, N>& a,
+                            const std::array<std::int64_t, N>& b) noexcept {
+  for (std::size_t i = 0; i < N; ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
+// The option checks lived here before they were public; kept for existing callers.
+using ::attnref::check_mask_value;
+using ::attnref::check_sm_scale;
+using ::attnref::check_soft_cap;
+
+}  // namespace detail
+
+}  // namespace attnref
