@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // attnref-run, end to end: runs the built program on .npy files this test writes and checks exit
-// codes, stderr/stdout text and the result against a plain float64 paged attention written here.
-#include <sys/stat.h>
-#include <sys/wait.h>
-
+// codes, stderr/stdout text and the result against the float64 paged oracle (reference/).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -23,10 +20,8 @@
 #include <Eigen/Core>
 
 #include "attnref/io/npy.hpp"
-
-#ifndef ATTNREF_RUN_PATH
-#error "ATTNREF_RUN_PATH must name the attnref-run executable"
-#endif
+#include "cli_harness.hpp"
+#include "reference/paged.hpp"
 
 namespace attnref {
 namespace {
@@ -35,70 +30,12 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // --- running the program -------------------------------------------------------------------
 
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-  /// The first line of stderr.
-  std::string err_line(std::size_t i = 0) const {
-    std::istringstream in(err);
-    std::string line;
-    for (std::size_t k = 0; k <= i; ++k)
-      if (!std::getline(in, line)) return "";
-    return line;
-  }
-};
+using cli_test::Result;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-/// A fresh directory per test, and the program run inside the test's files.
-class Cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = ::testing::TempDir() + "attnref_run_" + info->test_suite_name() + "_" + info->name();
-    std::system(("rm -rf '" + dir_ + "'").c_str());
-    ASSERT_EQ(::mkdir(dir_.c_str(), 0755), 0) << dir_;
-  }
-  void TearDown() override {
-    if (!HasFailure()) std::system(("rm -rf '" + dir_ + "'").c_str());
-  }
-
+/// A fresh directory per test; `run` takes the whole command line after the program name.
+class Cli : public cli_test::CliTest {
  public:
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-
-  Result run(const std::string& args) const {
-    const std::string out = path("stdout.txt"), err = path("stderr.txt");
-    const std::string cmd =
-        std::string("'") + ATTNREF_RUN_PATH + "' " + args + " >'" + out + "' 2>'" + err + "'";
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
-
-  template <class T>
-  void save(const std::string& name, std::vector<std::int64_t> shape, const std::vector<T>& v) {
-    const NpyStatus s = write_npy(path(name), make_npy_array<T>(std::move(shape), v.data()));
-    ASSERT_TRUE(s.ok()) << s.message();
-  }
-
-  NpyArray load(const std::string& name) const {
-    NpyArray a;
-    const NpyStatus s = read_npy(path(name), &a);
-    EXPECT_TRUE(s.ok()) << s.message();
-    return a;
-  }
-
- private:
-  std::string dir_;
+  Result run(const std::string& args) const { return run_program(args); }
 };
 
 // --- a plain float64 paged attention -------------------------------------------------------
@@ -173,40 +110,19 @@ Problem random_problem(std::uint32_t seed, std::int64_t batch, std::int64_t q_he
   return p;
 }
 
-/// out[b, qh] = sum_{t < len} softmax_t(cap(sm_scale * q . k_t)) v_t; a zero row for len 0.
-/// `kv_value` maps a stored K/V element to its value (dequantization for int8).
+/// out[b, qh] = sum_{t < len} softmax_t(cap(sm_scale * q . k_t)) v_t; a zero row for len 0:
+/// the paged oracle of reference/paged.hpp over the problem's logical float64 arrays (int8
+/// cases store the dequantized values there).
 std::vector<double> reference(const Problem& p) {
-  std::vector<double> out(p.q.size(), 0.0);
-  const std::int64_t group = p.q_heads / p.kv_heads;
-  for (std::int64_t b = 0; b < p.batch; ++b) {
-    const std::int64_t len = p.lengths[static_cast<std::size_t>(b)];
-    for (std::int64_t qh = 0; qh < p.q_heads; ++qh) {
-      const std::int64_t h = qh / group;
-      const double* q = &p.q[static_cast<std::size_t>((b * p.q_heads + qh) * p.dim)];
-      std::vector<double> logits;
-      for (std::int64_t t = 0; t < len; ++t) {
-        const std::int64_t page = p.table[static_cast<std::size_t>(b * p.pps + t / p.page_size)];
-        double x = 0.0;
-        for (std::int64_t d = 0; d < p.dim; ++d)
-          x += q[d] * p.k[p.kv_index(h, page, t % p.page_size, d)];
-        x *= p.sm_scale;
-        if (p.soft_cap) x = *p.soft_cap * std::tanh(x / *p.soft_cap);
-        logits.push_back(x);
-      }
-      if (logits.empty()) continue;
-      const double m = *std::max_element(logits.begin(), logits.end());
-      double sum = 0.0;
-      for (double& x : logits) sum += (x = std::exp(x - m));
-      double* o = &out[static_cast<std::size_t>((b * p.q_heads + qh) * p.dim)];
-      for (std::int64_t t = 0; t < len; ++t) {
-        const std::int64_t page = p.table[static_cast<std::size_t>(b * p.pps + t / p.page_size)];
-        for (std::int64_t d = 0; d < p.dim; ++d)
-          o[d] += logits[static_cast<std::size_t>(t)] / sum *
-                  p.v[p.kv_index(h, page, t % p.page_size, d)];
-      }
-    }
-  }
-  return out;
+  PagedAttentionArgs<double, double, std::int64_t> a;
+  a.q = {p.q.data(), {p.batch, p.q_heads, p.dim}};
+  a.k_pages = {p.k.data(), {p.kv_heads, p.pages, p.page_size, p.dim}};
+  a.v_pages = {p.v.data(), {p.kv_heads, p.pages, p.page_size, p.dim}};
+  a.lengths = {p.lengths.data(), {p.batch}};
+  a.page_indices = {p.table.data(), {p.batch, p.pps}};
+  a.sm_scale = static_cast<float>(p.sm_scale);
+  if (p.soft_cap) a.soft_cap = static_cast<float>(*p.soft_cap);
+  return reference::paged_attention(a);
 }
 
 /// Physical shape and element order of a logical [Hkv, P, S, D] pool in `layout`.
@@ -267,16 +183,7 @@ const char* kInputs =
     "--q q.npy --k-pages k.npy --v-pages v.npy --lengths lengths.npy --page-indices table.npy";
 
 /// The program's paths are relative to the test directory: run it there.
-std::string in_dir(const Cli& t, const std::string& args) {
-  std::string out;
-  std::istringstream in(args);
-  std::string word;
-  while (in >> word) {
-    if (word.size() > 4 && word.compare(word.size() - 4, 4, ".npy") == 0) word = t.path(word);
-    out += (out.empty() ? "" : " ") + word;
-  }
-  return out;
-}
+std::string in_dir(const Cli& t, const std::string& args) { return t.with_paths(args); }
 
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
   double m = 0.0;
@@ -855,8 +762,90 @@ TEST_F(Cli, PagedWrongRank) {
   r = run(in_dir(*this,
                  "paged --q q.npy --k-pages k.npy --v-pages v.npy --lengths l2.npy "
                  "--page-indices table.npy --kv-layout nhd"));
+  // lengths [batch, 1]: JAX compares its shape with (batch,), so this is P5 in JAX's words.
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err_line(0), "attnref: error[rank_mismatch] lengths must have 1 dimensions; got 2");
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[batch_mismatch] `lengths` and `q` must have the same batch size");
+  EXPECT_EQ(r.err_line(1), "lengths has shape (3, 1); it holds one entry per sequence: shape (3,)");
+}
+
+TEST_F(Cli, PagedLengthsOfRankTwo) {
+  const Problem p = random_problem(31, 3, 4, 2, 8, 4, 2);
+  save_problem<float>(*this, p);
+  const std::string inputs =
+      "paged --q q.npy --k-pages k.npy --v-pages v.npy --lengths l2.npy --page-indices table.npy";
+  // [batch, 1] under both profiles: JAX's P5 text, as JAX gives it.
+  save<std::int32_t>("l2.npy", {p.batch, 1}, cast<std::int32_t>(p.lengths));
+  for (const char* profile : {"reference", "jax"}) {
+    SCOPED_TRACE(profile);
+    const Result r = run(in_dir(*this, inputs + " --profile " + profile));
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err_line(0),
+              "attnref: error[batch_mismatch] `lengths` and `q` must have the same batch size");
+    EXPECT_EQ(r.err_line(1),
+              "lengths has shape (3, 1); it holds one entry per sequence: shape (3,)");
+  }
+  // A float [batch, 1] is still P5: JAX's dtype check (P7) comes later.
+  save<float>("l2.npy", {p.batch, 1}, cast<float>(p.lengths));
+  Result r = run(in_dir(*this, inputs + " --profile jax"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[batch_mismatch] `lengths` and `q` must have the same batch size");
+  // JAX's order: P2 (GQA) comes before P5.
+  save<float>("q3.npy", {p.batch, 3, p.dim},
+              std::vector<float>(static_cast<std::size_t>(p.batch * 3 * p.dim), 0.0f));
+  r = run(in_dir(*this,
+                 "paged --q q3.npy --k-pages k.npy --v-pages v.npy --lengths l2.npy "
+                 "--page-indices table.npy"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[gqa_not_divisible] Number of Q heads must be divisible by number of "
+            "KV heads. Got 3 and 2.");
+  // Another first extent, or another rank: a rank error, in the singular for 1.
+  save<std::int32_t>("l2.npy", {p.batch + 1, 1}, std::vector<std::int32_t>(4, 1));
+  r = run(in_dir(*this, inputs));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err_line(0), "attnref: error[rank_mismatch] lengths must have 1 dimension; got 2");
+  EXPECT_EQ(r.err_line(1), "lengths is [batch]");
+  save<std::int32_t>("l2.npy", {p.batch, 1, 1}, cast<std::int32_t>(p.lengths));
+  r = run(in_dir(*this, inputs));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err_line(0), "attnref: error[rank_mismatch] lengths must have 1 dimension; got 3");
+}
+
+TEST_F(Cli, PagedIndexDtypeTextsComeFromTheLibrary) {
+  const Problem p = random_problem(32, 3, 4, 2, 8, 4, 2);
+  save_problem<float>(*this, p);
+  struct Case {
+    DType lengths, table;
+    Profile profile;
+  } cases[] = {
+      {DType::kFloat32, DType::kInt32, Profile::kJax},
+      {DType::kInt64, DType::kInt64, Profile::kJax},
+      {DType::kFloat32, DType::kInt32, Profile::kReference},
+      {DType::kInt32, DType::kFloat64, Profile::kReference},
+      {DType::kInt32, DType::kInt64, Profile::kReference},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(dtype_name(c.lengths)) + " " + dtype_name(c.table));
+    const auto write = [&](const char* name, DType t, std::vector<std::int64_t> shape,
+                           const std::vector<std::int64_t>& v) {
+      if (t == DType::kInt32) save<std::int32_t>(name, shape, cast<std::int32_t>(v));
+      if (t == DType::kInt64) save<std::int64_t>(name, shape, v);
+      if (t == DType::kFloat32) save<float>(name, shape, cast<float>(v));
+      if (t == DType::kFloat64) save<double>(name, shape, cast<double>(v));
+    };
+    write("lengths.npy", c.lengths, {p.batch}, p.lengths);
+    write("table.npy", c.table, {p.batch, p.pps}, p.table);
+    const Status want = check_paged_index_dtypes(c.lengths, c.table, c.profile);
+    ASSERT_FALSE(want.ok());
+    const Result r = run(in_dir(*this, std::string("paged ") + kInputs + " --profile " +
+                                           (c.profile == Profile::kJax ? "jax" : "reference")));
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err_line(0), std::string("attnref: error[") + error_code_name(want.code()) + "] " +
+                                 want.message());
+    EXPECT_EQ(r.err_line(1), want.hint());
+  }
 }
 
 // --- paged: files and usage (exit 1) ---------------------------------------------------------
@@ -882,7 +871,7 @@ TEST_F(Cli, PagedBadFiles) {
       << r.err;
 
   // Fortran order: rewrite q's header.
-  std::string bytes = slurp(path("q.npy"));
+  std::string bytes = cli_test::slurp(path("q.npy"));
   bytes.replace(bytes.find("False"), 5, "True ");
   std::ofstream(path("fortran.npy"), std::ios::binary) << bytes;
   r = run(in_dir(*this,
@@ -893,7 +882,7 @@ TEST_F(Cli, PagedBadFiles) {
   EXPECT_EQ(r.err_line(1), "save numpy.ascontiguousarray(x) instead of x");
 
   // Truncated data.
-  bytes = slurp(path("v.npy"));
+  bytes = cli_test::slurp(path("v.npy"));
   std::ofstream(path("short.npy"), std::ios::binary) << bytes.substr(0, bytes.size() - 4);
   r = run(in_dir(*this,
                  "paged --q q.npy --k-pages k.npy --v-pages short.npy "

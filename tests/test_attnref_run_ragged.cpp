@@ -1,10 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // attnref-run ragged, end to end: runs the built program on .npy files this test writes and
-// checks exit codes, stderr/stdout text and the result against a plain float64 ragged paged
-// attention written here.
-#include <sys/stat.h>
-#include <sys/wait.h>
-
+// checks exit codes, stderr/stdout text and the result against the float64 ragged oracle
+// (reference/).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -22,32 +19,16 @@
 #include <gtest/gtest.h>
 
 #include "attnref/io/npy.hpp"
-
-#ifndef ATTNREF_RUN_PATH
-#error "ATTNREF_RUN_PATH must name the attnref-run executable"
-#endif
+#include "cli_harness.hpp"
+#include "reference/ragged.hpp"
 
 namespace attnref {
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-  std::string err_line(std::size_t i) const {
-    std::istringstream in(err);
-    std::string line;
-    for (std::size_t k = 0; k <= i; ++k)
-      if (!std::getline(in, line)) return "";
-    return line;
-  }
-};
+using cli_test::Result;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+/// A non-negative int64 index as a container index.
+std::size_t ix(std::int64_t i) { return static_cast<std::size_t>(i); }
 
 // A ragged batch in float64: q [T, Hq, D], pool [P, S, 2 Hkv, D], metadata padded to max_seqs.
 // Everything the kernel must not read is NaN (int8: -128) or an out-of-pool page index.
@@ -90,7 +71,7 @@ Problem random_problem(std::uint32_t seed, const std::vector<std::pair<int, int>
   const double poison = integer_kv ? -128.0 : std::numeric_limits<double>::quiet_NaN();
   p.q.assign(static_cast<std::size_t>(p.tokens * hq * dim),
              std::numeric_limits<double>::quiet_NaN());
-  for (std::int64_t i = 0; i < (p.tokens - 3) * hq * dim; ++i) p.q[i] = normal(rng);
+  for (std::int64_t i = 0; i < (p.tokens - 3) * hq * dim; ++i) p.q[ix(i)] = normal(rng);
   p.kv.assign(static_cast<std::size_t>(p.pages * page_size * 2 * hkv * dim), poison);
   std::vector<std::int64_t> order(static_cast<std::size_t>(p.pages));
   std::iota(order.begin(), order.end(), 0);
@@ -100,12 +81,13 @@ Problem random_problem(std::uint32_t seed, const std::vector<std::pair<int, int>
   p.cu.assign(static_cast<std::size_t>(p.max_seqs + 1), 0);
   std::size_t next = 0;
   for (std::int64_t i = 0; i < p.num_seqs; ++i) {
-    p.kv_lens[i] = seqs[i].second;
-    p.cu[i + 1] = p.cu[i] + seqs[i].first;
-    for (std::int64_t j = 0; j * page_size < seqs[i].second; ++j) {
+    const std::pair<int, int>& seq = seqs[ix(i)];
+    p.kv_lens[ix(i)] = seq.second;
+    p.cu[ix(i + 1)] = p.cu[ix(i)] + seq.first;
+    for (std::int64_t j = 0; j * page_size < seq.second; ++j) {
       const std::int64_t page = order[next++];
-      p.table[i * p.pps + j] = page;
-      for (std::int64_t s = 0; s < page_size && j * page_size + s < seqs[i].second; ++s)
+      p.table[ix(i * p.pps + j)] = page;
+      for (std::int64_t s = 0; s < page_size && j * page_size + s < seq.second; ++s)
         for (std::int64_t c = 0; c < 2 * hkv; ++c)
           for (std::int64_t d = 0; d < dim; ++d)
             p.kv[p.at(page, s, c, d)] =
@@ -113,96 +95,35 @@ Problem random_problem(std::uint32_t seed, const std::vector<std::pair<int, int>
                            : normal(rng);
     }
   }
-  for (std::int64_t i = p.num_seqs; i < p.max_seqs; ++i) p.cu[i + 1] = p.cu[i];
+  for (std::int64_t i = p.num_seqs; i < p.max_seqs; ++i) p.cu[ix(i + 1)] = p.cu[ix(i)];
   return p;
 }
 
-// The float64 reference: per live row and query head, every key with the causal/window mask.
-// K/V values are taken as the float32 the program reads (then scaled, as float32).
+// The float64 reference: the ragged oracle of reference/ragged.hpp over float32 copies of q and
+// the pool (what the program reads from float32 files; int8 values are exact in float32, and the
+// oracle dequantizes them in q's dtype as the kernel does).
 std::vector<double> reference(const Problem& p) {
-  std::vector<double> out(p.q.size(), 0.0);
-  const std::int64_t g = p.hq / p.hkv;
-  auto f32 = [](double x) { return static_cast<double>(static_cast<float>(x)); };
-  auto value = [&](std::int64_t page, std::int64_t s, std::int64_t c, std::int64_t d) {
-    const double x = f32(p.kv[p.at(page, s, c, d)]);
-    const std::optional<double>& scale = c % 2 == 0 ? p.k_scale : p.v_scale;
-    return scale ? f32(static_cast<float>(x) * static_cast<float>(*scale)) : x;
-  };
-  for (std::int64_t i = 0; i < p.num_seqs; ++i) {
-    const std::int64_t q_len = p.cu[i + 1] - p.cu[i], kv_len = p.kv_lens[i];
-    for (std::int64_t r = 0; r < q_len; ++r) {
-      const std::int64_t t = p.cu[i] + r, pos = kv_len - q_len + r;
-      for (std::int64_t h = 0; h < p.hq; ++h) {
-        const std::int64_t kh = h / g;
-        std::vector<double> w(static_cast<std::size_t>(kv_len), 0.0);
-        double mx = -std::numeric_limits<double>::infinity();
-        for (std::int64_t c = 0; c < kv_len; ++c) {
-          if (c > pos || (p.window && c <= pos - *p.window)) continue;
-          const std::int64_t page = p.table[i * p.pps + c / p.page_size];
-          double x = 0;
-          for (std::int64_t d = 0; d < p.dim; ++d)
-            x += f32(p.q[(t * p.hq + h) * p.dim + d]) * value(page, c % p.page_size, 2 * kh, d);
-          x *= f32(p.sm_scale);
-          if (p.soft_cap) x = f32(*p.soft_cap) * std::tanh(x / f32(*p.soft_cap));
-          w[c] = x;
-          mx = std::max(mx, x);
-        }
-        double sum = 0;
-        for (std::int64_t c = 0; c < kv_len; ++c) {
-          const bool masked = c > pos || (p.window && c <= pos - *p.window);
-          w[c] = masked ? 0.0 : std::exp(w[c] - mx);
-          sum += w[c];
-        }
-        for (std::int64_t c = 0; c < kv_len; ++c) {
-          if (w[c] == 0.0) continue;
-          const std::int64_t page = p.table[i * p.pps + c / p.page_size];
-          for (std::int64_t d = 0; d < p.dim; ++d)
-            out[(t * p.hq + h) * p.dim + d] +=
-                w[c] / sum * value(page, c % p.page_size, 2 * kh + 1, d);
-        }
-      }
-    }
-  }
-  return out;
+  const std::vector<float> q(p.q.begin(), p.q.end()), kv(p.kv.begin(), p.kv.end());
+  const std::int64_t num_seqs = p.num_seqs;
+  RaggedPagedAttentionArgs<float, float, std::int64_t> a;
+  a.q = {q.data(), {p.tokens, p.hq, p.dim}};
+  a.kv_pages = {kv.data(), {p.pages, p.page_size, 2 * p.hkv, p.dim}};
+  a.kv_lens = {p.kv_lens.data(), {p.max_seqs}};
+  a.page_indices = {p.table.data(), {p.max_seqs, p.pps}};
+  a.cu_q_lens = {p.cu.data(), {p.max_seqs + 1}};
+  a.num_seqs = {&num_seqs, {1}};
+  a.sm_scale = static_cast<float>(p.sm_scale);
+  a.sliding_window = p.window;
+  if (p.soft_cap) a.soft_cap = static_cast<float>(*p.soft_cap);
+  if (p.k_scale) a.k_scale = static_cast<float>(*p.k_scale);
+  if (p.v_scale) a.v_scale = static_cast<float>(*p.v_scale);
+  return reference::ragged_paged_attention(a);
 }
 
-class RaggedCli : public ::testing::Test {
+class RaggedCli : public cli_test::CliTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = ::testing::TempDir() + "attnref_run_ragged_" + info->name();
-    std::system(("rm -rf '" + dir_ + "'").c_str());
-    ASSERT_EQ(::mkdir(dir_.c_str(), 0755), 0) << dir_;
-  }
-  void TearDown() override {
-    if (!HasFailure()) std::system(("rm -rf '" + dir_ + "'").c_str());
-  }
-
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-
   /// Runs `attnref-run ragged <args>`; every word ending in .npy is a file of this test.
-  Result run(const std::string& args) const {
-    std::string cmd = std::string("'") + ATTNREF_RUN_PATH + "' ragged";
-    std::istringstream in(args);
-    std::string word;
-    while (in >> word) {
-      if (word.size() > 4 && word.compare(word.size() - 4, 4, ".npy") == 0) word = path(word);
-      cmd += " '" + word + "'";
-    }
-    const std::string out = path("stdout.txt"), err = path("stderr.txt");
-    const int status = std::system((cmd + " >'" + out + "' 2>'" + err + "'").c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
-
-  template <class T>
-  void save(const std::string& name, std::vector<std::int64_t> shape, const std::vector<T>& v) {
-    const NpyStatus s = write_npy(path(name), make_npy_array<T>(std::move(shape), v.data()));
-    ASSERT_TRUE(s.ok()) << s.message();
-  }
+  Result run(const std::string& args) const { return run_subcommand("ragged", args); }
 
   template <class T>
   static std::vector<T> cast(const std::vector<double>& v) {
@@ -232,9 +153,6 @@ class RaggedCli : public ::testing::Test {
     if (f == nullptr) return {};
     return std::vector<double>(f, f + a.numel());
   }
-
- private:
-  std::string dir_;
 };
 
 const char* kInputs =
@@ -423,6 +341,81 @@ TEST_F(RaggedCli, MixedIndexDtypes) {
   EXPECT_EQ(r.err_line(0),
             "attnref: error[dtype_not_supported] kv_lens (int32), page_indices (int32) and "
             "cu_q_lens (int64) must have the same dtype");
+}
+
+TEST_F(RaggedCli, MetadataOfRankTwoGetsJaxShapeTexts) {
+  // max_seqs = 8: JAX's R1, R3 and R4 print the real shape, in JAX's order.
+  const Problem p = random_problem(13, kMixed, 4, 2, 8, 4);
+  save_problem<float>(p);
+  save<std::int32_t>("n2.npy", {1, 1}, {static_cast<std::int32_t>(p.num_seqs)});
+  std::vector<std::int32_t> lens(p.kv_lens.begin(), p.kv_lens.end()), cu(p.cu.begin(), p.cu.end());
+  save<std::int32_t>("kv_lens2.npy", {p.max_seqs, 1}, lens);
+  save<std::int32_t>("cu2.npy", {p.max_seqs + 1, 1}, cu);
+  const std::string base = "--q q.npy --kv-pages kv.npy --page-indices table.npy";
+  for (const char* profile : {"reference", "jax"}) {
+    SCOPED_TRACE(profile);
+    const std::string tail = std::string(" --profile ") + profile;
+    Result r = run(base + " --kv-lens kv_lens.npy --cu-q-lens cu.npy --num-seqs n2.npy" + tail);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err_line(0), "attnref: error[shape_mismatch] num_seqs.shape=(1, 1) must be (1,)");
+    r = run(base + " --kv-lens kv_lens2.npy --cu-q-lens cu2.npy --num-seqs n.npy" + tail);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err_line(0),
+              "attnref: error[shape_mismatch] Expected kv_lens.shape=(8, 1) to be (8,) where "
+              "`max_num_seqs` is `page_indices.shape[0]`.");
+    r = run(base + " --kv-lens kv_lens.npy --cu-q-lens cu2.npy --num-seqs n.npy" + tail);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err_line(0),
+              "attnref: error[shape_mismatch] Expected cu_q_lens.shape=(9, 1) to be (9,)  where "
+              "`max_num_seqs` is `page_indices.shape[0]`.");
+  }
+  // Another first extent: a rank error, in the singular for 1.
+  save<std::int32_t>("kv_lens2.npy", {p.max_seqs + 1, 1}, std::vector<std::int32_t>(9, 1));
+  Result r = run(base + " --kv-lens kv_lens2.npy --cu-q-lens cu.npy --num-seqs n.npy");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err_line(0), "attnref: error[rank_mismatch] kv_lens must have 1 dimension; got 2");
+  EXPECT_EQ(r.err_line(1), "kv_lens is [max_num_seqs]");
+}
+
+TEST_F(RaggedCli, IndexDtypeTextsComeFromTheLibrary) {
+  const Problem p = random_problem(14, kMixed, 4, 2, 8, 4);
+  save_problem<float>(p);
+  struct Case {
+    DType kv_lens, num_seqs;
+    Profile profile;
+  } cases[] = {
+      {DType::kFloat32, DType::kInt32, Profile::kJax},
+      {DType::kInt64, DType::kInt32, Profile::kJax},
+      {DType::kFloat32, DType::kInt32, Profile::kReference},
+      {DType::kInt32, DType::kFloat32, Profile::kReference},
+      {DType::kInt32, DType::kFloat64, Profile::kJax},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(dtype_name(c.kv_lens)) + " " + dtype_name(c.num_seqs));
+    if (c.kv_lens == DType::kFloat32)
+      save<float>("kv_lens.npy", {p.max_seqs},
+                  cast<float>(std::vector<double>(p.kv_lens.begin(), p.kv_lens.end())));
+    if (c.kv_lens == DType::kInt64) save<std::int64_t>("kv_lens.npy", {p.max_seqs}, p.kv_lens);
+    if (c.kv_lens == DType::kInt32) {
+      save<std::int32_t>("kv_lens.npy", {p.max_seqs},
+                         std::vector<std::int32_t>(p.kv_lens.begin(), p.kv_lens.end()));
+    }
+    if (c.num_seqs == DType::kFloat32) save<float>("n.npy", {1}, {static_cast<float>(p.num_seqs)});
+    if (c.num_seqs == DType::kFloat64)
+      save<double>("n.npy", {1}, {static_cast<double>(p.num_seqs)});
+    if (c.num_seqs == DType::kInt32) {
+      save<std::int32_t>("n.npy", {1}, {static_cast<std::int32_t>(p.num_seqs)});
+    }
+    const Status want =
+        check_ragged_index_dtypes(c.kv_lens, DType::kInt32, DType::kInt32, c.num_seqs, c.profile);
+    ASSERT_FALSE(want.ok());
+    const Result r = run(std::string(kInputs) + " --profile " +
+                         (c.profile == Profile::kJax ? "jax" : "reference"));
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err_line(0), std::string("attnref: error[") + error_code_name(want.code()) + "] " +
+                                 want.message());
+    EXPECT_EQ(r.err_line(1), want.hint());
+  }
 }
 
 TEST_F(RaggedCli, UsageErrorsAndHelp) {

@@ -1,10 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // attnref-run splash, end to end: runs the built program on .npy files this test writes and
 // checks exit codes, error text and the results (out, logsumexp, dq, dk, dv, dsinks) against the
-// plain float64 splash attention of splash_reference.hpp.
-#include <sys/stat.h>
-#include <sys/wait.h>
-
+// float64 splash oracle (reference/splash.hpp, through reference/splash_problem.hpp).
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -18,75 +15,27 @@
 #include <gtest/gtest.h>
 
 #include "attnref/io/npy.hpp"
-#include "splash_reference.hpp"
-
-#ifndef ATTNREF_RUN_PATH
-#error "ATTNREF_RUN_PATH must name the attnref-run executable"
-#endif
+#include "cli_harness.hpp"
+#include "reference/splash_problem.hpp"
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-  std::string first_err_line() const { return err.substr(0, err.find('\n')); }
-};
+using attnref::cli_test::Result;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-class SplashCli : public ::testing::Test {
+class SplashCli : public attnref::cli_test::CliTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = ::testing::TempDir() + "attnref_run_splash_" + info->name();
-    std::system(("rm -rf '" + dir_ + "'").c_str());
-    ASSERT_EQ(::mkdir(dir_.c_str(), 0755), 0) << dir_;
-  }
-  void TearDown() override {
-    if (!HasFailure()) std::system(("rm -rf '" + dir_ + "'").c_str());
-  }
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-  Result run(const std::string& args) const {
-    const std::string out = path("stdout.txt"), err = path("stderr.txt");
-    const std::string cmd = std::string("'") + ATTNREF_RUN_PATH + "' splash " + args + " >'" + out +
-                            "' 2>'" + err + "'";
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
-  template <class T>
-  void save(const std::string& name, std::vector<std::int64_t> shape, const std::vector<T>& v) {
-    const attnref::NpyStatus s =
-        attnref::write_npy(path(name), attnref::make_npy_array<T>(std::move(shape), v.data()));
-    ASSERT_TRUE(s.ok()) << s.message();
-  }
-  void save_bool(const std::string& name, std::vector<std::int64_t> shape,
-                 const std::vector<char>& v) {
-    const attnref::NpyStatus s = attnref::write_npy(
-        path(name), attnref::make_npy_array(attnref::DType::kBool, std::move(shape), v.data()));
-    ASSERT_TRUE(s.ok()) << s.message();
-  }
+  /// Runs `attnref-run splash <args>` (args as the shell splits them).
+  Result run(const std::string& args) const { return run_program("splash " + args); }
+
+  /// A float32 result file of `shape`, as doubles.
   std::vector<double> load(const std::string& name, std::vector<std::int64_t> shape) const {
-    attnref::NpyArray a;
-    const attnref::NpyStatus s = attnref::read_npy(path(name), &a);
-    EXPECT_TRUE(s.ok()) << s.message();
+    const attnref::NpyArray a = CliTest::load(name);
     EXPECT_EQ(a.dtype, attnref::DType::kFloat32);
     EXPECT_EQ(a.shape, shape);
     std::vector<double> out;
     for (float x : a.to_vector<float>()) out.push_back(x);
     return out;
   }
-
- private:
-  std::string dir_;
 };
 
 std::vector<float> as_float(std::vector<double>& x) {
@@ -126,16 +75,17 @@ TEST_F(SplashCli, RoundTripGqaForwardAndBackwardWithMaskFileSegmentsSinks) {
   std::vector<double> dout;
   splash_ref::fill(dout, hq * sq * dv, rng, -1, 1);
   p.q_seg.resize(sq);
-  for (std::int64_t t = 0; t < sq; ++t) p.q_seg[t] = t < 12 ? 0 : 1;
+  for (std::int64_t t = 0; t < sq; ++t) p.q_seg[static_cast<size_t>(t)] = t < 12 ? 0 : 1;
   p.kv_seg = p.q_seg;
   // A random per-head mask with the diagonal allowed.
-  std::vector<char> mask(hq * sq * skv);
+  std::vector<char> mask(static_cast<size_t>(hq * sq * skv));
   std::bernoulli_distribution coin(0.6);
   for (std::int64_t h = 0; h < hq; ++h)
     for (std::int64_t r = 0; r < sq; ++r)
-      for (std::int64_t t = 0; t < skv; ++t) mask[(h * sq + r) * skv + t] = r == t || coin(rng);
+      for (std::int64_t t = 0; t < skv; ++t)
+        mask[static_cast<size_t>((h * sq + r) * skv + t)] = r == t || coin(rng);
   p.allowed = [&](std::int64_t h, std::int64_t r, std::int64_t t) {
-    return mask[(h * sq + r) * skv + t] != 0;
+    return mask[static_cast<size_t>((h * sq + r) * skv + t)] != 0;
   };
   save("q.npy", {hq, sq, d}, as_float(p.q));
   save("k.npy", {hkv, skv, d}, as_float(p.k));
@@ -298,6 +248,35 @@ TEST_F(SplashCli, UsageErrorsExitOne) {
   const Result help = run("--help");
   EXPECT_EQ(help.code, 0);
   EXPECT_NE(help.out.find("usage: attnref-run splash"), std::string::npos);
+}
+
+TEST_F(SplashCli, SharedOptionsAndSingularRank) {
+  std::vector<float> q(2 * 8 * 4, 0.5f);
+  save("q.npy", {2, 8, 4}, q);
+  const std::string in = "--q " + path("q.npy") + " --k " + path("q.npy") + " --v " + path("q.npy");
+  // --check-only names every result option splash has.
+  Result r = run(in + " --check-only --lse-out " + path("lse.npy"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.first_err_line(),
+            "attnref-run splash: --check-only runs nothing, so it takes no --out, --lse-out, "
+            "--expect or --dout");
+  r = run(in + " --atol 1e-3");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.first_err_line(), "attnref-run splash: --atol and --rtol need --expect");
+  r = run(in + " --profile tpu");
+  EXPECT_EQ(r.code, 1);
+  // A rank-1 input of another rank: "1 dimension", singular.
+  save<std::int32_t>("seg.npy", {8, 1}, std::vector<std::int32_t>(8, 0));
+  r = run(in + " --q-segment-ids " + path("seg.npy") + " --kv-segment-ids " + path("seg.npy"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.first_err_line(),
+            "attnref: error[rank_mismatch] q_segment_ids must have 1 dimension; got 2");
+  // Every shared option is listed by --help.
+  const Result help = run("--help");
+  for (const char* option : {"--soft-cap", "--mask-value", "--sm-scale", "--profile",
+                             "--check-only", "--out", "--expect", "--atol", "--rtol"}) {
+    EXPECT_NE(help.out.find(std::string("\n  ") + option + " "), std::string::npos) << option;
+  }
 }
 
 }  // namespace

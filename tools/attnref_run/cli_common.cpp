@@ -9,8 +9,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <iterator>
 
 #include <Eigen/Core>
+
+#include "attnref/validate/paged.hpp"
 
 namespace attnref {
 namespace cli {
@@ -182,9 +185,71 @@ Input load_input(const ParsedArgs& args, const char* option, bool required) {
 
 Status check_rank(const Input& input, std::size_t rank, const char* name, const char* shape_hint) {
   if (input.array.rank() == rank) return Status();
-  return Status(ErrorCode::kRankMismatch, "", "{f} must have {0} dimensions; got {1}", shape_hint,
-                {static_cast<std::int64_t>(rank), static_cast<std::int64_t>(input.array.rank())},
-                {}, name);
+  return Status(
+      ErrorCode::kRankMismatch, "",
+      rank == 1 ? "{f} must have {0} dimension; got {1}" : "{f} must have {0} dimensions; got {1}",
+      shape_hint, {static_cast<std::int64_t>(rank), static_cast<std::int64_t>(input.array.rank())},
+      {}, name);
+}
+
+Status check_q_dtype(const Input& q) {
+  const DType t = q.array.dtype;
+  if (t == DType::kFloat16 || t == DType::kFloat32 || t == DType::kFloat64) return Status();
+  return dtype_error(q, "q", "q must be float16, float32 or float64");
+}
+
+std::vector<OptionSpec> with_common_options(std::vector<OptionSpec> own) {
+  static const OptionSpec kCommon[] = {
+      {"--soft-cap", "C", "soft cap c: logits become c * tanh(x / c)"},
+      {"--mask-value", "M", "JAX's additive mask value (default -2.3819763e+38)"},
+      {"--sm-scale", "S", "scale of q.k (default 1.0)"},
+      {"--profile", "P", "jax or reference (default reference)"},
+      {"--check-only", nullptr, "validate only and print ok"},
+      kOutOption,
+      kExpectOption,
+      kAtolOption,
+      kRtolOption,
+  };
+  own.insert(own.end(), std::begin(kCommon), std::end(kCommon));
+  return own;
+}
+
+CommonOptions parse_common_options(const ParsedArgs& args) {
+  CommonOptions o;
+  o.mask_value = kDefaultMaskValue;
+  o.profile = args.choice("--profile", {"jax", "reference"}, "reference") == "jax"
+                  ? Profile::kJax
+                  : Profile::kReference;
+  if (std::optional<double> c = args.real("--soft-cap")) o.soft_cap = static_cast<float>(*c);
+  if (std::optional<double> m = args.real("--mask-value")) o.mask_value = static_cast<float>(*m);
+  if (std::optional<double> s = args.real("--sm-scale")) o.sm_scale = static_cast<float>(*s);
+  o.check_only = args.has("--check-only");
+  if (o.check_only) {
+    // The result options this subcommand has.
+    std::vector<std::string> results;
+    bool given = false;
+    for (const char* name : {"--out", "--lse-out", "--expect", "--dout"}) {
+      for (const OptionSpec& spec : args.spec().options) {
+        if (std::strcmp(spec.name, name) != 0) continue;
+        results.emplace_back(name);
+        given = given || args.has(name);
+      }
+    }
+    if (given) {
+      std::string list;
+      if (results.size() == 2) {
+        list = "neither " + results[0] + " nor " + results[1];
+      } else {
+        list = "no ";
+        for (std::size_t i = 0; i < results.size(); ++i) {
+          list += (i == 0 ? "" : (i + 1 == results.size() ? " or " : ", ")) + results[i];
+        }
+      }
+      args.usage_error("--check-only runs nothing, so it takes " + list);
+    }
+  }
+  check_result_options(args);
+  return o;
 }
 
 Status dtype_error(const Input& input, const char* name, const char* hint) {
@@ -324,13 +389,18 @@ Input load_expect(const ParsedArgs& args, const std::vector<std::int64_t>& shape
   return expect;
 }
 
+void write_float32(const std::string& path, const std::vector<std::int64_t>& shape,
+                   const std::vector<double>& values) {
+  std::vector<float> f32(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) f32[i] = static_cast<float>(values[i]);
+  const NpyStatus s = write_npy(path, make_npy_array<float>(shape, f32.data()));
+  if (!s.ok()) fail_file(s);
+}
+
 int finish_output(const ParsedArgs& args, const std::vector<std::int64_t>& shape,
                   const std::vector<double>& values, const Input& expect, Tolerance tol) {
   if (std::optional<std::string> out_path = args.value("--out")) {
-    std::vector<float> f32(values.size());
-    for (std::size_t i = 0; i < values.size(); ++i) f32[i] = static_cast<float>(values[i]);
-    const NpyStatus s = write_npy(*out_path, make_npy_array<float>(shape, f32.data()));
-    if (!s.ok()) fail_file(s);
+    write_float32(*out_path, shape, values);
     std::cout << "wrote " << *out_path << " (float32, shape " << shape_string(shape) << ")\n";
   }
   if (expect.present()) {

@@ -1,20 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file cli_common.hpp
 /// What every attnref-run subcommand shares: the exit codes and how errors end a subcommand,
-/// option parsing with typed values, loading `.npy` inputs with rank and dtype checks, and the
-/// `--out` / `--expect --atol --rtol` handling of a result.
+/// option parsing with typed values, the options every kernel subcommand takes (one table),
+/// the one map from runtime dtypes to kernel instantiations, loading `.npy` inputs with rank and
+/// dtype checks, and the `--out` / `--expect --atol --rtol` handling of a result.
 ///
 /// A subcommand is `int run_<name>(int argc, char** argv)` (the arguments after its name):
 /// @code
 ///   int run_example(int argc, char** argv) {
 ///     static const CommandSpec kSpec{"example", "--x X.npy [--out OUT.npy]", "Does X.",
-///                                    {{"--x", "X.npy", "input [n, d]"}, kOutOption}};
+///                                    with_common_options({{"--x", "X.npy", "input [n, d]"}})};
 ///     const ParsedArgs args(kSpec, argc, argv);
 ///     if (args.help_requested()) return print_help(kSpec);
+///     const CommonOptions common = parse_common_options(args);
 ///     const Input x = load_input(args, "--x", true);
 ///     fail_if_error(check_rank(x, 2, "x", "x is [n, d]"));
-///     ...
-///     return finish_output(args, shape, values, default_tolerance(x.array.dtype));
+///     fail_if_error(check_q_dtype(x));
+///     const Input expect = load_expect(args, x.array.shape);
+///     return dispatch_q_kv(x.array.dtype, x.array.dtype, [&](auto q, auto) {
+///       using Q = typename decltype(q)::type;
+///       ...
+///       return finish_output(args, shape, values, expect, default_tolerance(x.array.dtype));
+///     });
 ///   }
 /// @endcode
 #pragma once
@@ -29,8 +36,11 @@
 #include <utility>
 #include <vector>
 
+#include <Eigen/Core>
+
 #include "attnref/core/dtype.hpp"
 #include "attnref/core/kv_layout.hpp"
+#include "attnref/core/profile.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
 #include "attnref/io/npy.hpp"
@@ -69,6 +79,15 @@ std::string format_error(const NpyStatus& status);
 /// Exit 2 when `status` is an error; nothing otherwise.
 inline void fail_if_error(const Status& status) {
   if (!status.ok()) fail_status(status);
+}
+/// Exit 2 for index arrays of a bad runtime dtype (`dtypes`, the library's verdict) in JAX's
+/// order: `shapes` (the shape tier run on stand-in index views) is reported first when it
+/// failed at a check other than the dtype check `dtype_check` ("P7", "R5"), which it would
+/// report with the stand-in's dtype.
+[[noreturn]] inline void fail_index_dtypes_after(const Status& shapes, const char* dtype_check,
+                                                 const Status& dtypes) {
+  if (!shapes.ok() && std::string(shapes.jax_check()) != dtype_check) fail_status(shapes);
+  fail_status(dtypes);
 }
 /// Exit 1 with the file error.
 [[noreturn]] void fail_file(const NpyStatus& status);
@@ -151,6 +170,75 @@ Status check_rank(const Input& input, std::size_t rank, const char* name, const 
 /// `ErrorCode::kDtypeNotSupported` naming the tensor and its dtype, with `hint` (a literal).
 Status dtype_error(const Input& input, const char* name, const char* hint);
 
+/// `ErrorCode::kDtypeNotSupported` unless q is float16, float32 or float64 (the dtypes every
+/// kernel subcommand instantiates).
+Status check_q_dtype(const Input& q);
+
+/// The options paged, splash and ragged share, parsed.
+struct CommonOptions {
+  Profile profile = Profile::kReference;
+  std::optional<float> soft_cap;
+  float mask_value;  ///< JAX's default unless --mask-value is given
+  float sm_scale = 1.0f;
+  bool check_only = false;
+};
+
+/// A kernel subcommand's options: `own`, then the shared ones (--soft-cap, --mask-value,
+/// --sm-scale, --profile, --check-only, --out, --expect, --atol, --rtol).
+std::vector<OptionSpec> with_common_options(std::vector<OptionSpec> own);
+
+/// Parses the shared options before any file is read. `--check-only` excludes every result
+/// option the subcommand has (--out, --lse-out, --expect, --dout); --atol/--rtol need --expect.
+/// Usage errors exit 1.
+CommonOptions parse_common_options(const ParsedArgs& args);
+
+/// Names a C++ type for the dispatchers' callbacks.
+template <class T>
+struct TypeTag {
+  using type = T;
+};
+
+/// The one map from runtime dtypes to kernel instantiations: calls
+/// `f(TypeTag<Q>{}, TypeTag<KV>{})` with Q = Eigen::half, float or double for q's dtype, and
+/// KV = std::int8_t when `kv` is int8, Q otherwise. Preconditions: `check_q_dtype` passed, and
+/// `kv` is q's dtype or int8 (each subcommand words that error itself).
+template <class F>
+int dispatch_q_kv(DType q, DType kv, F&& f) {
+  auto with_q = [&](auto q_tag) -> int {
+    using Q = typename decltype(q_tag)::type;
+    if (kv == DType::kInt8) return f(q_tag, TypeTag<std::int8_t>{});
+    return f(q_tag, TypeTag<Q>{});
+  };
+  switch (q) {
+    case DType::kFloat16:
+      return with_q(TypeTag<Eigen::half>{});
+    case DType::kFloat64:
+      return with_q(TypeTag<double>{});
+    default:
+      return with_q(TypeTag<float>{});
+  }
+}
+
+/// Calls `f(TypeTag<Index>{})` with Index = std::int32_t or std::int64_t. Precondition: `t` is
+/// one of the two (the library's index dtype checks passed).
+template <class F>
+int dispatch_index(DType t, F&& f) {
+  if (t == DType::kInt32) return f(TypeTag<std::int32_t>{});
+  return f(TypeTag<std::int64_t>{});
+}
+
+/// The elements of an int32 or int64 array as `Index` (empty for other dtypes).
+template <class Index>
+std::vector<Index> ints_as(const NpyArray& a) {
+  std::vector<Index> out;
+  if (const std::int32_t* p = a.data<std::int32_t>()) {
+    out.assign(p, p + a.numel());
+  } else if (const std::int64_t* p64 = a.data<std::int64_t>()) {
+    for (std::int64_t i = 0; i < a.numel(); ++i) out.push_back(static_cast<Index>(p64[i]));
+  }
+  return out;
+}
+
 /// A row-major view of an input. Preconditions: `input.array.dtype == dtype_of<T>` and
 /// `input.array.rank() == Rank`. `buffer_size` is set, so `check_view` bounds it.
 template <class T, std::size_t Rank>
@@ -164,22 +252,11 @@ TensorView<const T, Rank> view_of(const Input& input) {
 KvLayout kv_layout_option(const ParsedArgs& args, KvLayout fallback = KvLayout::kJax);
 
 /// The logical `[num_kv_heads, total_pages, page_size, last]` view of a 4-d page pool (or of its
-/// scales) stored in `layout`: jax `[Hkv, P, S, last]`, nhd `[P, S, Hkv, last]`, hnd
-/// `[P, Hkv, S, last]`. Preconditions: rank 4 and dtype `T`.
+/// scales) stored in `layout`. Preconditions: rank 4 and dtype `T`.
 template <class T>
 TensorView<const T, 4> layout_pages_view(const Input& input, KvLayout layout) {
   const std::vector<std::int64_t>& s = input.array.shape;
-  std::int64_t heads = s[0], pages = s[1], slots = s[2];
-  if (layout == KvLayout::kNhd) {
-    pages = s[0];
-    slots = s[1];
-    heads = s[2];
-  } else if (layout == KvLayout::kHnd) {
-    pages = s[0];
-    heads = s[1];
-    slots = s[2];
-  }
-  return kv_pages_view(input.array.data<T>(), layout, heads, pages, slots, s[3],
+  return kv_pages_view(input.array.data<T>(), layout, {s[0], s[1], s[2], s[3]},
                        input.array.numel());
 }
 
@@ -226,6 +303,10 @@ std::vector<double> to_doubles(const std::vector<T>& x) {
   }
   return out;
 }
+
+/// Writes `values` [shape] as a float32 `.npy` file (exit 1 on I/O error).
+void write_float32(const std::string& path, const std::vector<std::int64_t>& shape,
+                   const std::vector<double>& values);
 
 /// Handles a result of `shape`: `--out` writes it as float32 (exit 1 on I/O error);
 /// `--expect` (loaded and checked before the run with `load_expect`) compares it with

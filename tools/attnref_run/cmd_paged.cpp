@@ -28,102 +28,90 @@ namespace {
 struct PagedInputs {
   Input q, k, v, lengths, page_indices, k_scales, v_scales, expect;
   KvLayout layout = KvLayout::kJax;
-  Profile profile = Profile::kReference;
-  std::optional<float> soft_cap;
-  float mask_value = kDefaultMaskValue;
-  float sm_scale = 1.0f;
+  CommonOptions common;
   std::int64_t pages_per_compute_block = 1;
-  bool check_only = false;
 };
 
-/// The descriptor over the loaded arrays, with lengths/page_indices read as `Index`. When the
-/// files hold another dtype, `index_stand_in` (non-null) replaces their data: only the shape
-/// tier may then be run on the result, which reads extents and never data.
+/// Index views the shape tier may read extents from but never data: for lengths or a page
+/// table whose file holds another dtype or rank.
+template <class Index>
+struct StandIn {
+  Index value = 0;
+  std::int64_t lengths_extent = 0;
+};
+
+/// The descriptor over the loaded arrays, with lengths/page_indices read as `Index`; with a
+/// `stand_in`, their data and the lengths extent come from it instead (shape tier only).
 template <class Q, class KV, class Index>
 PagedAttentionArgs<Q, KV, Index> make_args(const PagedInputs& in,
-                                           const Index* index_stand_in = nullptr) {
+                                           const StandIn<Index>* stand_in = nullptr) {
   PagedAttentionArgs<Q, KV, Index> a;
   a.q = view_of<Q, 3>(in.q);
   a.k_pages = layout_pages_view<KV>(in.k, in.layout);
   a.v_pages = layout_pages_view<KV>(in.v, in.layout);
-  if (index_stand_in != nullptr) {
-    a.lengths = TensorView<const Index, 1>(index_stand_in, {in.lengths.array.shape[0]});
+  if (stand_in != nullptr) {
+    a.lengths = TensorView<const Index, 1>(&stand_in->value, {stand_in->lengths_extent});
     a.page_indices = TensorView<const Index, 2>(
-        index_stand_in, {in.page_indices.array.shape[0], in.page_indices.array.shape[1]});
+        &stand_in->value, {in.page_indices.array.shape[0], in.page_indices.array.shape[1]});
   } else {
     a.lengths = view_of<Index, 1>(in.lengths);
     a.page_indices = view_of<Index, 2>(in.page_indices);
   }
   if (in.k_scales.present()) a.k_scales = layout_pages_view<float>(in.k_scales, in.layout);
   if (in.v_scales.present()) a.v_scales = layout_pages_view<float>(in.v_scales, in.layout);
-  a.soft_cap = in.soft_cap;
-  a.mask_value = in.mask_value;
-  a.sm_scale = in.sm_scale;
+  a.soft_cap = in.common.soft_cap;
+  a.mask_value = in.common.mask_value;
+  a.sm_scale = in.common.sm_scale;
   a.pages_per_compute_block = in.pages_per_compute_block;
   return a;
 }
 
-bool is_index(DType t) { return t == DType::kInt32 || t == DType::kInt64; }
-
-/// lengths or page_indices of a dtype other than int32/int64, or of two different dtypes.
-/// Runs the shape tier first with stand-in index views, so errors JAX reports earlier (P1..P6)
-/// still come first; under the `jax` profile a non-int32 `lengths` is JAX's P7.
-template <class Q, class KV>
-[[noreturn]] void fail_index_dtypes(const PagedInputs& in) {
-  const DType lt = in.lengths.array.dtype;
-  const DType pt = in.page_indices.array.dtype;
-  Status s;
-  if (lt == DType::kInt32) {
-    const std::int32_t stand_in = 0;
-    s = check_paged_shapes(make_args<Q, KV, std::int32_t>(in, &stand_in), in.profile);
-  } else {
-    const std::int64_t stand_in = 0;
-    s = check_paged_shapes(make_args<Q, KV, std::int64_t>(in, &stand_in), in.profile);
-  }
-  if (!s.ok() && std::string(s.jax_check()) == "P7") {
-    // The stand-in is int64; report the real dtype of `lengths` in JAX's P7 text.
-    fail_status(Status(s.code(), "P7", "The dtype of `lengths` must be int32. Got {d0}",
-                       "JAX's kernel takes int32 lengths; the reference profile also accepts "
-                       "int64",
-                       {static_cast<std::int64_t>(lt)}));
-  }
-  fail_if_error(s);
-  if (!is_index(lt)) {
-    fail_status(dtype_error(in.lengths, "lengths",
-                            "lengths must be int32 or int64 (int32 under --profile jax)"));
-  }
-  if (!is_index(pt)) {
-    fail_status(dtype_error(in.page_indices, "page_indices",
-                            "page_indices must be int32 or "
-                            "int64"));
-  }
-  fail_status(Status(ErrorCode::kDtypeNotSupported, "",
-                     "lengths ({d0}) and page_indices ({d1}) must have the same dtype",
-                     "save both as int32 (what JAX takes) or both as int64",
-                     {static_cast<std::int64_t>(lt), static_cast<std::int64_t>(pt)}, {},
-                     "page_indices"));
+/// The shape tier over stand-in index views (lengths of `lengths_extent` entries).
+template <class Q, class KV, class Index>
+Status stand_in_shapes(const PagedInputs& in, std::int64_t lengths_extent) {
+  StandIn<Index> stand_in;
+  stand_in.lengths_extent = lengths_extent;
+  return check_paged_shapes(make_args<Q, KV, Index>(in, &stand_in), in.common.profile);
 }
 
-std::vector<std::int64_t> widen(const NpyArray& a) {
-  if (a.dtype == DType::kInt64) return a.to_vector<std::int64_t>();
-  std::vector<std::int64_t> out;
-  if (const std::int32_t* p = a.data<std::int32_t>()) out.assign(p, p + a.numel());
-  return out;
+/// lengths `[batch, n]`: JAX compares `lengths.shape` with `(batch,)`, so after P1..P4 this is
+/// its P5, whose text names no shape (the hint does).
+template <class Q, class KV>
+[[noreturn]] void fail_lengths_rank(const PagedInputs& in) {
+  const std::vector<std::int64_t>& s = in.lengths.array.shape;
+  // A batch extent other than q's makes the shape tier stop at P5 unless it stops earlier.
+  const Status shapes = stand_in_shapes<Q, KV, std::int32_t>(in, s[0] == 0 ? 1 : s[0] - 1);
+  if (std::string(shapes.jax_check()) != "P5") fail_status(shapes);
+  fail_status(Status(shapes.code(), "P5", "`lengths` and `q` must have the same batch size",
+                     "lengths has shape ({0}, {1}); it holds one entry per sequence: shape ({0},)",
+                     {s[0], s[1]}, {}, "lengths"));
+}
+
+/// lengths or page_indices of a dtype other than int32/int64, or of two different dtypes
+/// (`dtypes`, the library's verdict). The shape tier runs first on stand-in views, so what JAX
+/// reports earlier (P1..P6) still comes first; its own P7 would name the stand-in's dtype.
+template <class Q, class KV>
+[[noreturn]] void fail_index_dtypes(const PagedInputs& in, const Status& dtypes) {
+  const std::int64_t batch = in.lengths.array.shape[0];
+  const Status shapes = in.lengths.array.dtype == DType::kInt32
+                            ? stand_in_shapes<Q, KV, std::int32_t>(in, batch)
+                            : stand_in_shapes<Q, KV, std::int64_t>(in, batch);
+  fail_index_dtypes_after(shapes, "P7", dtypes);
 }
 
 /// Validates with the chosen profile, then (unless --check-only) runs and finishes the output.
 template <class Q, class KV, class Index>
 int run_typed(const ParsedArgs& args, const PagedInputs& in) {
   const PagedAttentionArgs<Q, KV, Index> a = make_args<Q, KV, Index>(in);
-  fail_if_error(check_paged(a, in.profile));
-  if (in.check_only) {
+  fail_if_error(check_paged(a, in.common.profile));
+  if (in.common.check_only) {
     std::cout << "ok\n";
     return kExitOk;
   }
   // Run with int64 indices: one kernel instantiation per (Q, KV).
   PagedAttentionArgs<Q, KV, std::int64_t> run_args = make_args<Q, KV, std::int64_t>(in, nullptr);
-  const std::vector<std::int64_t> lengths = widen(in.lengths.array);
-  const std::vector<std::int64_t> page_indices = widen(in.page_indices.array);
+  const std::vector<std::int64_t> lengths = ints_as<std::int64_t>(in.lengths.array);
+  const std::vector<std::int64_t> page_indices = ints_as<std::int64_t>(in.page_indices.array);
   run_args.lengths = TensorView<const std::int64_t, 1>(lengths.data(), a.lengths.extents,
                                                        static_cast<std::int64_t>(lengths.size()));
   run_args.page_indices = TensorView<const std::int64_t, 2>(
@@ -138,17 +126,13 @@ int run_typed(const ParsedArgs& args, const PagedInputs& in) {
 
 template <class Q, class KV>
 int run_with_kv(const ParsedArgs& args, const PagedInputs& in) {
+  if (in.lengths.array.rank() != 1) fail_lengths_rank<Q, KV>(in);
   const DType lt = in.lengths.array.dtype;
-  const DType pt = in.page_indices.array.dtype;
-  if (!is_index(lt) || !is_index(pt) || lt != pt) fail_index_dtypes<Q, KV>(in);
-  if (lt == DType::kInt32) return run_typed<Q, KV, std::int32_t>(args, in);
-  return run_typed<Q, KV, std::int64_t>(args, in);
-}
-
-template <class Q>
-int run_with_q(const ParsedArgs& args, const PagedInputs& in) {
-  if (in.k.array.dtype == DType::kInt8) return run_with_kv<Q, std::int8_t>(args, in);
-  return run_with_kv<Q, Q>(args, in);
+  const Status dtypes =
+      check_paged_index_dtypes(lt, in.page_indices.array.dtype, in.common.profile);
+  if (!dtypes.ok()) fail_index_dtypes<Q, KV>(in, dtypes);
+  return dispatch_index(
+      lt, [&](auto index) { return run_typed<Q, KV, typename decltype(index)::type>(args, in); });
 }
 
 const char* kv_shape_hint(KvLayout layout) {
@@ -195,47 +179,29 @@ int run_paged(int argc, char** argv) {
       "makes; reference: what the math and memory safety need), then runs attnref's kernel.\n"
       "q, K and V are float16/float32/float64 (K/V of q's dtype), or K/V int8 with float32\n"
       "scales; lengths and page indices int32 or int64 (int32 under --profile jax).",
-      {{"--q", "Q.npy", "queries [batch, num_q_heads, head_dim]"},
-       {"--k-pages", "K.npy", "key pages, 4-d in the --kv-layout order"},
-       {"--v-pages", "V.npy", "value pages, same shape as the key pages"},
-       {"--lengths", "L.npy", "tokens of each sequence [batch]"},
-       {"--page-indices", "PI.npy", "page table [batch, pages_per_sequence]"},
-       {"--k-scales", "KS.npy",
-        "float32 scales of int8 key pages, in the --kv-layout order, last dim 1 or head_dim"},
-       {"--v-scales", "VS.npy", "float32 scales of int8 value pages"},
-       {"--soft-cap", "C", "soft cap c: logits become c * tanh(x / c)"},
-       {"--mask-value", "M", "JAX's additive mask value (default -2.3819763e+38)"},
-       {"--sm-scale", "S", "scale of q.k (default 1.0; JAX's kernel has none)"},
-       {"--pages-per-compute-block", "N", "JAX's blocking (default 1; no numerical effect)"},
-       {"--kv-layout", "L",
-        "physical page layout: jax [Hkv,P,S,D] (default), nhd [P,S,Hkv,D], "
-        "hnd [P,Hkv,S,D]"},
-       {"--profile", "P", "jax or reference (default reference)"},
-       {"--check-only", nullptr, "validate only and print ok"},
-       kOutOption,
-       kExpectOption,
-       kAtolOption,
-       kRtolOption}};
+      with_common_options(
+          {{"--q", "Q.npy", "queries [batch, num_q_heads, head_dim]"},
+           {"--k-pages", "K.npy", "key pages, 4-d in the --kv-layout order"},
+           {"--v-pages", "V.npy", "value pages, same shape as the key pages"},
+           {"--lengths", "L.npy", "tokens of each sequence [batch]"},
+           {"--page-indices", "PI.npy", "page table [batch, pages_per_sequence]"},
+           {"--k-scales", "KS.npy",
+            "float32 scales of int8 key pages, in the --kv-layout order, last dim 1 or head_dim"},
+           {"--v-scales", "VS.npy", "float32 scales of int8 value pages"},
+           {"--pages-per-compute-block", "N", "JAX's blocking (default 1; no numerical effect)"},
+           {"--kv-layout", "L",
+            "physical page layout: jax [Hkv,P,S,D] (default), nhd [P,S,Hkv,D], "
+            "hnd [P,Hkv,S,D]"}})};
   const ParsedArgs args(kSpec, argc, argv);
   if (args.help_requested()) return print_help(kSpec);
 
   PagedInputs in;
   // Options first: a usage error costs no file reading.
   in.layout = kv_layout_option(args);
-  in.profile = args.choice("--profile", {"jax", "reference"}, "reference") == "jax"
-                   ? Profile::kJax
-                   : Profile::kReference;
-  if (std::optional<double> c = args.real("--soft-cap")) in.soft_cap = static_cast<float>(*c);
-  if (std::optional<double> m = args.real("--mask-value")) in.mask_value = static_cast<float>(*m);
-  if (std::optional<double> s = args.real("--sm-scale")) in.sm_scale = static_cast<float>(*s);
+  in.common = parse_common_options(args);
   if (std::optional<std::int64_t> n = args.int64("--pages-per-compute-block")) {
     in.pages_per_compute_block = *n;
   }
-  in.check_only = args.has("--check-only");
-  if (in.check_only && (args.has("--out") || args.has("--expect"))) {
-    args.usage_error("--check-only runs nothing, so it takes neither --out nor --expect");
-  }
-  check_result_options(args);
   for (const char* required : {"--q", "--k-pages", "--v-pages", "--lengths", "--page-indices"}) {
     args.required(required);
   }
@@ -253,7 +219,11 @@ int run_paged(int argc, char** argv) {
   fail_if_error(check_rank(in.q, 3, "q", "q is [batch, num_q_heads, head_dim]"));
   fail_if_error(check_rank(in.k, 4, "k_pages", kv_shape_hint(in.layout)));
   fail_if_error(check_rank(in.v, 4, "v_pages", kv_shape_hint(in.layout)));
-  fail_if_error(check_rank(in.lengths, 1, "lengths", "lengths is [batch]"));
+  // lengths [batch, n] is JAX's P5, reported in JAX's order (fail_lengths_rank).
+  const std::vector<std::int64_t>& ls = in.lengths.array.shape;
+  if (!(ls.size() == 2 && ls[0] == in.q.array.shape[0])) {
+    fail_if_error(check_rank(in.lengths, 1, "lengths", "lengths is [batch]"));
+  }
   fail_if_error(check_rank(in.page_indices, 2, "page_indices",
                            "page_indices is [batch, pages_per_sequence]"));
   if (in.k_scales.present()) {
@@ -265,10 +235,8 @@ int run_paged(int argc, char** argv) {
   in.expect = load_expect(args, in.q.array.shape);
 
   // Element types.
+  fail_if_error(check_q_dtype(in.q));
   const DType qt = in.q.array.dtype;
-  if (qt != DType::kFloat16 && qt != DType::kFloat32 && qt != DType::kFloat64) {
-    fail_status(dtype_error(in.q, "q", "q must be float16, float32 or float64"));
-  }
   for (const Input* pages : {&in.k, &in.v}) {
     const DType t = pages->array.dtype;
     if (t != qt && t != DType::kInt8) {
@@ -295,14 +263,9 @@ int run_paged(int argc, char** argv) {
     }
   }
 
-  switch (qt) {
-    case DType::kFloat16:
-      return run_with_q<Eigen::half>(args, in);
-    case DType::kFloat64:
-      return run_with_q<double>(args, in);
-    default:
-      return run_with_q<float>(args, in);
-  }
+  return dispatch_q_kv(qt, in.k.array.dtype, [&](auto q, auto kv) {
+    return run_with_kv<typename decltype(q)::type, typename decltype(kv)::type>(args, in);
+  });
 }
 
 }  // namespace cli

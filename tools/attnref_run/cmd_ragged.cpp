@@ -28,100 +28,133 @@ namespace {
 /// The parsed inputs and options of one `ragged` invocation.
 struct RaggedInputs {
   Input q, kv, kv_lens, page_indices, cu_q_lens, num_seqs, expect;
-  Profile profile = Profile::kReference;
-  float sm_scale = 1.0f;
+  CommonOptions common;
   std::optional<std::int64_t> sliding_window;
-  std::optional<float> soft_cap;
-  float mask_value = kDefaultMaskValue;
   std::optional<float> k_scale, v_scale;
-  bool check_only = false;
 };
 
-bool is_index(DType t) { return t == DType::kInt32 || t == DType::kInt64; }
-
-/// The elements of an int32 or int64 array as `Index` (empty for other dtypes).
+/// Metadata views the shape tier may read extents from but never data: for metadata whose file
+/// holds another dtype or rank.
 template <class Index>
-std::vector<Index> ints_as(const NpyArray& a) {
-  std::vector<Index> out;
-  if (const std::int32_t* p = a.data<std::int32_t>()) {
-    out.assign(p, p + a.numel());
-  } else if (const std::int64_t* p64 = a.data<std::int64_t>()) {
-    for (std::int64_t i = 0; i < a.numel(); ++i) out.push_back(static_cast<Index>(p64[i]));
-  }
-  return out;
+struct StandIn {
+  Index value = 0;
+  std::int64_t kv_lens_extent = 0;
+  std::int64_t cu_q_lens_extent = 0;
+  std::vector<Index> num_seqs;  ///< zeros, as many as the [n] view has
+};
+
+/// The stand-in for the arrays as loaded (rank 1).
+template <class Index>
+StandIn<Index> stand_in_of(const RaggedInputs& in) {
+  StandIn<Index> s;
+  s.kv_lens_extent = in.kv_lens.array.shape[0];
+  s.cu_q_lens_extent = in.cu_q_lens.array.shape[0];
+  s.num_seqs.assign(static_cast<std::size_t>(in.num_seqs.array.shape[0]), 0);
+  return s;
 }
 
-/// The descriptor over the loaded arrays, with the metadata read as `Index`. When the files
-/// hold another dtype, `stand_in` (non-null) replaces their data: only the shape tier may then
-/// be run on the result, which reads extents and never data. `num_seqs` holds the num_seqs
-/// array converted to `Index` (its real extent is kept, so R1 sees it).
+/// The descriptor over the loaded arrays, with the metadata read as `Index` (`num_seqs` holds
+/// the num_seqs array converted to `Index`); with a `stand_in`, the metadata's data and extents
+/// come from it instead (shape tier only).
 template <class Q, class KV, class Index>
 RaggedPagedAttentionArgs<Q, KV, Index> make_args(const RaggedInputs& in,
                                                  const std::vector<Index>& num_seqs,
-                                                 const Index* stand_in = nullptr) {
+                                                 const StandIn<Index>* stand_in = nullptr) {
   RaggedPagedAttentionArgs<Q, KV, Index> a;
   a.q = view_of<Q, 3>(in.q);
   a.kv_pages = view_of<KV, 4>(in.kv);
+  const std::vector<Index>& seqs = stand_in != nullptr ? stand_in->num_seqs : num_seqs;
   if (stand_in != nullptr) {
-    a.kv_lens = TensorView<const Index, 1>(stand_in, {in.kv_lens.array.shape[0]});
+    a.kv_lens = TensorView<const Index, 1>(&stand_in->value, {stand_in->kv_lens_extent});
     a.page_indices = TensorView<const Index, 2>(
-        stand_in, {in.page_indices.array.shape[0], in.page_indices.array.shape[1]});
-    a.cu_q_lens = TensorView<const Index, 1>(stand_in, {in.cu_q_lens.array.shape[0]});
+        &stand_in->value, {in.page_indices.array.shape[0], in.page_indices.array.shape[1]});
+    a.cu_q_lens = TensorView<const Index, 1>(&stand_in->value, {stand_in->cu_q_lens_extent});
   } else {
     a.kv_lens = view_of<Index, 1>(in.kv_lens);
     a.page_indices = view_of<Index, 2>(in.page_indices);
     a.cu_q_lens = view_of<Index, 1>(in.cu_q_lens);
   }
-  a.num_seqs = TensorView<const Index, 1>(num_seqs.data(), {in.num_seqs.array.shape[0]},
-                                          static_cast<std::int64_t>(num_seqs.size()));
-  a.sm_scale = in.sm_scale;
+  a.num_seqs = TensorView<const Index, 1>(seqs.data(), {static_cast<std::int64_t>(seqs.size())},
+                                          static_cast<std::int64_t>(seqs.size()));
+  a.sm_scale = in.common.sm_scale;
   a.sliding_window = in.sliding_window;
-  a.soft_cap = in.soft_cap;
-  a.mask_value = in.mask_value;
+  a.soft_cap = in.common.soft_cap;
+  a.mask_value = in.common.mask_value;
   a.k_scale = in.k_scale;
   a.v_scale = in.v_scale;
   return a;
 }
 
-/// Metadata of a dtype other than int32/int64, or of mixed dtypes. Runs the shape tier first
-/// with stand-in views, so errors JAX reports earlier (R12, R13, R1..R4) still come first; under
-/// the `jax` profile this is JAX's R5, reported with the real dtypes.
+/// The shape tier over stand-in metadata views.
+template <class Q, class KV, class Index>
+Status stand_in_shapes(const RaggedInputs& in, const StandIn<Index>& stand_in) {
+  return check_ragged_shapes(make_args<Q, KV, Index>(in, {}, &stand_in), in.common.profile);
+}
+
+/// The extent JAX expects of num_seqs, kv_lens and cu_q_lens: (1,), (max_num_seqs,) and
+/// (max_num_seqs + 1,). Precondition: page_indices has rank 2.
+bool first_extent_expected(const RaggedInputs& in, const Input& x) {
+  const std::int64_t first = x.array.shape[0];
+  const std::int64_t max_seqs = in.page_indices.array.shape[0];
+  if (&x == &in.num_seqs) return first == 1;
+  if (&x == &in.kv_lens) return first == max_seqs;
+  return first > 0 && first - 1 == max_seqs;
+}
+
+/// True for metadata JAX reports with its own shape text: rank 2 and the first extent JAX
+/// expects (so only the rank is wrong).
+bool jax_reports_rank(const RaggedInputs& in, const Input& x) {
+  return x.array.rank() == 2 && in.page_indices.array.rank() == 2 && first_extent_expected(in, x);
+}
+
+/// num_seqs, kv_lens or cu_q_lens of shape [n, m] with the expected n: JAX's R1, R3 or R4, in
+/// JAX's order, with the real shape in JAX's text.
 template <class Q, class KV>
-[[noreturn]] void fail_index_dtypes(const RaggedInputs& in) {
-  const DType lt = in.kv_lens.array.dtype;
-  const DType pt = in.page_indices.array.dtype;
-  const DType ct = in.cu_q_lens.array.dtype;
-  const std::int64_t stand_in = 0;
-  const std::vector<std::int64_t> num_seqs(static_cast<std::size_t>(in.num_seqs.array.shape[0]), 0);
-  const Status s =
-      check_ragged_shapes(make_args<Q, KV, std::int64_t>(in, num_seqs, &stand_in), in.profile);
-  if (!s.ok() && std::string(s.jax_check()) != "R5") fail_status(s);
-  if (in.profile == Profile::kJax) {
-    fail_status(Status(ErrorCode::kDtypeNotSupported, "R5",
-                       "The dtype of `kv_lens`, `page_indices`, and `cu_q_lens` must be int32. "
-                       "Got kv_lens.dtype=dtype('{d0}'), page_indices.dtype=dtype('{d1}'), "
-                       "cu_q_lens.dtype=dtype('{d2}').",
-                       "save all three as int32 (what JAX takes)",
-                       {static_cast<std::int64_t>(lt), static_cast<std::int64_t>(pt),
-                        static_cast<std::int64_t>(ct)}));
+[[noreturn]] void fail_metadata_rank(const RaggedInputs& in) {
+  StandIn<std::int32_t> stand_in;
+  const std::int64_t max_seqs = in.page_indices.array.shape[0];
+  // Each rank-2 array gets an extent JAX's check rejects, so the tier stops at the first one.
+  stand_in.kv_lens_extent =
+      in.kv_lens.array.rank() == 2 ? (max_seqs == 0 ? 1 : max_seqs - 1) : in.kv_lens.array.shape[0];
+  stand_in.cu_q_lens_extent =
+      in.cu_q_lens.array.rank() == 2 ? max_seqs : in.cu_q_lens.array.shape[0];
+  stand_in.num_seqs.assign(
+      in.num_seqs.array.rank() == 2 ? 2 : static_cast<std::size_t>(in.num_seqs.array.shape[0]), 0);
+  const Status shapes = stand_in_shapes<Q, KV>(in, stand_in);
+  const std::string check = shapes.jax_check();
+  if (check == "R1" && in.num_seqs.array.rank() == 2) {
+    const std::vector<std::int64_t>& s = in.num_seqs.array.shape;
+    fail_status(Status(shapes.code(), "R1", "num_seqs.shape=({0}, {1}) must be (1,)",
+                       "num_seqs is a one-element array holding the live sequence count",
+                       {s[0], s[1]}, {}, "num_seqs"));
   }
-  if (!is_index(lt)) {
-    fail_status(dtype_error(in.kv_lens, "kv_lens", "kv_lens must be int32 or int64"));
+  if (check == "R3" && in.kv_lens.array.rank() == 2) {
+    const std::vector<std::int64_t>& s = in.kv_lens.array.shape;
+    fail_status(Status(shapes.code(), "R3",
+                       "Expected kv_lens.shape=({0}, {1}) to be ({2},) where `max_num_seqs` is "
+                       "`page_indices.shape[0]`.",
+                       "kv_lens holds one entry per page-table row (padding rows included)",
+                       {s[0], s[1], max_seqs}, {}, "kv_lens"));
   }
-  if (!is_index(pt)) {
-    fail_status(
-        dtype_error(in.page_indices, "page_indices", "page_indices must be int32 or int64"));
+  if (check == "R4" && in.cu_q_lens.array.rank() == 2) {
+    const std::vector<std::int64_t>& s = in.cu_q_lens.array.shape;
+    // JAX's text has two spaces before "where".
+    fail_status(Status(shapes.code(), "R4",
+                       "Expected cu_q_lens.shape=({0}, {1}) to be ({2},)  where `max_num_seqs` "
+                       "is `page_indices.shape[0]`.",
+                       "cu_q_lens holds max_num_seqs + 1 offsets, starting with 0",
+                       {s[0], s[1], s[0]}, {}, "cu_q_lens"));
   }
-  if (!is_index(ct)) {
-    fail_status(dtype_error(in.cu_q_lens, "cu_q_lens", "cu_q_lens must be int32 or int64"));
-  }
-  fail_status(Status(
-      ErrorCode::kDtypeNotSupported, "",
-      "kv_lens ({d0}), page_indices ({d1}) and cu_q_lens ({d2}) must have the "
-      "same dtype",
-      "save all three as int32 (what JAX takes) or all as int64",
-      {static_cast<std::int64_t>(lt), static_cast<std::int64_t>(pt), static_cast<std::int64_t>(ct)},
-      {}, "kv_lens"));
+  fail_status(shapes);
+}
+
+/// Metadata of a dtype other than int32/int64, or of mixed dtypes (`dtypes`, the library's
+/// verdict). The shape tier runs first on stand-in views, so what JAX reports earlier (R12, R13,
+/// R1..R4) still comes first; its own R5 would name the stand-in's dtype.
+template <class Q, class KV>
+[[noreturn]] void fail_index_dtypes(const RaggedInputs& in, const Status& dtypes) {
+  const Status shapes = stand_in_shapes<Q, KV>(in, stand_in_of<std::int64_t>(in));
+  fail_index_dtypes_after(shapes, "R5", dtypes);
 }
 
 /// Validates with the chosen profile, then (unless --check-only) runs and finishes the output.
@@ -129,8 +162,8 @@ template <class Q, class KV, class Index>
 int run_typed(const ParsedArgs& args, const RaggedInputs& in) {
   const std::vector<Index> num_seqs = ints_as<Index>(in.num_seqs.array);
   const RaggedPagedAttentionArgs<Q, KV, Index> a = make_args<Q, KV, Index>(in, num_seqs);
-  fail_if_error(check_ragged(a, in.profile));
-  if (in.check_only) {
+  fail_if_error(check_ragged(a, in.common.profile));
+  if (in.common.check_only) {
     std::cout << "ok\n";
     return kExitOk;
   }
@@ -164,18 +197,17 @@ int run_typed(const ParsedArgs& args, const RaggedInputs& in) {
 
 template <class Q, class KV>
 int run_with_kv(const ParsedArgs& args, const RaggedInputs& in) {
-  const DType lt = in.kv_lens.array.dtype;
-  if (!is_index(lt) || lt != in.page_indices.array.dtype || lt != in.cu_q_lens.array.dtype) {
-    fail_index_dtypes<Q, KV>(in);
+  if (jax_reports_rank(in, in.num_seqs) || jax_reports_rank(in, in.kv_lens) ||
+      jax_reports_rank(in, in.cu_q_lens)) {
+    fail_metadata_rank<Q, KV>(in);
   }
-  if (lt == DType::kInt32) return run_typed<Q, KV, std::int32_t>(args, in);
-  return run_typed<Q, KV, std::int64_t>(args, in);
-}
-
-template <class Q>
-int run_with_q(const ParsedArgs& args, const RaggedInputs& in) {
-  if (in.kv.array.dtype == DType::kInt8) return run_with_kv<Q, std::int8_t>(args, in);
-  return run_with_kv<Q, Q>(args, in);
+  const DType lt = in.kv_lens.array.dtype;
+  const Status dtypes =
+      check_ragged_index_dtypes(lt, in.page_indices.array.dtype, in.cu_q_lens.array.dtype,
+                                in.num_seqs.array.dtype, in.common.profile);
+  if (!dtypes.ok()) fail_index_dtypes<Q, KV>(in, dtypes);
+  return dispatch_index(
+      lt, [&](auto index) { return run_typed<Q, KV, typename decltype(index)::type>(args, in); });
 }
 
 }  // namespace
@@ -197,43 +229,26 @@ int run_ragged(int argc, char** argv) {
       "makes; reference: what the math and memory safety need), then runs attnref's kernel.\n"
       "q and the pages are float16/float32/float64 (pages of q's dtype) or the pages int8;\n"
       "kv_lens, page_indices and cu_q_lens int32 or int64 (int32 under --profile jax).",
-      {{"--q", "Q.npy", "queries [max_num_batched_tokens, num_q_heads, head_dim]"},
-       {"--kv-pages", "KV.npy", "combined K/V pages [total_pages, page_size, 2 * Hkv, head_dim]"},
-       {"--kv-lens", "L.npy", "cached tokens of each sequence [max_num_seqs]"},
-       {"--page-indices", "PI.npy", "page table [max_num_seqs, pages_per_seq]"},
-       {"--cu-q-lens", "C.npy", "cumulative query lengths [max_num_seqs + 1]"},
-       {"--num-seqs", "N.npy", "live sequence count, a one-element integer array [1]"},
-       {"--sm-scale", "S", "scale of q.k (default 1.0, as JAX)"},
-       {"--sliding-window", "W", "attend to the last W positions only (W > 0)"},
-       {"--soft-cap", "C", "soft cap c: logits become c * tanh(x / c)"},
-       {"--mask-value", "M", "JAX's additive mask value (default -2.3819763e+38)"},
-       {"--k-scale", "S", "K dequantization: k = q_dtype(float(k) * S)"},
-       {"--v-scale", "S", "V dequantization: v = q_dtype(float(v) * S)"},
-       {"--profile", "P", "jax or reference (default reference)"},
-       {"--check-only", nullptr, "validate only and print ok"},
-       kOutOption,
-       kExpectOption,
-       kAtolOption,
-       kRtolOption}};
+      with_common_options(
+          {{"--q", "Q.npy", "queries [max_num_batched_tokens, num_q_heads, head_dim]"},
+           {"--kv-pages", "KV.npy",
+            "combined K/V pages [total_pages, page_size, 2 * Hkv, head_dim]"},
+           {"--kv-lens", "L.npy", "cached tokens of each sequence [max_num_seqs]"},
+           {"--page-indices", "PI.npy", "page table [max_num_seqs, pages_per_seq]"},
+           {"--cu-q-lens", "C.npy", "cumulative query lengths [max_num_seqs + 1]"},
+           {"--num-seqs", "N.npy", "live sequence count, a one-element integer array [1]"},
+           {"--sliding-window", "W", "attend to the last W positions only (W > 0)"},
+           {"--k-scale", "S", "K dequantization: k = q_dtype(float(k) * S)"},
+           {"--v-scale", "S", "V dequantization: v = q_dtype(float(v) * S)"}})};
   const ParsedArgs args(kSpec, argc, argv);
   if (args.help_requested()) return print_help(kSpec);
 
   RaggedInputs in;
   // Options first: a usage error costs no file reading.
-  in.profile = args.choice("--profile", {"jax", "reference"}, "reference") == "jax"
-                   ? Profile::kJax
-                   : Profile::kReference;
-  if (std::optional<double> s = args.real("--sm-scale")) in.sm_scale = static_cast<float>(*s);
+  in.common = parse_common_options(args);
   in.sliding_window = args.int64("--sliding-window");
-  if (std::optional<double> c = args.real("--soft-cap")) in.soft_cap = static_cast<float>(*c);
-  if (std::optional<double> m = args.real("--mask-value")) in.mask_value = static_cast<float>(*m);
   if (std::optional<double> k = args.real("--k-scale")) in.k_scale = static_cast<float>(*k);
   if (std::optional<double> v = args.real("--v-scale")) in.v_scale = static_cast<float>(*v);
-  in.check_only = args.has("--check-only");
-  if (in.check_only && (args.has("--out") || args.has("--expect"))) {
-    args.usage_error("--check-only runs nothing, so it takes neither --out nor --expect");
-  }
-  check_result_options(args);
   for (const char* required :
        {"--q", "--kv-pages", "--kv-lens", "--page-indices", "--cu-q-lens", "--num-seqs"}) {
     args.required(required);
@@ -250,19 +265,26 @@ int run_ragged(int argc, char** argv) {
   fail_if_error(check_rank(in.q, 3, "q", "q is [max_num_batched_tokens, num_q_heads, head_dim]"));
   fail_if_error(check_rank(in.kv, 4, "kv_pages",
                            "kv_pages is [total_pages, page_size, 2 * num_kv_heads, head_dim]"));
-  fail_if_error(check_rank(in.kv_lens, 1, "kv_lens", "kv_lens is [max_num_seqs]"));
+  // num_seqs, kv_lens or cu_q_lens [n, m] with the n JAX expects is JAX's R1, R3 or R4,
+  // reported in JAX's order (fail_metadata_rank) once page_indices' rank is known good.
+  if (!jax_reports_rank(in, in.kv_lens)) {
+    fail_if_error(check_rank(in.kv_lens, 1, "kv_lens", "kv_lens is [max_num_seqs]"));
+  }
   fail_if_error(check_rank(in.page_indices, 2, "page_indices",
                            "page_indices is [max_num_seqs, pages_per_seq]"));
-  fail_if_error(check_rank(in.cu_q_lens, 1, "cu_q_lens", "cu_q_lens is [max_num_seqs + 1]"));
-  fail_if_error(check_rank(in.num_seqs, 1, "num_seqs",
-                           "num_seqs is a one-element array: numpy.array([n], dtype=numpy.int32)"));
+  if (!jax_reports_rank(in, in.cu_q_lens)) {
+    fail_if_error(check_rank(in.cu_q_lens, 1, "cu_q_lens", "cu_q_lens is [max_num_seqs + 1]"));
+  }
+  if (!jax_reports_rank(in, in.num_seqs)) {
+    fail_if_error(
+        check_rank(in.num_seqs, 1, "num_seqs",
+                   "num_seqs is a one-element array: numpy.array([n], dtype=numpy.int32)"));
+  }
   in.expect = load_expect(args, in.q.array.shape);
 
   // Element types.
+  fail_if_error(check_q_dtype(in.q));
   const DType qt = in.q.array.dtype;
-  if (qt != DType::kFloat16 && qt != DType::kFloat32 && qt != DType::kFloat64) {
-    fail_status(dtype_error(in.q, "q", "q must be float16, float32 or float64"));
-  }
   const DType kvt = in.kv.array.dtype;
   if (kvt != qt && kvt != DType::kInt8) {
     fail_status(Status(ErrorCode::kDtypeNotSupported, "",
@@ -272,18 +294,9 @@ int run_ragged(int argc, char** argv) {
                        {static_cast<std::int64_t>(kvt), static_cast<std::int64_t>(qt)}, {},
                        "kv_pages"));
   }
-  if (!is_index(in.num_seqs.array.dtype)) {
-    fail_status(dtype_error(in.num_seqs, "num_seqs", "num_seqs must be int32 or int64"));
-  }
-
-  switch (qt) {
-    case DType::kFloat16:
-      return run_with_q<Eigen::half>(args, in);
-    case DType::kFloat64:
-      return run_with_q<double>(args, in);
-    default:
-      return run_with_q<float>(args, in);
-  }
+  return dispatch_q_kv(qt, kvt, [&](auto q, auto kv) {
+    return run_with_kv<typename decltype(q)::type, typename decltype(kv)::type>(args, in);
+  });
 }
 
 }  // namespace cli

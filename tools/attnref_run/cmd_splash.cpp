@@ -24,17 +24,16 @@ namespace attnref {
 namespace cli {
 namespace {
 
+/// Where the mask comes from: no option (full), --causal, --local, --chunked or --mask.
+enum class MaskKind { kFull, kCausal, kLocal, kChunked, kFile };
+
 /// The parsed inputs and options of one `splash` invocation.
 struct SplashInputs {
   Input q, k, v, mask, q_seg, kv_seg, sinks, dout, expect;
   bool is_mqa = false;
-  Profile profile = Profile::kReference;
-  std::optional<float> soft_cap;
-  float mask_value = kDefaultMaskValue;
-  float sm_scale = 1.0f;
+  CommonOptions common;
   SplashBlockSizes blocks = SplashBlockSizes::get_default();
-  // The built-in mask: 0 full, 1 causal, 2 local, 3 chunked; 4 the --mask file.
-  int mask_kind = 0;
+  MaskKind mask_kind = MaskKind::kFull;
   std::int64_t offset = 0;
   std::optional<std::int64_t> left, right;
   std::int64_t chunk = 0;
@@ -57,13 +56,13 @@ TensorView<const T, 3> kv_view(const Input& in) {
 MultiHeadMask make_mask(const SplashInputs& in, std::int64_t sq, std::int64_t skv) {
   const MaskShape shape{sq, skv};
   switch (in.mask_kind) {
-    case 1:
+    case MaskKind::kCausal:
       return MultiHeadMask{CausalMask{shape, in.offset}};
-    case 2:
+    case MaskKind::kLocal:
       return MultiHeadMask{LocalMask{shape, in.left, in.right, in.offset}};
-    case 3:
+    case MaskKind::kChunked:
       return MultiHeadMask{ChunkedCausalMask{shape, in.chunk}};
-    case 4: {
+    case MaskKind::kFile: {
       const std::vector<std::int64_t>& s = in.mask.array.shape;
       const bool* data = in.mask.array.data<bool>();
       std::vector<AnyMask> heads;
@@ -73,9 +72,10 @@ MultiHeadMask make_mask(const SplashInputs& in, std::int64_t sq, std::int64_t sk
       }
       return MultiHeadMask(heads);
     }
-    default:
-      return MultiHeadMask{FullMask{shape}};
+    case MaskKind::kFull:
+      break;
   }
+  return MultiHeadMask{FullMask{shape}};
 }
 
 template <class T>
@@ -91,9 +91,9 @@ SplashAttentionArgs<T> make_args(const SplashInputs& in) {
     a.sinks = TensorView<const float, 1>(in.sinks_f32.data(),
                                          {static_cast<std::int64_t>(in.sinks_f32.size())});
   }
-  a.soft_cap = in.soft_cap;
-  a.mask_value = in.mask_value;
-  a.sm_scale = in.sm_scale;
+  a.soft_cap = in.common.soft_cap;
+  a.mask_value = in.common.mask_value;
+  a.sm_scale = in.common.sm_scale;
   a.block_sizes = in.blocks;
   return a;
 }
@@ -104,10 +104,7 @@ void write_output(const ParsedArgs& args, const char* option,
                   const std::vector<std::int64_t>& shape, const std::vector<T>& values) {
   const std::optional<std::string> path = args.value(option);
   if (!path) return;
-  std::vector<float> f32(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) f32[i] = static_cast<float>(values[i]);
-  const NpyStatus s = write_npy(*path, make_npy_array<float>(shape, f32.data()));
-  if (!s.ok()) fail_file(s);
+  write_float32(*path, shape, to_doubles(values));
   std::cout << "wrote " << *path << " (float32, " << option + 2 << ")\n";
 }
 
@@ -115,22 +112,21 @@ template <class T>
 int run_typed(const ParsedArgs& args, const SplashInputs& in) {
   const SplashAttentionArgs<T> a = make_args<T>(in);
   const MultiHeadMask mask = make_mask(in, a.q_seq_len(), a.kv_seq_len());
-  fail_if_error(check_splash(a, mask, in.profile));
+  fail_if_error(check_splash(a, mask, in.common.profile));
   const bool backward = in.dout.present();
-  if (backward) fail_if_error(check_splash_backward(a, mask, in.profile));
-  if (in.check_only) {
+  if (backward) fail_if_error(check_splash_backward(a, mask, in.common.profile));
+  if (in.common.check_only) {
     std::cout << "ok\n";
     return kExitOk;
   }
   const std::int64_t hq = a.num_q_heads(), sq = a.q_seq_len(), dv = a.head_dim_v();
   std::vector<T> out(static_cast<std::size_t>(hq * sq * dv));
   std::vector<float> lse(static_cast<std::size_t>(hq * sq));
-  try {
-    splash_attention(a, mask, TensorView<T, 3>(out.data(), {hq, sq, dv}),
-                     TensorView<float, 2>(lse.data(), {hq, sq}), in.profile);
-  } catch (const ShapeError& e) {
-    fail_status(e.status());
-  }
+  // One plan (the mask classified once) for forward and backward.
+  SplashPlan<T> plan;
+  fail_if_error(make_splash_plan(a, mask, &plan));
+  fail_if_error(try_splash_attention(plan, TensorView<T, 3>(out.data(), {hq, sq, dv}),
+                                     TensorView<float, 2>(lse.data(), {hq, sq})));
   write_output(args, "--lse-out", {hq, sq}, lse);
   if (backward) {
     const std::int64_t dqk = a.head_dim_qk(), hkv = a.num_kv_heads(), skv = a.kv_seq_len();
@@ -143,13 +139,9 @@ int run_typed(const ParsedArgs& args, const SplashInputs& in) {
     g.dk = TensorView<T, 3>(dk.data(), {hkv, skv, dqk});
     g.dv = TensorView<T, 3>(dvv.data(), {hkv, skv, dv});
     if (!dsinks.empty()) g.dsinks = TensorView<float, 1>(dsinks.data(), {hq});
-    try {
-      splash_attention_backward(a, mask, TensorView<const T, 3>(out.data(), {hq, sq, dv}),
-                                TensorView<const float, 2>(lse.data(), {hq, sq}),
-                                view_of<T, 3>(in.dout), g, in.profile);
-    } catch (const ShapeError& e) {
-      fail_status(e.status());
-    }
+    fail_if_error(try_splash_attention_backward(
+        plan, TensorView<const T, 3>(out.data(), {hq, sq, dv}),
+        TensorView<const float, 2>(lse.data(), {hq, sq}), view_of<T, 3>(in.dout), g));
     write_output(args, "--dq-out", {hq, sq, dqk}, dq);
     // MQA gradients keep k/v's 2-dim shape.
     write_output(args, "--dk-out", in.k.array.shape, dk);
@@ -196,56 +188,47 @@ int run_splash(int argc, char** argv) {
       "(jax: every check JAX's Pallas TPU kernel makes; reference: what the math needs; the\n"
       "sequence lengths need not divide by the blocks), then runs attnref's kernels. With --dout,\n"
       "also the backward pass (dq, dk, dv and, with sinks, dsinks). Outputs are float32.",
-      {{"--q", "Q.npy", "queries [num_q_heads, q_seq_len, head_dim_qk]"},
-       {"--k", "K.npy",
-        "keys [num_kv_heads, kv_seq_len, head_dim_qk] or MQA [kv_seq_len, head_dim_qk]"},
-       {"--v", "V.npy",
-        "values [num_kv_heads, kv_seq_len, head_dim_v] or MQA [kv_seq_len, head_dim_v]"},
-       {"--mask", "M.npy", "bool mask [1 or num_q_heads, q_seq_len, kv_seq_len]"},
-       {"--causal", nullptr, "causal mask: q + offset >= kv"},
-       {"--local", "LEFT,RIGHT", "local window, each side an integer or 'none'"},
-       {"--chunked", "C", "chunked causal mask with chunks of C tokens"},
-       {"--offset", "N", "diagonal offset of --causal/--local (default 0)"},
-       {"--q-segment-ids", "A.npy", "int32 [q_seq_len]"},
-       {"--kv-segment-ids", "B.npy", "int32 [kv_seq_len]"},
-       {"--sinks", "S.npy", "attention-sink logits [num_q_heads] (float)"},
-       {"--soft-cap", "C", "soft cap c: logits become c * tanh(x / c)"},
-       {"--mask-value", "M", "JAX's mask value (default -2.3819763e+38; validated only)"},
-       {"--sm-scale", "S", "scale of q.k (default 1.0; JAX's kernel has none)"},
-       {"--block-q", "N", "q block (default 128; no numerical effect beyond rounding)"},
-       {"--block-kv", "N", "kv block (default 128)"},
-       {"--block-kv-compute", "N", "kv compute sub-block (default --block-kv)"},
-       {"--profile", "P", "jax or reference (default reference)"},
-       {"--check-only", nullptr, "validate only and print ok"},
-       kOutOption,
-       {"--lse-out", "LSE.npy", "write logsumexp [num_q_heads, q_seq_len]"},
-       kExpectOption,
-       kAtolOption,
-       kRtolOption,
-       {"--dout", "DO.npy", "output gradient [num_q_heads, q_seq_len, head_dim_v]: run backward"},
-       {"--dq-out", "DQ.npy", "write dq (with --dout)"},
-       {"--dk-out", "DK.npy", "write dk, k's shape (with --dout)"},
-       {"--dv-out", "DV.npy", "write dv, v's shape (with --dout)"},
-       {"--dsinks-out", "DS.npy", "write dsinks [num_q_heads] (with --dout and --sinks)"}}};
+      with_common_options(
+          {{"--q", "Q.npy", "queries [num_q_heads, q_seq_len, head_dim_qk]"},
+           {"--k", "K.npy",
+            "keys [num_kv_heads, kv_seq_len, head_dim_qk] or MQA [kv_seq_len, head_dim_qk]"},
+           {"--v", "V.npy",
+            "values [num_kv_heads, kv_seq_len, head_dim_v] or MQA [kv_seq_len, head_dim_v]"},
+           {"--mask", "M.npy", "bool mask [1 or num_q_heads, q_seq_len, kv_seq_len]"},
+           {"--causal", nullptr, "causal mask: q + offset >= kv"},
+           {"--local", "LEFT,RIGHT", "local window, each side an integer or 'none'"},
+           {"--chunked", "C", "chunked causal mask with chunks of C tokens"},
+           {"--offset", "N", "diagonal offset of --causal/--local (default 0)"},
+           {"--q-segment-ids", "A.npy", "int32 [q_seq_len]"},
+           {"--kv-segment-ids", "B.npy", "int32 [kv_seq_len]"},
+           {"--sinks", "S.npy", "attention-sink logits [num_q_heads] (float)"},
+           {"--block-q", "N", "q block (default 128; no numerical effect beyond rounding)"},
+           {"--block-kv", "N", "kv block (default 128)"},
+           {"--block-kv-compute", "N", "kv compute sub-block (default --block-kv)"},
+           {"--lse-out", "LSE.npy", "write logsumexp [num_q_heads, q_seq_len]"},
+           {"--dout", "DO.npy",
+            "output gradient [num_q_heads, q_seq_len, head_dim_v]: run backward"},
+           {"--dq-out", "DQ.npy", "write dq (with --dout)"},
+           {"--dk-out", "DK.npy", "write dk, k's shape (with --dout)"},
+           {"--dv-out", "DV.npy", "write dv, v's shape (with --dout)"},
+           {"--dsinks-out", "DS.npy", "write dsinks [num_q_heads] (with --dout and --sinks)"}})};
   const ParsedArgs args(kSpec, argc, argv);
   if (args.help_requested()) return print_help(kSpec);
 
   SplashInputs in;
   // Options first: a usage error costs no file reading.
-  in.profile = args.choice("--profile", {"jax", "reference"}, "reference") == "jax"
-                   ? Profile::kJax
-                   : Profile::kReference;
+  in.common = parse_common_options(args);
   int mask_options = 0;
   if (args.has("--mask")) {
-    in.mask_kind = 4;
+    in.mask_kind = MaskKind::kFile;
     ++mask_options;
   }
   if (args.has("--causal")) {
-    in.mask_kind = 1;
+    in.mask_kind = MaskKind::kCausal;
     ++mask_options;
   }
   if (std::optional<std::string> local = args.value("--local")) {
-    in.mask_kind = 2;
+    in.mask_kind = MaskKind::kLocal;
     ++mask_options;
     const std::size_t comma = local->find(',');
     if (comma == std::string::npos)
@@ -254,20 +237,17 @@ int run_splash(int argc, char** argv) {
     in.right = window_side(args, local->substr(comma + 1));
   }
   if (std::optional<std::int64_t> c = args.int64("--chunked")) {
-    in.mask_kind = 3;
+    in.mask_kind = MaskKind::kChunked;
     in.chunk = *c;
     ++mask_options;
   }
   if (mask_options > 1)
     args.usage_error("give at most one of --mask, --causal, --local, --chunked");
   if (std::optional<std::int64_t> o = args.int64("--offset")) {
-    if (in.mask_kind != 1 && in.mask_kind != 2)
+    if (in.mask_kind != MaskKind::kCausal && in.mask_kind != MaskKind::kLocal)
       args.usage_error("--offset applies to --causal and --local only");
     in.offset = *o;
   }
-  if (std::optional<double> c = args.real("--soft-cap")) in.soft_cap = static_cast<float>(*c);
-  if (std::optional<double> m = args.real("--mask-value")) in.mask_value = static_cast<float>(*m);
-  if (std::optional<double> s = args.real("--sm-scale")) in.sm_scale = static_cast<float>(*s);
   const std::int64_t bq = args.int64("--block-q").value_or(128);
   const std::int64_t bkv = args.int64("--block-kv").value_or(128);
   in.blocks.block_q = bq;
@@ -277,19 +257,12 @@ int run_splash(int argc, char** argv) {
   in.blocks.block_q_dkv = in.blocks.block_q_dq = bq;
   in.blocks.block_kv_dkv = in.blocks.block_kv_dq = bkv;
   in.blocks.block_kv_dkv_compute = in.blocks.block_kv_compute;
-  in.check_only = args.has("--check-only");
-  if (in.check_only &&
-      (args.has("--out") || args.has("--expect") || args.has("--lse-out") || args.has("--dout"))) {
-    args.usage_error(
-        "--check-only runs nothing, so it takes no --out, --lse-out, --expect or --dout");
-  }
   for (const char* grad : {"--dq-out", "--dk-out", "--dv-out", "--dsinks-out"}) {
     if (args.has(grad) && !args.has("--dout"))
       args.usage_error(std::string(grad) + " needs --dout");
   }
   if (args.has("--dsinks-out") && !args.has("--sinks"))
     args.usage_error("--dsinks-out needs --sinks");
-  check_result_options(args);
   for (const char* required : {"--q", "--k", "--v"}) args.required(required);
 
   in.q = load_input(args, "--q", true);
@@ -356,10 +329,8 @@ int run_splash(int argc, char** argv) {
   in.expect = load_expect(args, out_shape);
 
   // Element types: q, k, v (and dout) share one float dtype.
+  fail_if_error(check_q_dtype(in.q));
   const DType qt = in.q.array.dtype;
-  if (qt != DType::kFloat16 && qt != DType::kFloat32 && qt != DType::kFloat64) {
-    fail_status(dtype_error(in.q, "q", "q must be float16, float32 or float64"));
-  }
   for (const Input* x : {&in.k, &in.v, &in.dout}) {
     if (!x->present() || x->array.dtype == qt) continue;
     fail_status(Status(ErrorCode::kDtypeNotSupported, "",
@@ -369,14 +340,9 @@ int run_splash(int argc, char** argv) {
                        {}, x == &in.k ? "k" : (x == &in.v ? "v" : "dout")));
   }
 
-  switch (qt) {
-    case DType::kFloat16:
-      return run_typed<Eigen::half>(args, in);
-    case DType::kFloat64:
-      return run_typed<double>(args, in);
-    default:
-      return run_typed<float>(args, in);
-  }
+  // k and v have q's dtype: one instantiation per q dtype.
+  return dispatch_q_kv(
+      qt, qt, [&](auto q, auto) { return run_typed<typename decltype(q)::type>(args, in); });
 }
 
 }  // namespace cli
