@@ -3,7 +3,9 @@
 // reference profile, head deduplication, reconstruction of random masks, and M3..M7.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -318,6 +320,174 @@ TEST(MaskInfo, BlocksLargerThanTheMaskStoreOnlyTheMask) {
       attnref::build_mask_info(CausalMask{{10, 10}}, 4, 4, Profile::kReference, &info).ok());
   EXPECT_EQ(info.pattern_rows, 4);
   EXPECT_EQ(info.pattern_cols, 4);
+}
+
+// The MaskInfo today's rules give, built the slow, obvious way: every head classified on its own,
+// patterns numbered by first appearance (heads in order, tiles row-major), one shared row when
+// every head is `same_as` head 0.
+MaskInfo naive_mask_info(const std::vector<attnref::AnyMask>& heads, std::int64_t bq,
+                         std::int64_t bkv) {
+  MaskInfo info;
+  const attnref::MaskShape shape = heads[0].shape();
+  info.q_seq_len = shape[0];
+  info.kv_seq_len = shape[1];
+  info.block_q = bq;
+  info.block_kv = bkv;
+  info.pattern_rows = std::min(bq, shape[0]);
+  info.pattern_cols = std::min(bkv, shape[1]);
+  info.num_q_blocks = (shape[0] + bq - 1) / bq;
+  info.num_kv_blocks = (shape[1] + bkv - 1) / bkv;
+  bool shared = true;
+  for (const attnref::AnyMask& m : heads) shared = shared && heads[0].same_as(m);
+  info.num_heads = shared ? 1 : static_cast<std::int64_t>(heads.size());
+  std::map<std::vector<std::uint8_t>, std::int32_t> numbers;
+  for (std::int64_t h = 0; h < info.num_heads; ++h) {
+    const attnref::AnyMask& m = heads[static_cast<size_t>(h)];
+    for (std::int64_t i = 0; i < info.num_q_blocks; ++i)
+      for (std::int64_t j = 0; j < info.num_kv_blocks; ++j) {
+        std::vector<std::uint8_t> tile(static_cast<size_t>(info.pattern_rows * info.pattern_cols));
+        std::int64_t allowed = 0;
+        for (std::int64_t r = 0; r < info.q_rows(i); ++r)
+          for (std::int64_t c = 0; c < info.kv_cols(j); ++c) {
+            const bool on = m(i * bq + r, j * bkv + c);
+            tile[static_cast<size_t>(r * info.pattern_cols + c)] = on ? 1 : 0;
+            allowed += on ? 1 : 0;
+          }
+        std::int32_t next = 0;
+        BlockKind kind = BlockKind::kPartial;
+        if (allowed == 0) {
+          kind = BlockKind::kEmpty;
+        } else if (allowed == info.q_rows(i) * info.kv_cols(j)) {
+          kind = BlockKind::kFull;
+        } else {
+          auto found = numbers.find(tile);
+          if (found == numbers.end()) {
+            found = numbers.emplace(tile, static_cast<std::int32_t>(numbers.size())).first;
+            info.partial_blocks.insert(info.partial_blocks.end(), tile.begin(), tile.end());
+          }
+          next = found->second;
+        }
+        info.block_mask.push_back(static_cast<std::uint8_t>(kind));
+        info.mask_next.push_back(next);
+      }
+  }
+  return info;
+}
+
+void expect_same_info(const MaskInfo& a, const MaskInfo& b) {
+  EXPECT_EQ(a.num_heads, b.num_heads);
+  EXPECT_EQ(a.q_seq_len, b.q_seq_len);
+  EXPECT_EQ(a.kv_seq_len, b.kv_seq_len);
+  EXPECT_EQ(a.block_q, b.block_q);
+  EXPECT_EQ(a.block_kv, b.block_kv);
+  EXPECT_EQ(a.num_q_blocks, b.num_q_blocks);
+  EXPECT_EQ(a.num_kv_blocks, b.num_kv_blocks);
+  EXPECT_EQ(a.pattern_rows, b.pattern_rows);
+  EXPECT_EQ(a.pattern_cols, b.pattern_cols);
+  EXPECT_TRUE(a.block_mask == b.block_mask);
+  EXPECT_TRUE(a.mask_next == b.mask_next);
+  EXPECT_TRUE(a.partial_blocks == b.partial_blocks);
+}
+
+// Head deduplication (issue 16): heads that are one object, equal built-in masks, equal content
+// in different buffers, or distinct, in runs and interleaved, give exactly the MaskInfo of the
+// obvious per-head classification.
+TEST(MaskInfo, DeduplicatedHeadsMatchPerHeadClassification) {
+  std::mt19937 rng(16);
+  for (int round = 0; round < 300; ++round) {
+    const std::int64_t sq = 1 + static_cast<std::int64_t>(rng() % 12);
+    const std::int64_t skv = 1 + static_cast<std::int64_t>(rng() % 12);
+    const std::int64_t bq = 1 + static_cast<std::int64_t>(rng() % 5);
+    const std::int64_t bkv = 1 + static_cast<std::int64_t>(rng() % 5);
+    const auto num_heads = static_cast<size_t>(1 + rng() % (round % 10 == 0 ? 200 : 12));
+    std::vector<std::vector<char>> buffers;  // dense masks' data; reserved so it never moves
+    buffers.reserve(num_heads + 8);
+    auto random_dense = [&] {
+      buffers.emplace_back(static_cast<size_t>(sq * skv));
+      for (char& x : buffers.back()) x = static_cast<char>(rng() % 3 != 0);
+      return DenseMask{{reinterpret_cast<const bool*>(buffers.back().data()), {sq, skv}}};
+    };
+    std::vector<attnref::AnyMask> pool;
+    const auto kinds = 1 + rng() % 5;
+    for (size_t k = 0; k < kinds; ++k) {
+      switch (rng() % 4) {
+        case 0:
+          pool.push_back(CausalMask{{sq, skv}, static_cast<std::int64_t>(rng() % 3)});
+          break;
+        case 1:
+          pool.push_back(LocalMask({sq, skv}, static_cast<std::int64_t>(rng() % 4),
+                                   static_cast<std::int64_t>(rng() % 4), 0));
+          break;
+        default:
+          pool.push_back(random_dense());
+      }
+    }
+    std::vector<attnref::AnyMask> heads;
+    for (size_t h = 0; h < num_heads; ++h) {
+      const attnref::AnyMask& m = pool[rng() % pool.size()];
+      switch (rng() % 4) {
+        case 0:  // the same object as the previous head (runs)
+          heads.push_back(h > 0 ? heads.back() : m);
+          break;
+        case 1: {  // equal content, another buffer: not same_as, same row
+          buffers.emplace_back(static_cast<size_t>(sq * skv));
+          for (std::int64_t q = 0; q < sq; ++q)
+            for (std::int64_t kv = 0; kv < skv; ++kv)
+              buffers.back()[static_cast<size_t>(q * skv + kv)] = m(q, kv) ? 1 : 0;
+          heads.push_back(
+              DenseMask{{reinterpret_cast<const bool*>(buffers.back().data()), {sq, skv}}});
+          break;
+        }
+        default:
+          heads.push_back(m);
+      }
+    }
+    MaskInfo info;
+    const Status s = attnref::build_mask_info(attnref::MultiHeadMask(heads), bq, bkv,
+                                              Profile::kReference, &info);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    SCOPED_TRACE("round " + std::to_string(round));
+    expect_same_info(info, naive_mask_info(heads, bq, bkv));
+    // A single mask (not a MultiHeadMask) too.
+    ASSERT_TRUE(attnref::build_mask_info(heads[0], bq, bkv, Profile::kReference, &info).ok());
+    expect_same_info(info, naive_mask_info({heads[0]}, bq, bkv));
+  }
+}
+
+// Regression (issue 16): 131,072 distinct 1x1 head masks (attnref-run splash --mask) took about
+// a minute, each head compared with every other; heads are now classified once each and
+// deduplicated by a hash of their rows. No timing assertion: a quadratic build would time out.
+TEST(MaskInfo, ManyDistinctHeadMasksBuildInLinearTime) {
+  constexpr size_t kHeads = 131072;
+  std::vector<char> data(kHeads);
+  for (size_t h = 0; h < kHeads; ++h) data[h] = static_cast<char>(h % 3 != 0);
+  std::vector<attnref::AnyMask> heads;
+  heads.reserve(kHeads);
+  for (size_t h = 0; h < kHeads; ++h)
+    heads.push_back(DenseMask{{reinterpret_cast<const bool*>(&data[h]), {1, 1}}});
+  MaskInfo info;
+  ASSERT_TRUE(
+      attnref::build_mask_info(attnref::MultiHeadMask(heads), 1, 1, Profile::kJax, &info).ok());
+  EXPECT_EQ(info.num_heads, static_cast<std::int64_t>(kHeads));
+  ASSERT_EQ(info.block_mask.size(), kHeads);
+  for (size_t h = 0; h < kHeads; ++h)
+    ASSERT_EQ(info.kind(static_cast<std::int64_t>(h), 0, 0),
+              data[h] != 0 ? BlockKind::kFull : BlockKind::kEmpty)
+        << h;
+  EXPECT_EQ(info.num_partial_blocks(), 0);
+
+  // 4,096 distinct 8x8 heads of random content, blocks 4x4: partial patterns shared across heads.
+  constexpr std::int64_t kDenseHeads = 4096;
+  std::mt19937 rng(3);
+  std::vector<char> bits(static_cast<size_t>(kDenseHeads * 64));
+  for (char& b : bits) b = static_cast<char>(rng() % 8 != 0);
+  std::vector<attnref::AnyMask> dense;
+  for (std::int64_t h = 0; h < kDenseHeads; ++h)
+    dense.push_back(
+        DenseMask{{reinterpret_cast<const bool*>(&bits[static_cast<size_t>(h * 64)]), {8, 8}}});
+  ASSERT_TRUE(
+      attnref::build_mask_info(attnref::MultiHeadMask(dense), 4, 4, Profile::kJax, &info).ok());
+  expect_same_info(info, naive_mask_info(dense, 4, 4));
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 /// `concurrency()` (how many items may run at once) and `parallel_for(n, fn)`, which calls
 /// `fn(i)` once for every i in [0, n), possibly concurrently, and returns when all are done.
 ///  - `SerialExecutor`: the default; runs everything on the calling thread.
-///  - `ThreadPoolExecutor`: a small built-in pool of std::threads (the caller helps).
+///  - `ThreadPoolExecutor`: a small built-in pool of std::threads (the caller helps). One pool
+///    may be shared by several caller threads (their calls take turns; see the class).
 ///  - `make_executor(concurrency, parallel_for)`: adapts any `parallel_for(n, fn)` the engine
 ///    already has (OpenMP, Eigen's ThreadPool, TBB, a job system).
 ///
@@ -23,6 +24,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -40,8 +42,56 @@ struct SerialExecutor {
   }
 };
 
+namespace detail {
+
+/// One pool whose `parallel_for` the current thread is inside (as its caller or as a worker);
+/// frames link outwards, so nesting across pools is seen too.
+struct PoolFrame {
+  const void* pool;
+  const PoolFrame* outer;
+};
+
+/// Innermost PoolFrame of the current thread (null outside every pool).
+inline const PoolFrame*& innermost_pool_frame() noexcept {
+  static thread_local const PoolFrame* top = nullptr;
+  return top;
+}
+
+/// Marks the current thread as inside `pool` for the guard's lifetime.
+class PoolFrameGuard {
+ public:
+  explicit PoolFrameGuard(const void* pool) : frame_{pool, innermost_pool_frame()} {
+    innermost_pool_frame() = &frame_;
+  }
+  PoolFrameGuard(const PoolFrameGuard&) = delete;
+  PoolFrameGuard& operator=(const PoolFrameGuard&) = delete;
+  ~PoolFrameGuard() { innermost_pool_frame() = frame_.outer; }
+
+ private:
+  PoolFrame frame_;
+};
+
+/// True when the current thread is running an item of `pool` (or is its caller).
+inline bool inside_pool(const void* pool) noexcept {
+  for (const PoolFrame* f = innermost_pool_frame(); f != nullptr; f = f->outer)
+    if (f->pool == pool) return true;
+  return false;
+}
+
+}  // namespace detail
+
 /// A fixed pool of `threads - 1` workers plus the calling thread. Items are handed out one at a
-/// time from a shared counter, so uneven items balance. One `parallel_for` at a time.
+/// time from a shared counter, so uneven items balance.
+///
+/// Sharing: the pool may be shared by several threads (engines share pools). Concurrent
+/// `parallel_for` calls take turns, each running on the whole pool (a mutex serializes whole
+/// calls; waiting callers block). A `parallel_for` called from inside an item of the same pool
+/// (or from the caller's own items) runs inline on that thread, so nesting cannot deadlock.
+/// Do not nest two pools both ways (an item of A calls B whose item calls A): like any two
+/// blocking pools, that can deadlock.
+///
+/// Exceptions: the first exception thrown by `fn` stops handing out items; `parallel_for`
+/// rethrows it once the items already running have finished.
 class ThreadPoolExecutor {
  public:
   explicit ThreadPoolExecutor(int threads) : threads_(threads > 1 ? threads : 1) {
@@ -49,6 +99,7 @@ class ThreadPoolExecutor {
   }
   ThreadPoolExecutor(const ThreadPoolExecutor&) = delete;
   ThreadPoolExecutor& operator=(const ThreadPoolExecutor&) = delete;
+  /// Joins the workers. No `parallel_for` may be running or start.
   ~ThreadPoolExecutor() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -60,14 +111,17 @@ class ThreadPoolExecutor {
 
   int concurrency() const noexcept { return threads_; }
 
+  /// Calls `fn(i)` for every i in [0, n) on the pool and returns when all are done. Thread-safe.
   template <class Fn>
   void parallel_for(std::int64_t n, const Fn& fn) {
     if (n <= 0) return;
-    if (threads_ == 1 || n == 1) {
+    if (threads_ == 1 || n == 1 || detail::inside_pool(this)) {
       for (std::int64_t i = 0; i < n; ++i) fn(i);
       return;
     }
     std::function<void(std::int64_t)> job = [&fn](std::int64_t i) { fn(i); };
+    std::lock_guard<std::mutex> turn(call_mutex_);  // one call on the workers at a time
+    const detail::PoolFrameGuard frame(this);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       job_ = &job;
@@ -81,14 +135,34 @@ class ThreadPoolExecutor {
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [this] { return busy_ == 0; });
     job_ = nullptr;
+#if defined(__cpp_exceptions) || defined(__EXCEPTIONS) || defined(_CPPUNWIND)
+    if (error_) {
+      std::exception_ptr error = std::move(error_);
+      error_ = nullptr;
+      std::rethrow_exception(error);
+    }
+#endif
   }
 
  private:
   void drain(const std::function<void(std::int64_t)>& job, std::int64_t n) {
-    for (std::int64_t i = next_.fetch_add(1); i < n; i = next_.fetch_add(1)) job(i);
+    for (std::int64_t i = next_.fetch_add(1); i < n; i = next_.fetch_add(1)) {
+#if defined(__cpp_exceptions) || defined(__EXCEPTIONS) || defined(_CPPUNWIND)
+      try {
+        job(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+        next_.store(n);  // hand out no more items
+      }
+#else
+      job(i);
+#endif
+    }
   }
 
   void worker_loop() {
+    const detail::PoolFrameGuard frame(this);
     std::uint64_t seen = 0;
     for (;;) {
       const std::function<void(std::int64_t)>* job = nullptr;
@@ -112,7 +186,8 @@ class ThreadPoolExecutor {
 
   int threads_;
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
+  std::mutex call_mutex_;  // held for a whole parallel_for on the workers
+  std::mutex mutex_;       // guards the fields below (next_ is atomic)
   std::condition_variable wake_, done_;
   const std::function<void(std::int64_t)>* job_ = nullptr;
   std::int64_t job_size_ = 0;
@@ -120,6 +195,9 @@ class ThreadPoolExecutor {
   int busy_ = 0;
   std::uint64_t generation_ = 0;
   bool stop_ = false;
+#if defined(__cpp_exceptions) || defined(__EXCEPTIONS) || defined(_CPPUNWIND)
+  std::exception_ptr error_;
+#endif
 };
 
 /// Wraps an engine's own `parallel_for(n, fn)` (fn called with std::int64_t indices).

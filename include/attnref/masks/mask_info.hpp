@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -124,14 +125,21 @@ struct MaskInfo {
 
 namespace detail {
 
-/// Classifies every tile of one single-head mask, appending new partial patterns to `info`.
-/// `patterns` maps pattern bytes to their index (content deduplication across heads).
-inline void classify_head(const AnyMask& mask, MaskInfo& info, std::int64_t row,
-                          std::unordered_map<std::string, std::int32_t>& patterns) {
+/// Pattern deduplication state shared by all heads of one `build_mask_info` call.
+struct PatternTable {
+  std::unordered_map<std::string, std::int32_t> index;  ///< pattern bytes -> pattern number
+  std::string tile;                                     ///< scratch [pattern_rows, pattern_cols]
+};
+
+/// Classifies every tile of one single-head mask into `kinds` / `next` ([num_q_blocks,
+/// num_kv_blocks] each), appending patterns not seen before to `info.partial_blocks`.
+inline void classify_head(const AnyMask& mask, MaskInfo& info, std::uint8_t* kinds,
+                          std::int32_t* next, PatternTable& patterns) {
   const std::int64_t bq = info.block_q;
   const std::int64_t bkv = info.block_kv;
   const std::int64_t ld = info.pattern_cols;  // pattern_rows x pattern_cols holds any tile
-  std::string tile(static_cast<size_t>(info.pattern_rows * ld), '\0');
+  std::string& tile = patterns.tile;
+  tile.assign(static_cast<size_t>(info.pattern_rows * ld), '\0');
   auto* bytes = reinterpret_cast<std::uint8_t*>(&tile[0]);
   for (std::int64_t i = 0; i < info.num_q_blocks; ++i) {
     const std::int64_t rows = info.q_rows(i);
@@ -142,33 +150,48 @@ inline void classify_head(const AnyMask& mask, MaskInfo& info, std::int64_t row,
       std::int64_t allowed = 0;
       for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t c = 0; c < cols; ++c) allowed += bytes[r * ld + c];
-      const size_t at = static_cast<size_t>((row * info.num_q_blocks + i) * info.num_kv_blocks + j);
+      const auto at = static_cast<size_t>(i * info.num_kv_blocks + j);
+      next[at] = 0;
       if (allowed == 0) {
-        info.block_mask[at] = static_cast<std::uint8_t>(BlockKind::kEmpty);
+        kinds[at] = static_cast<std::uint8_t>(BlockKind::kEmpty);
       } else if (allowed == rows * cols) {
-        info.block_mask[at] = static_cast<std::uint8_t>(BlockKind::kFull);
+        kinds[at] = static_cast<std::uint8_t>(BlockKind::kFull);
       } else {
-        info.block_mask[at] = static_cast<std::uint8_t>(BlockKind::kPartial);
-        auto found = patterns.find(tile);
-        if (found == patterns.end()) {
-          const auto index = static_cast<std::int32_t>(patterns.size());
-          found = patterns.emplace(tile, index).first;
+        kinds[at] = static_cast<std::uint8_t>(BlockKind::kPartial);
+        auto found = patterns.index.find(tile);
+        if (found == patterns.index.end()) {
+          const auto number = static_cast<std::int32_t>(patterns.index.size());
+          found = patterns.index.emplace(tile, number).first;
           info.partial_blocks.insert(info.partial_blocks.end(), bytes, bytes + tile.size());
         }
-        info.mask_next[at] = found->second;
+        next[at] = found->second;
       }
     }
   }
 }
 
+/// FNV-1a over `size` bytes, continuing from `hash`.
+inline std::uint64_t fnv1a(const void* data, size_t size,
+                           std::uint64_t hash = 14695981039346656037ull) noexcept {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t k = 0; k < size; ++k) hash = (hash ^ p[k]) * 1099511628211ull;
+  return hash;
+}
+
 }  // namespace detail
 
 /// Classifies `mask` (a single-head mask or a MultiHeadMask) into tiles of (block_q, block_kv).
-/// Runs the mask's own checks, then `check_mask_blocks`. Head masks are deduplicated by
-/// equality (same AnyMask object, or `==` of a built-in mask); if all heads are one mask,
-/// `num_heads` is 1. Partial patterns are deduplicated by content and numbered in order of first
-/// appearance (unique masks in head order, then tiles row-major), as JAX does.
-/// O(num_unique_masks * Sq * Skv) mask evaluations.
+/// Runs the mask's own checks, then `check_mask_blocks`. If every head is head 0's mask (same
+/// AnyMask object, or `==` of a built-in mask, as JAX deduplicates), `num_heads` is 1. Partial
+/// patterns are deduplicated by content and numbered in order of first appearance (heads in
+/// order, then tiles row-major), as JAX does.
+///
+/// Cost: a head that is a cheap-to-find equal of an earlier head (head 0, the previous head, or
+/// one of the first max(16, Sq * Skv) heads classified) reuses its row; any other head is
+/// classified (Sq * Skv mask evaluations) and its row deduplicated by a hash of its content
+/// (block kinds and pattern numbers; equal hashes are compared in full). So the work is
+/// O(distinct heads * Sq * Skv) for a few distinct masks and never worse than
+/// O(num_heads * Sq * Skv): linear in the heads, not quadratic.
 template <class M>
 Status build_mask_info(const M& mask, std::int64_t block_q, std::int64_t block_kv, Profile profile,
                        MaskInfo* out, const MaskSharding& sharding = {}) {
@@ -188,21 +211,12 @@ Status build_mask_info(const M& mask, std::int64_t block_q, std::int64_t block_k
   }
   std::vector<AnyMask> head_masks;
   if constexpr (std::is_same<M, MultiHeadMask>::value) {
+    head_masks.reserve(static_cast<size_t>(heads));
     for (std::int64_t h = 0; h < heads; ++h) head_masks.push_back(mask.head(h));
   } else {
     head_masks.push_back(AnyMask(mask));
   }
-  // Unique masks in order of first head.
-  std::vector<std::int64_t> unique_of(head_masks.size());
-  std::vector<size_t> uniques;
-  for (size_t h = 0; h < head_masks.size(); ++h) {
-    size_t u = 0;
-    while (u < uniques.size() && !head_masks[uniques[u]].same_as(head_masks[h])) ++u;
-    if (u == uniques.size()) uniques.push_back(h);
-    unique_of[h] = static_cast<std::int64_t>(u);
-  }
   MaskInfo info;
-  info.num_heads = uniques.size() == 1 ? 1 : heads;
   info.q_seq_len = shape[0];
   info.kv_seq_len = shape[1];
   info.block_q = block_q;
@@ -212,30 +226,81 @@ Status build_mask_info(const M& mask, std::int64_t block_q, std::int64_t block_k
   info.num_q_blocks = ceil_div(shape[0], block_q);
   info.num_kv_blocks = ceil_div(shape[1], block_kv);
   const std::int64_t per_head = info.num_q_blocks * info.num_kv_blocks;
-  // Classify each unique mask into its own row, then copy rows to the heads that share it.
-  const auto unique_count = static_cast<std::int64_t>(uniques.size());
-  std::vector<std::uint8_t> kinds(static_cast<size_t>(unique_count * per_head), 0);
-  std::vector<std::int32_t> next(static_cast<size_t>(unique_count * per_head), 0);
-  info.block_mask.swap(kinds);
-  info.mask_next.swap(next);
-  const std::int64_t saved_heads = info.num_heads;
-  info.num_heads = unique_count;  // row_of(h) = h while classifying
-  std::unordered_map<std::string, std::int32_t> patterns;
-  for (std::int64_t u = 0; u < unique_count; ++u)
-    detail::classify_head(head_masks[uniques[static_cast<size_t>(u)]], info, u, patterns);
-  info.num_heads = saved_heads;
-  if (saved_heads != 1) {
-    std::vector<std::uint8_t> by_head_kinds(static_cast<size_t>(heads * per_head));
-    std::vector<std::int32_t> by_head_next(static_cast<size_t>(heads * per_head));
-    for (std::int64_t h = 0; h < heads; ++h) {
-      const auto src = static_cast<size_t>(unique_of[static_cast<size_t>(h)] * per_head);
-      std::copy_n(info.block_mask.begin() + static_cast<std::ptrdiff_t>(src), per_head,
-                  by_head_kinds.begin() + h * per_head);
-      std::copy_n(info.mask_next.begin() + static_cast<std::ptrdiff_t>(src), per_head,
-                  by_head_next.begin() + h * per_head);
+  const auto row_size = static_cast<size_t>(per_head);
+
+  // Rows of distinct content, [num_rows, per_head] each; row_of_head maps heads onto them.
+  std::vector<std::uint8_t> row_kinds;
+  std::vector<std::int32_t> row_next;
+  std::unordered_map<std::uint64_t, std::vector<std::int64_t>> rows_by_hash;
+  std::int64_t num_rows = 0;
+  std::vector<std::int64_t> row_of_head(head_masks.size(), 0);
+  // Heads that were classified (no cheap equal found), in head order: the ones scanned by
+  // `same_as`. Scanning more of them than one classification costs would not pay.
+  std::vector<size_t> classified;
+  std::int64_t scan_limit = 0;
+  if (!checked_mul(shape[0], shape[1], &scan_limit))
+    scan_limit = std::numeric_limits<std::int64_t>::max();
+  scan_limit = std::max<std::int64_t>(scan_limit, 16);
+  std::vector<std::uint8_t> kinds(row_size);
+  std::vector<std::int32_t> next(row_size);
+  detail::PatternTable patterns;
+  bool all_head_zero = true;  // every head same_as head 0: one shared row (num_heads 1)
+  for (size_t h = 0; h < head_masks.size(); ++h) {
+    const AnyMask& m = head_masks[h];
+    if (h > 0) {
+      if (head_masks[0].same_as(m)) {
+        row_of_head[h] = row_of_head[0];
+        continue;
+      }
+      all_head_zero = false;
+      if (head_masks[h - 1].same_as(m)) {
+        row_of_head[h] = row_of_head[h - 1];
+        continue;
+      }
+      size_t match = h;
+      const auto scans = std::min<size_t>(classified.size(), static_cast<size_t>(scan_limit));
+      for (size_t c = 1; c < scans && match == h; ++c)  // classified[0] is head 0: done above
+        if (head_masks[classified[c]].same_as(m)) match = classified[c];
+      if (match != h) {
+        row_of_head[h] = row_of_head[match];
+        continue;
+      }
     }
-    info.block_mask.swap(by_head_kinds);
-    info.mask_next.swap(by_head_next);
+    detail::classify_head(m, info, kinds.data(), next.data(), patterns);
+    classified.push_back(h);
+    const std::uint64_t hash = detail::fnv1a(next.data(), row_size * sizeof(std::int32_t),
+                                             detail::fnv1a(kinds.data(), row_size));
+    std::vector<std::int64_t>& candidates = rows_by_hash[hash];
+    std::int64_t row = -1;
+    for (std::int64_t r : candidates) {
+      const auto at = static_cast<std::ptrdiff_t>(static_cast<size_t>(r) * row_size);
+      if (std::equal(kinds.begin(), kinds.end(), row_kinds.begin() + at) &&
+          std::equal(next.begin(), next.end(), row_next.begin() + at)) {
+        row = r;
+        break;
+      }
+    }
+    if (row < 0) {
+      row = num_rows++;
+      candidates.push_back(row);
+      row_kinds.insert(row_kinds.end(), kinds.begin(), kinds.end());
+      row_next.insert(row_next.end(), next.begin(), next.end());
+    }
+    row_of_head[h] = row;
+  }
+  info.num_heads = all_head_zero ? 1 : heads;
+  if (all_head_zero) {
+    info.block_mask.swap(row_kinds);
+    info.mask_next.swap(row_next);
+  } else {
+    info.block_mask.resize(static_cast<size_t>(heads) * row_size);
+    info.mask_next.resize(static_cast<size_t>(heads) * row_size);
+    for (size_t h = 0; h < head_masks.size(); ++h) {
+      const auto src = static_cast<std::ptrdiff_t>(static_cast<size_t>(row_of_head[h]) * row_size);
+      const auto dst = static_cast<std::ptrdiff_t>(h * row_size);
+      std::copy_n(row_kinds.begin() + src, row_size, info.block_mask.begin() + dst);
+      std::copy_n(row_next.begin() + src, row_size, info.mask_next.begin() + dst);
+    }
   }
   *out = std::move(info);
   return Status();
