@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "paged_reference.hpp"
+#include "reference/paged_batch.hpp"
 
 namespace {
 
@@ -384,7 +384,7 @@ TEST(FlashInferCsr, SameOutputAsTheJaxLayout) {
     const paged_test::LogicalBatch lb = paged_test::make_batch(shape, rng);
     std::vector<float> q(lb.q.begin(), lb.q.end());
     const std::vector<float> want = run_jax(lb, q);
-    const std::vector<double> exact = paged_test::reference(lb, 1.0, std::nullopt);
+    const std::vector<double> exact = attnref::reference::paged_attention(lb.args());
     for (attnref::KvLayout layout : {attnref::KvLayout::kNhd, attnref::KvLayout::kHnd}) {
       const std::vector<float> got = run_flashinfer(lb, q, layout);
       double max_diff = 0;

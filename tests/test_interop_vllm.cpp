@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "paged_reference.hpp"
+#include "reference/paged_batch.hpp"
 
 namespace {
 
@@ -517,7 +517,7 @@ TEST(VllmBlockTable, SameOutputAsTheJaxLayout) {
     const paged_test::LogicalBatch lb = paged_test::make_batch(shape, rng);
     std::vector<float> q(lb.q.begin(), lb.q.end());
     const std::vector<float> want = run_jax(lb, q);
-    const std::vector<double> exact = paged_test::reference(lb, 1.0, std::nullopt);
+    const std::vector<double> exact = attnref::reference::paged_attention(lb.args());
     for (Form form :
          {Form::kNhd, Form::kHnd, Form::kKvFirst, Form::kKvFirstHndOrder, Form::kBlockFirst}) {
       const std::vector<float> got = run_vllm(lb, q, form);

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // Shared pieces of attnref's libFuzzer harnesses: a reader that turns fuzz bytes into numbers
 // (returning zeros once the bytes run out, so every input decodes to something), a table of
-// hostile integers and reals, a small PRNG for bulk tensor data, and a check that ends the run
-// with a readable report (libFuzzer then saves the input as a crash).
+// hostile integers and reals, a small PRNG for bulk tensor data, a check that ends the run with
+// a readable report (libFuzzer then saves the input as a crash), and the view geometries and
+// exactly-sized buffers the family harnesses build their calls from.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -12,11 +15,22 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
+#include <type_traits>
+#include <vector>
 
+#include <attnref/core/checked_math.hpp>
+#include <attnref/core/error.hpp>
+#include <attnref/core/executor.hpp>
 #include <attnref/core/status.hpp>
+#include <attnref/core/tensor_view.hpp>
 
 namespace attnref_fuzz {
+
+using attnref::ErrorCode;
+using attnref::Status;
+using attnref::TensorView;
 
 /// Fails the fuzz run: prints what broke and aborts (libFuzzer reports a crash with the input).
 [[noreturn]] inline void fail(const char* what, const std::string& detail = "") {
@@ -24,9 +38,9 @@ namespace attnref_fuzz {
   std::abort();
 }
 
-#define ATTNREF_FUZZ_CHECK(cond, detail)                                \
-  do {                                                                  \
-    if (!(cond)) ::attnref_fuzz::fail(#cond, (detail));                 \
+#define ATTNREF_FUZZ_CHECK(cond, detail)                \
+  do {                                                  \
+    if (!(cond)) ::attnref_fuzz::fail(#cond, (detail)); \
   } while (false)
 
 /// Consumes fuzz bytes front to back. Past the end every read gives 0.
@@ -71,50 +85,82 @@ inline std::int64_t hostile_int(Reader& r, std::int64_t near) {
   constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
   constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
   switch (r.u8() % 20) {
-    case 0: return -1;
-    case 1: return 0;
-    case 2: return 1;
-    case 3: return near;
-    case 4: return near + 1;
-    case 5: return near - 1;
-    case 6: return std::numeric_limits<std::int32_t>::max();
-    case 7: return std::int64_t{1} << 31;
-    case 8: return std::int64_t{1} << 32;
-    case 9: return std::numeric_limits<std::int32_t>::min();
-    case 10: return std::int64_t{1} << 62;
-    case 11: return kMax;
-    case 12: return kMin;
-    case 13: return kMax / 2 + 1;
-    case 14: return std::int64_t{3037000500};  // ~sqrt(INT64_MAX): squares overflow
-    case 15: return -near;
-    case 16: return 2 * near;
-    case 17: return std::int64_t{1} << 20;
-    case 18: return static_cast<std::int64_t>(r.u64());
-    default: return r.range(-4, 40);
+    case 0:
+      return -1;
+    case 1:
+      return 0;
+    case 2:
+      return 1;
+    case 3:
+      return near;
+    case 4:
+      return near + 1;
+    case 5:
+      return near - 1;
+    case 6:
+      return std::numeric_limits<std::int32_t>::max();
+    case 7:
+      return std::int64_t{1} << 31;
+    case 8:
+      return std::int64_t{1} << 32;
+    case 9:
+      return std::numeric_limits<std::int32_t>::min();
+    case 10:
+      return std::int64_t{1} << 62;
+    case 11:
+      return kMax;
+    case 12:
+      return kMin;
+    case 13:
+      return kMax / 2 + 1;
+    case 14:
+      return std::int64_t{3037000500};  // ~sqrt(INT64_MAX): squares overflow
+    case 15:
+      return -near;
+    case 16:
+      return 2 * near;
+    case 17:
+      return std::int64_t{1} << 20;
+    case 18:
+      return static_cast<std::int64_t>(r.u64());
+    default:
+      return r.range(-4, 40);
   }
 }
 
 /// Reals that break careless option checks.
 inline float hostile_real(Reader& r) {
   switch (r.u8() % 16) {
-    case 0: return std::numeric_limits<float>::quiet_NaN();
-    case 1: return std::numeric_limits<float>::infinity();
-    case 2: return -std::numeric_limits<float>::infinity();
-    case 3: return 0.0f;
-    case 4: return -0.0f;
-    case 5: return std::numeric_limits<float>::denorm_min();
-    case 6: return std::numeric_limits<float>::max();
-    case 7: return -std::numeric_limits<float>::max();
-    case 8: return 1e-30f;
-    case 9: return 1e30f;
-    case 10: return -1.0f;
+    case 0:
+      return std::numeric_limits<float>::quiet_NaN();
+    case 1:
+      return std::numeric_limits<float>::infinity();
+    case 2:
+      return -std::numeric_limits<float>::infinity();
+    case 3:
+      return 0.0f;
+    case 4:
+      return -0.0f;
+    case 5:
+      return std::numeric_limits<float>::denorm_min();
+    case 6:
+      return std::numeric_limits<float>::max();
+    case 7:
+      return -std::numeric_limits<float>::max();
+    case 8:
+      return 1e-30f;
+    case 9:
+      return 1e30f;
+    case 10:
+      return -1.0f;
     case 11: {
       const std::uint32_t bits = r.u32();
       float f;
       std::memcpy(&f, &bits, sizeof f);
       return f;
     }
-    default: return static_cast<float>(r.range(-64, 64)) / 8.0f;
+    default:
+      return static_cast<float>(r.range(-64, 64)) / 8.0f;
   }
 }
 
@@ -135,6 +181,19 @@ class Rng {
   std::uint64_t s_;
 };
 
+/// A harness's cases, one per dtype combination: each reads the rest of the input.
+using CaseFn = void (*)(Reader&, Rng&);
+
+/// One fuzz input: the first byte picks the case, the next eight seed the bulk-data PRNG.
+template <size_t N>
+int run_one(const std::uint8_t* data, std::size_t size, const CaseFn (&cases)[N]) {
+  Reader r(data, size);
+  const std::uint8_t kind = r.u8();
+  Rng rng(r.u64());
+  cases[kind % N](r, rng);
+  return 0;
+}
+
 /// Every error must render: a code with a name, a message and a hint that format without
 /// crashing (the renderer reads format strings and stored values).
 inline void check_error_renders(const attnref::Status& s) {
@@ -147,7 +206,247 @@ inline void check_error_renders(const attnref::Status& s) {
   (void)s.to_string();
 }
 
+/// The data tier's answer when the visible region is finite (NaN lies only outside it).
+inline void check_accepts_finite(const attnref::Status& s) {
+  check_error_renders(s);
+  ATTNREF_FUZZ_CHECK(s.ok(), "data tier rejected NaN outside the visible region: " + s.to_string());
+}
+
+/// The data tier's answer to a NaN or Inf planted inside the visible region.
+inline void check_reports_non_finite(const attnref::Status& s) {
+  ATTNREF_FUZZ_CHECK(s.code() == attnref::ErrorCode::kNonFiniteData,
+                     "data tier missed a NaN/Inf: " + s.to_string());
+  check_error_renders(s);
+}
+
 /// Elements of a buffer the harness allocates: keeps the harness itself under ~64 MiB.
 inline constexpr std::int64_t kMaxElements = std::int64_t{1} << 20;
+
+/// a * b and a + b, saturating at INT64_MAX (work estimates of hostile shapes).
+inline std::int64_t sat_mul(std::int64_t a, std::int64_t b) {
+  std::int64_t out = 0;
+  return attnref::checked_mul(a, b, &out) ? out : std::numeric_limits<std::int64_t>::max();
+}
+inline std::int64_t sat_add(std::int64_t a, std::int64_t b) {
+  std::int64_t out = 0;
+  return attnref::checked_add(a, b, &out) ? out : std::numeric_limits<std::int64_t>::max();
+}
+
+// --- view geometries and the buffers behind them ----------------------------------------------
+
+/// The geometry of one view and the buffer behind it.
+template <size_t R>
+struct Geometry {
+  std::array<std::int64_t, R> extents{};
+  std::array<std::int64_t, R> strides{};
+  bool null_data = false;
+  bool unknown_size = false;  // buffer_size = -1 (only for views no mutation touched)
+  std::int64_t shrink = 0;    // buffer_size = allocation - shrink
+  bool mutated = false;
+};
+
+/// Elements a view of this geometry reaches (last offset + 1), or -1 when that is not a small,
+/// well-formed number.
+template <size_t R>
+std::int64_t reach(const Geometry<R>& g) {
+  for (size_t i = 0; i < R; ++i) {
+    if (g.extents[i] < 0 || g.strides[i] < 0) return -1;
+    if (g.extents[i] == 0) return 0;
+  }
+  std::int64_t last = 0;
+  for (size_t i = 0; i < R; ++i) {
+    std::int64_t step = 0;
+    if (!attnref::checked_mul(g.extents[i] - 1, g.strides[i], &step) ||
+        !attnref::checked_add(last, step, &last))
+      return -1;
+  }
+  return last < kMaxElements ? last + 1 : -1;
+}
+
+/// Row-major strides with `pad` extra elements per innermost row (saturating: the validator
+/// reports what overflows).
+template <size_t R>
+std::array<std::int64_t, R> padded_strides(const std::array<std::int64_t, R>& e, std::int64_t pad) {
+  std::array<std::int64_t, R> s{};
+  std::int64_t run = 1;
+  for (size_t i = R; i-- > 0;) {
+    s[i] = run;
+    std::int64_t e_i = 0;
+    if (!attnref::checked_add(std::max<std::int64_t>(e[i], 1), i == R - 1 ? pad : 0, &e_i) ||
+        !attnref::checked_mul(run, e_i, &run))
+      run = std::numeric_limits<std::int64_t>::max();
+  }
+  return s;
+}
+
+/// A heap buffer sized by a geometry (new[], so ASan bounds it exactly; std::vector<bool> has
+/// no bool*) and the view over it, whose buffer_size is the truth (or less, when a mutation
+/// shrinks it; or -1 for an untouched, in-bounds view).
+template <class T, size_t R>
+struct Buffer {
+  std::unique_ptr<T[]> data;
+  std::int64_t size = 0;
+  attnref::TensorView<T, R> view;
+  attnref::TensorView<const T, R> cview() const { return view; }
+};
+
+template <class T, size_t R>
+void make_buffer(const Geometry<R>& g, T fill, Buffer<T, R>* b) {
+  const std::int64_t need = reach(g);
+  const std::int64_t alloc = need >= 0 ? std::max<std::int64_t>(need, 1) : 16;
+  b->data.reset(new T[static_cast<size_t>(alloc)]);
+  std::fill(b->data.get(), b->data.get() + alloc, fill);
+  b->size = alloc;
+  std::int64_t size = need >= 0 ? need : alloc;
+  if (g.shrink > 0) size = std::max<std::int64_t>(0, size - g.shrink);
+  if (g.unknown_size && !g.mutated && need >= 0) size = -1;
+  T* p = g.null_data ? nullptr : b->data.get();
+  b->view = attnref::TensorView<T, R>(p, g.extents, g.strides, size);
+}
+
+/// Offset of an index tuple in a geometry when it lies inside `alloc` elements, else -1.
+template <size_t R>
+std::int64_t safe_offset(const Geometry<R>& g, const std::array<std::int64_t, R>& idx,
+                         std::int64_t alloc) {
+  std::int64_t off = 0;
+  for (size_t i = 0; i < R; ++i) {
+    if (idx[i] < 0 || idx[i] >= g.extents[i] || g.strides[i] < 0) return -1;
+    std::int64_t step = 0;
+    if (!attnref::checked_mul(idx[i], g.strides[i], &step) ||
+        !attnref::checked_add(off, step, &off))
+      return -1;
+  }
+  return off < alloc ? off : -1;
+}
+
+/// Mutation `field` of one geometry (0..3: a hostile extent or stride, 4: the buffer shrinks,
+/// 5: null data); the dimension comes from the next byte.
+template <size_t R>
+void mutate_field(Reader& r, Geometry<R>& g, int field, std::int64_t near) {
+  g.mutated = true;
+  const size_t dim = static_cast<size_t>(r.u8()) % R;
+  if (field == 4) {
+    g.shrink = r.range(1, 4);
+  } else if (field == 5) {
+    g.null_data = true;
+  } else if (field % 2 == 0) {
+    g.extents[dim] = hostile_int(r, near);
+  } else {
+    g.strides[dim] = hostile_int(r, near);
+  }
+}
+
+/// A random mutation of one geometry.
+template <size_t R>
+void mutate(Reader& r, Geometry<R>& g, std::int64_t near) {
+  mutate_field(r, g, r.u8() % 6, near);
+}
+
+/// One geometry a harness may mutate, and the size hostile values cluster around.
+template <size_t R>
+struct MutationTarget {
+  Geometry<R>* g;
+  std::int64_t near;
+};
+template <size_t R>
+MutationTarget<R> mutation_target(Geometry<R>& g, std::int64_t near) {
+  return {&g, near};
+}
+
+/// Mutates the i-th of `targets` (nothing when i is past them) with mutation `field`, or a
+/// field read from the input when `field` < 0.
+template <class... Targets>
+void mutate_nth(Reader& r, int i, int field, const Targets&... targets) {
+  int k = 0;
+  ((k++ == i ? mutate_field(r, *targets.g, field < 0 ? r.u8() % 6 : field, targets.near) : void()),
+   ...);
+}
+
+/// A [A, B, C] layout: row-major with padding, or B-major ([B, A, C] in memory).
+inline Geometry<3> layout3(Reader& r, std::int64_t a, std::int64_t b, std::int64_t c) {
+  Geometry<3> g;
+  g.extents = {a, b, c};
+  if (r.u8() % 3 == 0) {
+    const std::int64_t row = c + r.range(0, 2);
+    g.strides = {row, std::max<std::int64_t>(a, 1) * row, 1};
+  } else {
+    g.strides = padded_strides<3>(g.extents, r.range(0, 3));
+  }
+  return g;
+}
+
+/// An output geometry of extents `e`, row-major with padding, hostile with probability
+/// hostile_chance / 256: a hostile extent or stride, a stride of 0 (overlapping elements; only
+/// when `zero_stride`), a short buffer or null data.
+template <size_t R>
+Geometry<R> output_geometry(Reader& r, const std::array<std::int64_t, R>& e, int hostile_chance,
+                            bool zero_stride = true) {
+  Geometry<R> g;
+  g.extents = e;
+  g.strides = padded_strides<R>(e, r.range(0, 2));
+  if (r.chance(hostile_chance)) {
+    int f = r.u8() % (zero_stride ? 5 : 4);
+    if (!zero_stride && f >= 2) ++f;
+    if (f == 0)
+      g.extents[r.u8() % R] = hostile_int(r, e[R - 1]);
+    else if (f == 1)
+      g.strides[r.u8() % R] = hostile_int(r, e[R - 1]);
+    else if (f == 2)
+      g.strides[r.u8() % R] = 0;
+    else if (f == 3)
+      g.shrink = r.range(1, 3);
+    else
+      g.null_data = true;
+    g.mutated = true;
+  }
+  return g;
+}
+
+/// A copy of a buffer, and whether the buffer still holds it bit for bit ("not written").
+template <class T, size_t R>
+std::vector<T> snapshot(const Buffer<T, R>& b) {
+  return std::vector<T>(b.data.get(), b.data.get() + b.size);
+}
+template <class T, size_t R>
+bool unchanged(const Buffer<T, R>& b, const std::vector<T>& before) {
+  return std::equal(before.begin(), before.end(), b.data.get(),
+                    [](const T& x, const T& y) { return std::memcmp(&x, &y, sizeof(T)) == 0; });
+}
+
+/// The status an output view of shape `want` gets (shape first, then the view itself).
+template <class T, size_t R>
+attnref::Status output_status(const attnref::TensorView<T, R>& v,
+                              const std::array<std::int64_t, R>& want, const char* name) {
+  if (v.extents != want)
+    return attnref::Status(attnref::ErrorCode::kShapeMismatch, "", "shape", "", {}, {}, name);
+  return attnref::check_output_view(v, name);
+}
+
+/// Rounding unit of a stored element type (half and bfloat16: bf16's 8-bit mantissa).
+template <class T>
+constexpr double store_eps() {
+  return std::is_same<T, double>::value  ? 0x1p-52
+         : std::is_same<T, float>::value ? 0x1p-23
+                                         : 0x1p-7;
+}
+
+// --- executors ----------------------------------------------------------------------------------
+
+/// A serial executor that claims concurrency (so kernels take their parallel paths) and runs
+/// the items in reverse order (so no kernel relies on order).
+struct ClaimedConcurrency {
+  int c;
+  int concurrency() const noexcept { return c; }
+  template <class Fn>
+  void parallel_for(std::int64_t n, const Fn& fn) const {
+    for (std::int64_t i = n; i-- > 0;) fn(i);
+  }
+};
+
+/// A real two-thread pool, shared by every run.
+inline attnref::ThreadPoolExecutor& pool() {
+  static attnref::ThreadPoolExecutor p(2);
+  return p;
+}
 
 }  // namespace attnref_fuzz

@@ -11,11 +11,11 @@
 //    and encode_npy -> parse_npy gives the same array back;
 //  - no allocation is sized from a header number the file's length does not back (libFuzzer's
 //    -malloc_limit_mb catches any that is).
+#include <unistd.h>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include <attnref/io/npy.hpp>
@@ -41,9 +41,9 @@ void check_array(const attnref::NpyArray& a) {
   for (std::int64_t e : a.shape) ATTNREF_FUZZ_CHECK(e >= 0, "a negative extent");
   const std::int64_t numel = a.numel();
   ATTNREF_FUZZ_CHECK(numel >= 0, "numel overflows");
-  ATTNREF_FUZZ_CHECK(static_cast<std::int64_t>(a.bytes.size()) ==
-                         numel * attnref::npy_itemsize(a.dtype),
-                     "bytes do not match the shape");
+  ATTNREF_FUZZ_CHECK(
+      static_cast<std::int64_t>(a.bytes.size()) == numel * attnref::npy_itemsize(a.dtype),
+      "bytes do not match the shape");
   if (a.dtype == attnref::DType::kBool) {
     for (unsigned char c : a.bytes) ATTNREF_FUZZ_CHECK(c <= 1, "a bool byte other than 0/1");
     ATTNREF_FUZZ_CHECK(static_cast<std::int64_t>(a.to_vector<bool>().size()) == numel,
@@ -76,8 +76,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (std::size_t i = 0; i < header_len && !r.empty(); ++i) header += static_cast<char>(r.u8());
     const std::string rest(reinterpret_cast<const char*>(data) + (size - r.remaining()),
                            r.remaining());
-    const unsigned char magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y',
-                                    static_cast<unsigned char>(version), 0};
+    const unsigned char magic[8] = {
+        0x93, 'N', 'U', 'M', 'P', 'Y', static_cast<unsigned char>(version), 0};
     file.assign(magic, magic + 8);
     const auto len = static_cast<std::uint32_t>(header.size());
     for (int i = 0; i < (version == 1 ? 2 : 4); ++i)
@@ -105,8 +105,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!written) return 0;
   attnref::NpyArray disk;
   const attnref::NpyStatus ds = attnref::read_npy(temp_path(), &disk);
-  ATTNREF_FUZZ_CHECK(ds.ok() == ms.ok(), "read_npy and parse_npy disagree: " + ds.message() +
-                                             " vs " + ms.message());
+  ATTNREF_FUZZ_CHECK(ds.ok() == ms.ok(),
+                     "read_npy and parse_npy disagree: " + ds.message() + " vs " + ms.message());
   if (ds.ok()) ATTNREF_FUZZ_CHECK(same_array(disk, mem), "read_npy and parse_npy differ");
   return 0;
 }

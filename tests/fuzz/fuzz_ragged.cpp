@@ -22,16 +22,14 @@
 //    on any error;
 //  - on success every output element is written and finite (where the scores fit in the
 //    accumulator type), rows past cu_q_lens[num_seqs] are 0, and the rest equal (within the
-//    dtype's tolerance) a plain float64 implementation here of spec §4.4;
+//    dtype's tolerance) the float64 oracle of tests/reference/ragged.hpp (spec §4.4);
 //  - the data tier accepts NaN outside the live region and reports NaN injected inside it;
 //  - every error renders (code name, message, hint).
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
-#include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -42,162 +40,15 @@
 #include <attnref/validate/ragged.hpp>
 
 #include "fuzz_common.hpp"
+#include "reference/ragged.hpp"
 
 namespace {
 
-using attnref::ErrorCode;
 using attnref::Profile;
-using attnref::Status;
-using attnref::TensorView;
-using attnref_fuzz::hostile_int;
-using attnref_fuzz::hostile_real;
-using attnref_fuzz::kMaxElements;
-using attnref_fuzz::Reader;
+using attnref::reference::to_double;
+using namespace attnref_fuzz;  // the shared harness pieces (fuzz_common.hpp)
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-/// The geometry of one view and the buffer behind it.
-template <size_t R>
-struct Geometry {
-  std::array<std::int64_t, R> extents{};
-  std::array<std::int64_t, R> strides{};
-  bool null_data = false;
-  bool unknown_size = false;  // buffer_size = -1 (only for views no mutation touched)
-  std::int64_t shrink = 0;    // buffer_size = allocation - shrink
-  bool mutated = false;
-};
-
-/// Elements a view of this geometry reaches (last offset + 1), or -1 when that is not a small,
-/// well-formed number.
-template <size_t R>
-std::int64_t reach(const Geometry<R>& g) {
-  for (size_t i = 0; i < R; ++i) {
-    if (g.extents[i] < 0 || g.strides[i] < 0) return -1;
-    if (g.extents[i] == 0) return 0;
-  }
-  std::int64_t last = 0;
-  for (size_t i = 0; i < R; ++i) {
-    std::int64_t step = 0;
-    if (!attnref::checked_mul(g.extents[i] - 1, g.strides[i], &step) ||
-        !attnref::checked_add(last, step, &last))
-      return -1;
-  }
-  return last < kMaxElements ? last + 1 : -1;
-}
-
-/// Row-major strides with `pad` extra elements per innermost row (saturating: the validator
-/// reports what overflows).
-template <size_t R>
-std::array<std::int64_t, R> padded_strides(const std::array<std::int64_t, R>& e, std::int64_t pad) {
-  std::array<std::int64_t, R> s{};
-  std::int64_t run = 1;
-  for (size_t i = R; i-- > 0;) {
-    s[i] = run;
-    std::int64_t e_i = 0;
-    if (!attnref::checked_add(std::max<std::int64_t>(e[i], 1), i == R - 1 ? pad : 0, &e_i) ||
-        !attnref::checked_mul(run, e_i, &run))
-      run = std::numeric_limits<std::int64_t>::max();
-  }
-  return s;
-}
-
-/// A heap buffer sized by the geometry (new[]: ASan bounds it exactly) and the view over it.
-template <class T, size_t R>
-struct Buffer {
-  std::unique_ptr<T[]> data;
-  std::int64_t size = 0;
-  TensorView<T, R> view;
-  TensorView<const T, R> cview() const { return view; }
-};
-
-template <class T, size_t R>
-void make_buffer(const Geometry<R>& g, T fill, Buffer<T, R>* b) {
-  const std::int64_t need = reach(g);
-  const std::int64_t alloc = need >= 0 ? std::max<std::int64_t>(need, 1) : 16;
-  b->data.reset(new T[static_cast<size_t>(alloc)]);
-  std::fill(b->data.get(), b->data.get() + alloc, fill);
-  b->size = alloc;
-  std::int64_t size = need >= 0 ? need : alloc;
-  if (g.shrink > 0) size = std::max<std::int64_t>(0, size - g.shrink);
-  if (g.unknown_size && !g.mutated && need >= 0) size = -1;
-  T* p = g.null_data ? nullptr : b->data.get();
-  b->view = TensorView<T, R>(p, g.extents, g.strides, size);
-}
-
-/// Offset of an index tuple in a geometry when it lies inside `alloc` elements, else -1.
-template <size_t R>
-std::int64_t safe_offset(const Geometry<R>& g, const std::array<std::int64_t, R>& idx,
-                         std::int64_t alloc) {
-  std::int64_t off = 0;
-  for (size_t i = 0; i < R; ++i) {
-    if (idx[i] < 0 || idx[i] >= g.extents[i] || g.strides[i] < 0) return -1;
-    std::int64_t step = 0;
-    if (!attnref::checked_mul(idx[i], g.strides[i], &step) ||
-        !attnref::checked_add(off, step, &off))
-      return -1;
-  }
-  return off < alloc ? off : -1;
-}
-
-/// A random mutation of one geometry: an extent or a stride becomes hostile, the buffer shrinks
-/// or the data pointer goes null.
-template <size_t R>
-void mutate(Reader& r, Geometry<R>& g, std::int64_t near) {
-  g.mutated = true;
-  const int field = r.u8() % 6;
-  const size_t dim = static_cast<size_t>(r.u8()) % R;
-  if (field == 4) {
-    g.shrink = r.range(1, 4);
-  } else if (field == 5) {
-    g.null_data = true;
-  } else if (field % 2 == 0) {
-    g.extents[dim] = hostile_int(r, near);
-  } else {
-    g.strides[dim] = hostile_int(r, near);
-  }
-}
-
-/// Executors: serial, a serial one that claims concurrency (items in reverse), a real pool.
-struct ClaimedConcurrency {
-  int c;
-  int concurrency() const noexcept { return c; }
-  template <class Fn>
-  void parallel_for(std::int64_t n, const Fn& fn) const {
-    for (std::int64_t i = n; i-- > 0;) fn(i);
-  }
-};
-
-attnref::ThreadPoolExecutor& pool() {
-  static attnref::ThreadPoolExecutor p(2);
-  return p;
-}
-
-template <class T>
-double as_double(const T& x) {
-  if constexpr (std::is_same<T, double>::value) {
-    return x;
-  } else if constexpr (std::is_same<T, std::int8_t>::value) {
-    return static_cast<double>(x);
-  } else {
-    return static_cast<double>(static_cast<float>(x));
-  }
-}
-
-template <class T>
-constexpr double store_eps() {
-  return std::is_same<T, double>::value  ? 0x1p-52
-         : std::is_same<T, float>::value ? 0x1p-23
-                                         : 0x1p-7;  // half / bfloat16
-}
-
-std::int64_t sat_mul(std::int64_t a, std::int64_t b) {
-  std::int64_t out = 0;
-  return attnref::checked_mul(a, b, &out) ? out : std::numeric_limits<std::int64_t>::max();
-}
-std::int64_t sat_add(std::int64_t a, std::int64_t b) {
-  std::int64_t out = 0;
-  return attnref::checked_add(a, b, &out) ? out : std::numeric_limits<std::int64_t>::max();
-}
 
 template <class Q, class KV, class Index>
 void run_case(Reader& r, attnref_fuzz::Rng& rng) {
@@ -271,14 +122,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
       table[static_cast<size_t>(i * pps + j)] = r.range(0, total_pages - 1);
   std::int64_t num_seqs = n;
 
-  Geometry<3> q_g;
-  q_g.extents = {tokens, hq, dim};
-  if (r.u8() % 3 == 0) {  // head-major in memory: [Hq, T, D]
-    const std::int64_t row = dim + r.range(0, 2);
-    q_g.strides = {row, std::max<std::int64_t>(tokens, 1) * row, 1};
-  } else {
-    q_g.strides = padded_strides<3>(q_g.extents, r.range(0, 3));
-  }
+  Geometry<3> q_g = attnref_fuzz::layout3(r, tokens, hq, dim);  // or head-major: [Hq, T, D]
   Geometry<4> kv_g;
   kv_g.extents = {total_pages, page_size, 2 * hkv, dim};
   if (layout == 1) {  // [2*Hkv, P, S, D] in memory
@@ -321,25 +165,15 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   // --- hostile mutations ---------------------------------------------------------------------
   const int mutations = r.u8() % 4 == 0 ? static_cast<int>(r.range(1, 3)) : 0;
   for (int m = 0; m < mutations; ++m) {
-    switch (r.u8() % 18) {
-      case 0:
-        mutate(r, q_g, dim);
-        break;
-      case 1:
-        mutate(r, kv_g, page_size);
-        break;
-      case 2:
-        mutate(r, len_g, max_seqs);
-        break;
-      case 3:
-        mutate(r, pi_g, pps);
-        break;
-      case 4:
-        mutate(r, cu_g, max_seqs + 1);
-        break;
-      case 5:
-        mutate(r, ns_g, 1);
-        break;
+    const int target = r.u8() % 18;
+    if (target < 6) {
+      attnref_fuzz::mutate_nth(r, target, -1, mutation_target(q_g, dim),
+                               mutation_target(kv_g, page_size), mutation_target(len_g, max_seqs),
+                               mutation_target(pi_g, pps), mutation_target(cu_g, max_seqs + 1),
+                               mutation_target(ns_g, 1));
+      continue;
+    }
+    switch (target) {
       case 6:
       case 7:
         if (!kv_lens.empty())
@@ -479,7 +313,6 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   // it can compare in well under a second.
   const std::int64_t T = a.max_num_batched_tokens(), HQ = a.num_q_heads(), D = a.head_dim();
   const std::int64_t S = a.page_size(), HKV = a.num_kv_heads(), N = a.num_seqs_count();
-  const std::int64_t G = HQ / HKV;
   const std::int64_t rows = a.cu_q_lens(N);
   if (N > 64 || D > 4096) return;
   std::int64_t work = sat_mul(sat_mul(T, HQ), D);
@@ -511,10 +344,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
       for (std::int64_t c = 0; c < 2 * HKV; ++c)
         for (std::int64_t d = 0; d < D; ++d) kv.view(page, t % S, c, d) = kv_value();
     }
-  const Status data_ok = attnref::check_ragged_data(a);
-  attnref_fuzz::check_error_renders(data_ok);
-  ATTNREF_FUZZ_CHECK(data_ok.ok(),
-                     "data tier rejected NaN outside the live region: " + data_ok.to_string());
+  attnref_fuzz::check_accepts_finite(attnref::check_ragged_data(a));
   bool poisoned = false;
   if (r.chance(25)) {  // NaN or Inf inside the live region: the data tier must see it
     const float bad = r.flag() ? kNaN : std::numeric_limits<float>::infinity();
@@ -531,31 +361,12 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
       }
     }
     if (poisoned) {
-      const Status s = attnref::check_ragged_data(a);
-      ATTNREF_FUZZ_CHECK(s.code() == ErrorCode::kNonFiniteData,
-                         "data tier missed a NaN/Inf: " + s.to_string());
-      attnref_fuzz::check_error_renders(s);
+      attnref_fuzz::check_reports_non_finite(attnref::check_ragged_data(a));
     }
   }
 
   // --- output buffer, sized from the validated q ----------------------------------------------
-  Geometry<3> out_g;
-  out_g.extents = a.q.extents;
-  out_g.strides = padded_strides<3>(out_g.extents, r.range(0, 2));
-  if (r.chance(20)) {
-    const int f = r.u8() % 5;
-    if (f == 0)
-      out_g.extents[r.u8() % 3] = hostile_int(r, D);
-    else if (f == 1)
-      out_g.strides[r.u8() % 3] = hostile_int(r, D);
-    else if (f == 2)
-      out_g.strides[r.u8() % 3] = 0;  // overlapping rows
-    else if (f == 3)
-      out_g.shrink = r.range(1, 3);
-    else
-      out_g.null_data = true;
-    out_g.mutated = true;
-  }
+  const Geometry<3> out_g = attnref_fuzz::output_geometry<3>(r, a.q.extents, 20);
   if (std::getenv("ATTNREF_FUZZ_VERBOSE") != nullptr) {
     std::fprintf(stderr,
                  "T=%lld Hq=%lld Hkv=%lld D=%lld S=%lld P=%lld pps=%lld n=%lld window=%lld cap=%g "
@@ -574,96 +385,43 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   }
   Buffer<Q, 3> out;
   make_buffer(out_g, static_cast<Q>(kNaN), &out);
-  const std::vector<Q> before(out.data.get(), out.data.get() + out.size);
-  Status expected;
-  if (out.view.extents != a.q.extents) {
-    expected = Status(ErrorCode::kShapeMismatch, "", "shape", "");
-  } else {
-    expected = attnref::check_output_view(out.view, "out");
-  }
+  const std::vector<Q> before = attnref_fuzz::snapshot(out);
+  const Status expected = attnref_fuzz::output_status(out.view, a.q.extents, "out");
   const Status s = run_kernel(out.view);
   attnref_fuzz::check_error_renders(s);
   ATTNREF_FUZZ_CHECK(s.code() == expected.code(),
                      "kernel vs output check: " + s.to_string() + " vs " + expected.to_string());
   if (!s.ok()) {
-    ATTNREF_FUZZ_CHECK(
-        std::equal(before.begin(), before.end(), out.data.get(),
-                   [](const Q& x, const Q& y) { return std::memcmp(&x, &y, sizeof(Q)) == 0; }),
-        "out written on error");
+    ATTNREF_FUZZ_CHECK(attnref_fuzz::unchanged(out, before), "out written on error");
     return;
   }
   if (poisoned) return;  // NaN in, NaN out: nothing more to compare
 
   // --- float64 reference (spec §4.4) ------------------------------------------------------------
-  // Dequantization as the spec writes it: q_dtype(f32(k) * k_scale) (f64 for double q).
-  auto dequant = [&](const KV& x, const std::optional<float>& scale) -> double {
-    if (!scale) return as_double(x);
-    if constexpr (std::is_same<Q, double>::value) {
-      return as_double(x) * static_cast<double>(*scale);
-    } else {
-      return as_double(static_cast<Q>(static_cast<float>(as_double(x)) * *scale));
-    }
-  };
+  attnref::reference::RaggedBounds bounds;
+  const std::vector<double> reference = attnref::reference::ragged_paged_attention(a, &bounds);
   constexpr double kEps = std::is_same<Acc, double>::value ? 0x1p-52 : 0x1p-23;
   const double tol_base = (std::is_same<Acc, double>::value ? 1e-10 : 1e-4) + 2.0 * store_eps<Q>();
   for (std::int64_t t = rows; t < T; ++t)
     for (std::int64_t h = 0; h < HQ; ++h)
       for (std::int64_t d = 0; d < D; ++d)
-        ATTNREF_FUZZ_CHECK(as_double(out.view(t, h, d)) == 0.0,
+        ATTNREF_FUZZ_CHECK(to_double(out.view(t, h, d)) == 0.0,
                            "padding row not zero: t=" + std::to_string(t));
   for (std::int64_t i = 0; i < N; ++i) {
     const std::int64_t row0 = a.cu_q_lens(i), q_len = a.cu_q_lens(i + 1) - row0;
-    const std::int64_t kv_len = a.kv_lens(i);
     for (std::int64_t r_ = 0; r_ < q_len; ++r_) {
-      const std::int64_t pos = kv_len - q_len + r_;
-      std::int64_t c_lo = 0;
-      if (a.sliding_window && pos - *a.sliding_window + 1 > 0) c_lo = pos - *a.sliding_window + 1;
       for (std::int64_t qh = 0; qh < HQ; ++qh) {
-        const std::int64_t h = qh / G;
-        std::vector<double> x;
-        double mx = -std::numeric_limits<double>::infinity(), mag = 0.0;
-        for (std::int64_t c = c_lo; c <= pos; ++c) {
-          const std::int64_t page = a.page_indices(i, c / S);
-          double dot = 0.0, m = 0.0;
-          for (std::int64_t d = 0; d < D; ++d) {
-            const double term = as_double(a.q(row0 + r_, qh, d)) *
-                                dequant(a.kv_pages(page, c % S, 2 * h, d), a.k_scale);
-            dot += term;
-            m += std::fabs(term);
-          }
-          double xv = static_cast<double>(a.sm_scale) * dot;
-          mag = std::max(mag, std::fabs(static_cast<double>(a.sm_scale)) * m);
-          if (!std::isfinite(m)) mag = std::numeric_limits<double>::infinity();  // inf or 0 * inf
-          if (a.soft_cap)
-            xv =
-                static_cast<double>(*a.soft_cap) * std::tanh(xv / static_cast<double>(*a.soft_cap));
-          x.push_back(xv);
-          mx = std::max(mx, xv);
-        }
-        double sum = 0.0;
-        for (double& xv : x) sum += (xv = std::exp(xv - mx));
+        const size_t row = static_cast<size_t>((row0 + r_) * HQ + qh);
+        const double mag = bounds.logit_mag[row], vmax = bounds.v_max[row];
         // Scores (or scaled V) past the accumulator's range overflow in the kernel, as in
         // JAX's f32 kernel (a huge k_scale / v_scale is finite, hence valid): only "no crash"
         // is asked of those.
-        double vmax = 0.0;
-        for (std::int64_t c = c_lo; c <= pos; ++c)
-          for (std::int64_t d = 0; d < D; ++d)
-            vmax = std::max(
-                vmax, std::fabs(dequant(a.kv_pages(a.page_indices(i, c / S), c % S, 2 * h + 1, d),
-                                        a.v_scale)));
         if (!(mag <= 1e30) || !(vmax <= 1e30)) continue;
         const double delta = mag * kEps * static_cast<double>(D + 4);
         for (std::int64_t d = 0; d < D; ++d) {
-          double o = 0.0, lo = 0.0, hi = 0.0;
-          for (std::int64_t c = c_lo; c <= pos; ++c) {
-            const double vv =
-                dequant(a.kv_pages(a.page_indices(i, c / S), c % S, 2 * h + 1, d), a.v_scale);
-            o += x[static_cast<size_t>(c - c_lo)] * vv;
-            lo = c == c_lo ? vv : std::min(lo, vv);
-            hi = c == c_lo ? vv : std::max(hi, vv);
-          }
-          const double want = o / sum;
-          const double got = as_double(out.view(row0 + r_, qh, d));
+          const size_t at = row * static_cast<size_t>(D) + static_cast<size_t>(d);
+          const double want = reference[at], lo = bounds.lo[at], hi = bounds.hi[at];
+          const double got = to_double(out.view(row0 + r_, qh, d));
           const std::string where = "seq " + std::to_string(i) + " row " + std::to_string(r_) +
                                     " qh " + std::to_string(qh) + " d " + std::to_string(d) +
                                     " got " + std::to_string(got) + " want " + std::to_string(want);
@@ -684,28 +442,13 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  Reader r(data, size);
-  const std::uint8_t kind = r.u8();
-  attnref_fuzz::Rng rng(r.u64());
-  switch (kind % 6) {
-    case 0:
-      run_case<float, float, std::int32_t>(r, rng);
-      break;
-    case 1:
-      run_case<float, float, std::int64_t>(r, rng);
-      break;
-    case 2:
-      run_case<float, Eigen::bfloat16, std::int32_t>(r, rng);
-      break;
-    case 3:
-      run_case<float, std::int8_t, std::int32_t>(r, rng);
-      break;
-    case 4:
-      run_case<double, double, std::int64_t>(r, rng);
-      break;
-    default:
-      run_case<Eigen::bfloat16, Eigen::bfloat16, std::int32_t>(r, rng);
-      break;
-  }
-  return 0;
+  static constexpr attnref_fuzz::CaseFn kCases[] = {
+      run_case<float, float, std::int32_t>,
+      run_case<float, float, std::int64_t>,
+      run_case<float, Eigen::bfloat16, std::int32_t>,
+      run_case<float, std::int8_t, std::int32_t>,
+      run_case<double, double, std::int64_t>,
+      run_case<Eigen::bfloat16, Eigen::bfloat16, std::int32_t>,
+  };
+  return attnref_fuzz::run_one(data, size, kCases);
 }

@@ -16,8 +16,8 @@
 //    with exactly the code of the first failing check (validator, MaskInfo build, output views)
 //    and leave every output untouched on error;
 //  - on success out, logsumexp, dq, dk, dv and dsinks are finite (where the scores fit in the
-//    accumulator type) and equal, within the dtype's tolerance, to a plain float64 forward and
-//    backward written here from spec §2.5/§2.6;
+//    accumulator type) and equal, within the dtype's tolerance, to the float64 forward and
+//    backward of tests/reference/splash.hpp (spec §2.5/§2.6);
 //  - every error renders (code name, message, hint).
 #include <algorithm>
 #include <array>
@@ -37,119 +37,15 @@
 #include <attnref/validate/splash.hpp>
 
 #include "fuzz_common.hpp"
+#include "reference/splash.hpp"
 
 namespace {
 
-using attnref::ErrorCode;
 using attnref::Profile;
-using attnref::Status;
-using attnref::TensorView;
-using attnref_fuzz::hostile_int;
-using attnref_fuzz::hostile_real;
-using attnref_fuzz::kMaxElements;
-using attnref_fuzz::Reader;
+using attnref::reference::to_double;
+using namespace attnref_fuzz;  // the shared harness pieces (fuzz_common.hpp)
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-/// The geometry of one view and the buffer behind it.
-template <size_t R>
-struct Geometry {
-  std::array<std::int64_t, R> extents{};
-  std::array<std::int64_t, R> strides{};
-  bool null_data = false;
-  bool unknown_size = false;  // buffer_size = -1 (only for views no mutation touched)
-  std::int64_t shrink = 0;    // buffer_size = allocation - shrink
-  bool mutated = false;
-};
-
-/// Elements a view of this geometry reaches (last offset + 1), or -1 when that is not a small,
-/// well-formed number.
-template <size_t R>
-std::int64_t reach(const Geometry<R>& g) {
-  for (size_t i = 0; i < R; ++i) {
-    if (g.extents[i] < 0 || g.strides[i] < 0) return -1;
-    if (g.extents[i] == 0) return 0;
-  }
-  std::int64_t last = 0;
-  for (size_t i = 0; i < R; ++i) {
-    std::int64_t step = 0;
-    if (!attnref::checked_mul(g.extents[i] - 1, g.strides[i], &step) ||
-        !attnref::checked_add(last, step, &last))
-      return -1;
-  }
-  return last < kMaxElements ? last + 1 : -1;
-}
-
-/// Row-major strides with `pad` extra elements per innermost row (saturating: the validator
-/// reports what overflows).
-template <size_t R>
-std::array<std::int64_t, R> padded_strides(const std::array<std::int64_t, R>& e, std::int64_t pad) {
-  std::array<std::int64_t, R> s{};
-  std::int64_t run = 1;
-  for (size_t i = R; i-- > 0;) {
-    s[i] = run;
-    std::int64_t e_i = 0;
-    if (!attnref::checked_add(std::max<std::int64_t>(e[i], 1), i == R - 1 ? pad : 0, &e_i) ||
-        !attnref::checked_mul(run, e_i, &run))
-      run = std::numeric_limits<std::int64_t>::max();
-  }
-  return s;
-}
-
-/// A heap buffer (new[], so ASan bounds it exactly; std::vector<bool> has no bool*) and a view.
-template <class T, size_t R>
-struct Buffer {
-  std::unique_ptr<T[]> data;
-  std::int64_t size = 0;
-  TensorView<T, R> view;
-  TensorView<const T, R> cview() const { return view; }
-};
-
-template <class T, size_t R>
-void make_buffer(const Geometry<R>& g, T fill, Buffer<T, R>* b) {
-  const std::int64_t need = reach(g);
-  const std::int64_t alloc = need >= 0 ? std::max<std::int64_t>(need, 1) : 16;
-  b->data.reset(new T[static_cast<size_t>(alloc)]);
-  std::fill(b->data.get(), b->data.get() + alloc, fill);
-  b->size = alloc;
-  std::int64_t size = need >= 0 ? need : alloc;
-  if (g.shrink > 0) size = std::max<std::int64_t>(0, size - g.shrink);
-  if (g.unknown_size && !g.mutated && need >= 0) size = -1;
-  T* p = g.null_data ? nullptr : b->data.get();
-  b->view = TensorView<T, R>(p, g.extents, g.strides, size);
-}
-
-/// A random mutation of one geometry: an extent or a stride becomes hostile, the buffer shrinks
-/// or the data pointer goes null.
-template <size_t R>
-void mutate(Reader& r, Geometry<R>& g, std::int64_t near) {
-  g.mutated = true;
-  const int field = r.u8() % 6;
-  const size_t dim = static_cast<size_t>(r.u8()) % R;
-  if (field == 4) {
-    g.shrink = r.range(1, 4);
-  } else if (field == 5) {
-    g.null_data = true;
-  } else if (field % 2 == 0) {
-    g.extents[dim] = hostile_int(r, near);
-  } else {
-    g.strides[dim] = hostile_int(r, near);
-  }
-}
-
-/// A [H, S, D] layout: row-major with padding, or sequence-major ([S, H, D] in memory).
-Geometry<3> layout3(Reader& r, std::int64_t h, std::int64_t s, std::int64_t d) {
-  Geometry<3> g;
-  g.extents = {h, s, d};
-  if (r.u8() % 3 == 0) {
-    const std::int64_t row = d + r.range(0, 2);
-    g.strides = {row, std::max<std::int64_t>(h, 1) * row, 1};
-  } else {
-    g.strides = padded_strides<3>(g.extents, r.range(0, 3));
-  }
-  return g;
-}
 
 // --- masks --------------------------------------------------------------------------------
 
@@ -300,185 +196,6 @@ MaskSpec make_spec(Reader& r, attnref_fuzz::Rng& rng, std::int64_t sq, std::int6
   return m;
 }
 
-// --- float64 reference (spec §2.5, §2.6) ------------------------------------------------------
-
-/// Dense float64 copies of the live inputs plus the mask, and the results.
-struct Problem {
-  std::int64_t hq = 0, hkv = 1, sq = 0, skv = 0, dqk = 0, dv = 0;
-  std::vector<double> q, k, v, sinks;
-  std::vector<std::int32_t> q_seg, kv_seg;
-  std::optional<double> soft_cap;
-  double scale = 1.0;
-  const std::vector<MaskSpec>* heads = nullptr;  // 1 (shared) or hq masks
-
-  std::int64_t kv_head(std::int64_t h) const { return h / (hq / hkv); }
-  bool allowed(std::int64_t h, std::int64_t r, std::int64_t t) const {
-    if (!q_seg.empty() && q_seg[static_cast<size_t>(r)] != kv_seg[static_cast<size_t>(t)])
-      return false;
-    const auto& hs = *heads;
-    return hs[hs.size() == 1 ? 0 : static_cast<size_t>(h)].allows(r, t);
-  }
-  double Q(std::int64_t h, std::int64_t r, std::int64_t d) const {
-    return q[static_cast<size_t>((h * sq + r) * dqk + d)];
-  }
-  double K(std::int64_t h, std::int64_t t, std::int64_t d) const {
-    return k[static_cast<size_t>((h * skv + t) * dqk + d)];
-  }
-  double V(std::int64_t h, std::int64_t t, std::int64_t d) const {
-    return v[static_cast<size_t>((h * skv + t) * dv + d)];
-  }
-  /// Uncapped logit sm_scale * q.k and its sum of absolute terms (the rounding scale).
-  double raw_logit(std::int64_t h, std::int64_t r, std::int64_t t, double* mag) const {
-    double x = 0.0, m = 0.0;
-    for (std::int64_t e = 0; e < dqk; ++e) {
-      x += Q(h, r, e) * K(kv_head(h), t, e);
-      m += std::fabs(Q(h, r, e) * K(kv_head(h), t, e));
-    }
-    *mag = std::fabs(scale) * m;
-    return scale * x;
-  }
-  double cap(double x, double* th) const {
-    if (!soft_cap) return x;
-    *th = std::tanh(x / *soft_cap);
-    return *soft_cap * *th;
-  }
-};
-
-struct Reference {
-  std::vector<double> out, lse;  // forward
-  std::vector<double> lo, hi;    // per (h, r, d): range of the values averaged (sink: 0)
-  std::vector<double> dq, dk, dv, dsinks;
-  std::vector<double> dq_mag, dk_mag, dv_mag, dsinks_mag;  // sums of absolute terms
-  double max_logit_mag = 0.0;  // largest sum |sm_scale * q_e * k_e| over allowed pairs
-};
-
-void reference_forward(const Problem& p, Reference* f) {
-  f->out.assign(static_cast<size_t>(p.hq * p.sq * p.dv), 0.0);
-  f->lo.assign(f->out.size(), 0.0);
-  f->hi.assign(f->out.size(), 0.0);
-  f->lse.assign(static_cast<size_t>(p.hq * p.sq), -kInf);
-  std::vector<double> x(static_cast<size_t>(p.skv));
-  for (std::int64_t h = 0; h < p.hq; ++h) {
-    for (std::int64_t r = 0; r < p.sq; ++r) {
-      double m = p.sinks.empty() ? -kInf : p.sinks[static_cast<size_t>(h)];
-      bool any = false;
-      for (std::int64_t t = 0; t < p.skv; ++t) {
-        if (!p.allowed(h, r, t)) continue;
-        double mag = 0.0, th = 0.0;
-        x[static_cast<size_t>(t)] = p.cap(p.raw_logit(h, r, t, &mag), &th);
-        f->max_logit_mag = std::max(f->max_logit_mag, mag);
-        m = std::max(m, x[static_cast<size_t>(t)]);
-        any = true;
-      }
-      if (!any && p.sinks.empty()) continue;  // no allowed key: out 0, lse -inf
-      double l = p.sinks.empty() ? 0.0 : std::exp(p.sinks[static_cast<size_t>(h)] - m);
-      for (std::int64_t t = 0; t < p.skv; ++t)
-        if (p.allowed(h, r, t)) l += std::exp(x[static_cast<size_t>(t)] - m);
-      const size_t row = static_cast<size_t>((h * p.sq + r) * p.dv);
-      bool first = p.sinks.empty();
-      for (std::int64_t t = 0; t < p.skv; ++t) {
-        if (!p.allowed(h, r, t)) continue;
-        const double w = std::exp(x[static_cast<size_t>(t)] - m) / l;
-        for (std::int64_t d = 0; d < p.dv; ++d) {
-          const double vv = p.V(p.kv_head(h), t, d);
-          f->out[row + static_cast<size_t>(d)] += w * vv;
-          double& lo = f->lo[row + static_cast<size_t>(d)];
-          double& hi = f->hi[row + static_cast<size_t>(d)];
-          lo = first ? vv : std::min(lo, vv);
-          hi = first ? vv : std::max(hi, vv);
-        }
-        first = false;
-      }
-      f->lse[static_cast<size_t>(h * p.sq + r)] = m + std::log(l);
-    }
-  }
-}
-
-/// Gradients of sum(out * dout) from the dense formulas, with `out` the kernel's own output (the
-/// flash form di = sum o * dO uses it, as the kernel does) and lse the float64 one.
-void reference_backward(const Problem& p, const std::vector<double>& out,
-                        const std::vector<double>& dout, Reference* f) {
-  f->dq.assign(static_cast<size_t>(p.hq * p.sq * p.dqk), 0.0);
-  f->dk.assign(static_cast<size_t>(p.hkv * p.skv * p.dqk), 0.0);
-  f->dv.assign(static_cast<size_t>(p.hkv * p.skv * p.dv), 0.0);
-  f->dsinks.assign(p.sinks.size(), 0.0);
-  f->dq_mag = f->dq;
-  f->dk_mag = f->dk;
-  f->dv_mag = f->dv;
-  f->dsinks_mag = f->dsinks;
-  for (std::int64_t h = 0; h < p.hq; ++h) {
-    const std::int64_t kh = p.kv_head(h);
-    for (std::int64_t r = 0; r < p.sq; ++r) {
-      const double lse = f->lse[static_cast<size_t>(h * p.sq + r)];
-      if (std::isinf(lse)) continue;  // no allowed key and no sink: no gradient
-      const size_t orow = static_cast<size_t>((h * p.sq + r) * p.dv);
-      double di = 0.0, di_mag = 0.0;
-      for (std::int64_t d = 0; d < p.dv; ++d) {
-        di += out[orow + static_cast<size_t>(d)] * dout[orow + static_cast<size_t>(d)];
-        di_mag +=
-            std::fabs(out[orow + static_cast<size_t>(d)] * dout[orow + static_cast<size_t>(d)]);
-      }
-      if (!p.sinks.empty()) {
-        const double e = std::exp(p.sinks[static_cast<size_t>(h)] - lse);
-        f->dsinks[static_cast<size_t>(h)] -= e * di;
-        f->dsinks_mag[static_cast<size_t>(h)] += e * di_mag;
-      }
-      for (std::int64_t t = 0; t < p.skv; ++t) {
-        if (!p.allowed(h, r, t)) continue;
-        double mag = 0.0, th = 0.0;
-        const double x = p.cap(p.raw_logit(h, r, t, &mag), &th);
-        const double pr = std::exp(x - lse);
-        double dp = 0.0, dp_mag = 0.0;
-        for (std::int64_t d = 0; d < p.dv; ++d) {
-          const double g = dout[orow + static_cast<size_t>(d)];
-          const size_t at = static_cast<size_t>((kh * p.skv + t) * p.dv + d);
-          f->dv[at] += pr * g;
-          f->dv_mag[at] += pr * std::fabs(g);
-          dp += g * p.V(kh, t, d);
-          dp_mag += std::fabs(g * p.V(kh, t, d));
-        }
-        double ds = pr * (dp - di);
-        double ds_mag = pr * (dp_mag + di_mag);
-        if (p.soft_cap) {
-          ds *= 1.0 - th * th;
-          ds_mag *= 1.0 - th * th;
-        }
-        for (std::int64_t e = 0; e < p.dqk; ++e) {
-          const size_t qa = static_cast<size_t>((h * p.sq + r) * p.dqk + e);
-          const size_t ka = static_cast<size_t>((kh * p.skv + t) * p.dqk + e);
-          f->dq[qa] += p.scale * ds * p.K(kh, t, e);
-          f->dq_mag[qa] += std::fabs(p.scale * p.K(kh, t, e)) * ds_mag;
-          f->dk[ka] += p.scale * ds * p.Q(h, r, e);
-          f->dk_mag[ka] += std::fabs(p.scale * p.Q(h, r, e)) * ds_mag;
-        }
-      }
-    }
-  }
-}
-
-template <class T>
-double as_double(const T& x) {
-  return static_cast<double>(static_cast<float>(x));
-}
-double as_double(double x) { return x; }
-
-template <class T>
-bool same_bits(const T& x, const T& y) {
-  return std::memcmp(&x, &y, sizeof(T)) == 0;
-}
-
-/// Element-wise snapshot comparison: "not written on error".
-template <class T, size_t R>
-bool unchanged(const Buffer<T, R>& b, const std::vector<T>& before) {
-  for (std::int64_t i = 0; i < b.size; ++i)
-    if (!same_bits(b.data[static_cast<size_t>(i)], before[static_cast<size_t>(i)])) return false;
-  return true;
-}
-template <class T, size_t R>
-std::vector<T> snapshot(const Buffer<T, R>& b) {
-  return std::vector<T>(b.data.get(), b.data.get() + b.size);
-}
-
 /// The code a kernel call threw (kOk when it returned).
 template <class Fn>
 ErrorCode code_of(Fn&& fn, Status* thrown) {
@@ -492,53 +209,10 @@ ErrorCode code_of(Fn&& fn, Status* thrown) {
   return ErrorCode::kOk;
 }
 
-/// The status an output view of shape `want` gets (shape first, then the view itself).
-template <class T, size_t R>
-Status output_status(const TensorView<T, R>& v, const std::array<std::int64_t, R>& want,
-                     const char* name) {
-  if (v.extents != want) return Status(ErrorCode::kShapeMismatch, "", "shape", "", {}, {}, name);
-  return attnref::check_output_view(v, name);
-}
-
-/// Output geometry [e0, e1, (e2)], row-major with padding, sometimes hostile.
-template <size_t R>
-Geometry<R> output_geometry(Reader& r, const std::array<std::int64_t, R>& e, int hostile_chance) {
-  Geometry<R> g;
-  g.extents = e;
-  g.strides = padded_strides<R>(e, r.range(0, 2));
-  if (r.chance(hostile_chance)) {
-    const int f = r.u8() % 5;
-    if (f == 0)
-      g.extents[r.u8() % R] = hostile_int(r, e[R - 1]);
-    else if (f == 1)
-      g.strides[r.u8() % R] = hostile_int(r, e[R - 1]);
-    else if (f == 2)
-      g.strides[r.u8() % R] = 0;  // overlapping
-    else if (f == 3)
-      g.shrink = r.range(1, 3);
-    else
-      g.null_data = true;
-    g.mutated = true;
-  }
-  return g;
-}
-
-/// Accumulator epsilon of a dtype pair (f64 when either is double, else f32) and the rounding
-/// of the stored output.
+/// Accumulator epsilon of a dtype pair (f64 when either is double, else f32).
 template <class Q, class KV>
 constexpr double acc_eps() {
   return std::is_same<Q, double>::value || std::is_same<KV, double>::value ? 0x1p-52 : 0x1p-23;
-}
-template <class T>
-constexpr double store_eps() {
-  return std::is_same<T, double>::value  ? 0x1p-52
-         : std::is_same<T, float>::value ? 0x1p-23
-                                         : 0x1p-7;  // half / bfloat16 (bf16's 8-bit mantissa)
-}
-
-std::int64_t sat_mul(std::int64_t a, std::int64_t b) {
-  std::int64_t out = 0;
-  return attnref::checked_mul(a, b, &out) ? out : std::numeric_limits<std::int64_t>::max();
 }
 
 /// hostile_int's `near` must stay small (it negates and doubles it).
@@ -637,25 +311,14 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   // --- hostile mutations ---------------------------------------------------------------------
   const int mutations = r.u8() % 4 == 0 ? static_cast<int>(r.range(1, 3)) : 0;
   for (int m = 0; m < mutations; ++m) {
-    switch (r.u8() % 14) {
-      case 0:
-        mutate(r, q_g, dqk);
-        break;
-      case 1:
-        mutate(r, k_g, skv);
-        break;
-      case 2:
-        mutate(r, v_g, skv);
-        break;
-      case 3:
-        mutate(r, qs_g, sq);
-        break;
-      case 4:
-        mutate(r, ks_g, skv);
-        break;
-      case 5:
-        mutate(r, sink_g, hq);
-        break;
+    const int target = r.u8() % 14;
+    if (target < 6) {
+      attnref_fuzz::mutate_nth(r, target, -1, mutation_target(q_g, dqk), mutation_target(k_g, skv),
+                               mutation_target(v_g, skv), mutation_target(qs_g, sq),
+                               mutation_target(ks_g, skv), mutation_target(sink_g, hq));
+      continue;
+    }
+    switch (target) {
       case 6:
         b.block_q = hostile_int(r, sq);
         break;
@@ -765,7 +428,12 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     TensorView<float, 2> lse(lse_buf.data(), {e0, 0}, 1);
     Status thrown;
     const ErrorCode got = with_mask([&](const auto& mask) {
-      return code_of([&] { attnref::splash_attention(a, mask, out, lse, fwd_profile); }, &thrown);
+      return code_of(
+          [&] {
+            attnref::throw_if_error(attnref::check_splash(a, mask, fwd_profile));
+            attnref::splash_attention(a, mask, out, lse);
+          },
+          &thrown);
     });
     ATTNREF_FUZZ_CHECK(got == fwd_check.code(), "splash_attention threw " + thrown.to_string() +
                                                     " but the check says " + fwd_check.to_string());
@@ -786,10 +454,11 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     const ErrorCode got = with_mask([&](const auto& mask) {
       return code_of(
           [&] {
+            attnref::throw_if_error(attnref::check_splash_backward(a, mask, bwd_profile));
             attnref::splash_attention_backward(
                 a, mask, TensorView<const Q, 3>(dummy_q.data(), {1, 1, 1}),
                 TensorView<const float, 2>(dummy.data(), {1, 1}),
-                TensorView<const Q, 3>(dummy_q.data(), {1, 1, 1}), grads, bwd_profile);
+                TensorView<const Q, 3>(dummy_q.data(), {1, 1, 1}), grads);
           },
           &thrown);
     });
@@ -829,38 +498,21 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   if (a.has_sinks())
     for (std::int64_t h = 0; h < HQ; ++h) sinks.view(h) = rng.small() * 2.0f;
 
-  Problem p;
-  p.hq = HQ;
-  p.hkv = HKV;
-  p.sq = SQ;
-  p.skv = SKV;
-  p.dqk = DQK;
-  p.dv = DV;
-  p.scale = static_cast<double>(a.sm_scale);
-  if (a.soft_cap) p.soft_cap = static_cast<double>(*a.soft_cap);
-  p.heads = &heads;
-  for (std::int64_t h = 0; h < HQ; ++h)
-    for (std::int64_t s = 0; s < SQ; ++s)
-      for (std::int64_t d = 0; d < DQK; ++d) p.q.push_back(as_double(a.q(h, s, d)));
-  for (std::int64_t h = 0; h < HKV; ++h)
-    for (std::int64_t t = 0; t < SKV; ++t)
-      for (std::int64_t d = 0; d < DQK; ++d) p.k.push_back(as_double(a.k(h, t, d)));
-  for (std::int64_t h = 0; h < HKV; ++h)
-    for (std::int64_t t = 0; t < SKV; ++t)
-      for (std::int64_t d = 0; d < DV; ++d) p.v.push_back(as_double(a.v(h, t, d)));
-  if (a.has_sinks())
-    for (std::int64_t h = 0; h < HQ; ++h) p.sinks.push_back(static_cast<double>(a.sinks(h)));
-  if (a.has_segment_ids()) {
-    for (std::int64_t s = 0; s < SQ; ++s) p.q_seg.push_back(a.q_segment_ids(s));
-    for (std::int64_t t = 0; t < SKV; ++t) p.kv_seg.push_back(a.kv_segment_ids(t));
-  }
-  Reference ref;
-  reference_forward(p, &ref);
+  // The mask as the harness evaluates it (one shared head, or one per query head).
+  auto allowed = [&heads](std::int64_t h, std::int64_t q, std::int64_t kv) {
+    return heads[heads.size() == 1 ? 0 : static_cast<size_t>(h)].allows(q, kv);
+  };
+  const double scale = static_cast<double>(a.sm_scale);
+  const attnref::reference::SplashForwardResult ref =
+      attnref::reference::splash_forward(a, allowed);
   // Scores past the accumulator's range overflow (scaled q is formed first): only "no crash and
   // the checked error behaviour" is asked then. The rounding of the scores, relative to the
   // softmax: delta ~ max |sm_scale * q.k| terms * eps * D.
   double max_scaled_q = 0.0;
-  for (double x : p.q) max_scaled_q = std::max(max_scaled_q, std::fabs(x * p.scale));
+  for (std::int64_t h = 0; h < HQ; ++h)
+    for (std::int64_t s = 0; s < SQ; ++s)
+      for (std::int64_t d = 0; d < DQK; ++d)
+        max_scaled_q = std::max(max_scaled_q, std::fabs(to_double(a.q(h, s, d)) * scale));
   constexpr double kEps = acc_eps<Q, KV>();
   const bool overflows = max_scaled_q > 1e30 || ref.max_logit_mag > 1e30;
   const double delta = ref.max_logit_mag * kEps * static_cast<double>(DQK + 4);
@@ -873,8 +525,8 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
                  static_cast<long long>(HQ), static_cast<long long>(HKV),
                  static_cast<long long>(SQ), static_cast<long long>(SKV),
                  static_cast<long long>(DQK), static_cast<long long>(DV), a.is_mqa ? 1 : 0,
-                 static_cast<long long>(b.block_q), static_cast<long long>(b.block_kv), p.scale,
-                 p.soft_cap ? *p.soft_cap : 0.0, heads.size());
+                 static_cast<long long>(b.block_q), static_cast<long long>(b.block_kv), scale,
+                 a.soft_cap ? static_cast<double>(*a.soft_cap) : 0.0, heads.size());
     for (const MaskSpec& m : heads) std::fprintf(stderr, " %d", m.kind);
     std::fprintf(stderr, " max_logit_mag=%g delta=%g", ref.max_logit_mag, delta);
     std::fprintf(stderr, " seg=%d sinks=%d\n", a.has_segment_ids() ? 1 : 0, a.has_sinks() ? 1 : 0);
@@ -930,8 +582,14 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     if (expected.ok() && want_lse) expected = output_status(lse.view, {HQ, SQ}, "logsumexp");
     const auto before_out = snapshot(out);
     const auto before_lse = snapshot(lse);
-    got = code_of([&] { attnref::splash_forward(a, info, out.view, lse_view, fwd_profile); },
-                  &thrown);
+    got = code_of(
+        [&] {
+          attnref::throw_if_error(attnref::check_splash(a, info, fwd_profile));
+          attnref::SplashPlan<Q, KV> plan;
+          attnref::throw_if_error(attnref::make_splash_plan(a, info, &plan));
+          attnref::splash_attention(plan, out.view, lse_view);
+        },
+        &thrown);
     ATTNREF_FUZZ_CHECK(got == expected.code(), "splash_forward threw " + thrown.to_string() +
                                                    ", expected " + expected.to_string());
     if (!expected.ok()) {
@@ -954,8 +612,12 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     const auto before_out = snapshot(out);
     const auto before_lse = snapshot(lse);
     got = with_mask([&](const auto& mask) {
-      return code_of([&] { attnref::splash_attention(a, mask, out.view, lse_view, fwd_profile); },
-                     &thrown);
+      return code_of(
+          [&] {
+            attnref::throw_if_error(attnref::check_splash(a, mask, fwd_profile));
+            attnref::splash_attention(a, mask, out.view, lse_view);
+          },
+          &thrown);
     });
     ATTNREF_FUZZ_CHECK(got == expected.code(), "splash_attention threw " + thrown.to_string() +
                                                    ", expected " + expected.to_string());
@@ -970,7 +632,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
       const std::string at = "[" + std::to_string(h) + ", " + std::to_string(s);
       for (std::int64_t d = 0; d < DV; ++d) {
         const size_t i = static_cast<size_t>((h * SQ + s) * DV + d);
-        compare(as_double(out.view(h, s, d)), ref.out[i], std::min(0.0, ref.lo[i]),
+        compare(to_double(out.view(h, s, d)), ref.out[i], std::min(0.0, ref.lo[i]),
                 std::max(0.0, ref.hi[i]), std::max(std::fabs(ref.lo[i]), std::fabs(ref.hi[i])),
                 "out" + at + ", " + std::to_string(d) + "]");
       }
@@ -997,8 +659,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     return code_of(
         [&] {
           attnref::splash_attention(a, mask, TensorView<Q, 3>(fout.data(), {HQ, SQ, DV}),
-                                    TensorView<float, 2>(flse.data(), {HQ, SQ}),
-                                    Profile::kReference);
+                                    TensorView<float, 2>(flse.data(), {HQ, SQ}));
         },
         &thrown);
   });
@@ -1007,10 +668,12 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   std::vector<double> dout_d(fout.size()), out_d(fout.size());
   for (size_t i = 0; i < dout.size(); ++i) {
     dout[i] = static_cast<Q>(rng.small());
-    dout_d[i] = as_double(dout[i]);
-    out_d[i] = as_double(fout[i]);
+    dout_d[i] = to_double(dout[i]);
+    out_d[i] = to_double(fout[i]);
   }
-  reference_backward(p, out_d, dout_d, &ref);
+  // The flash form di = sum o * dO uses the kernel's own out, as the kernel does.
+  const attnref::reference::SplashBackwardResult grad =
+      attnref::reference::splash_backward(a, allowed, out_d, ref.lse, dout_d);
   Geometry<3> dq_g = output_geometry<3>(r, {HQ, SQ, DQK}, 16);
   Geometry<3> dk_g = output_geometry<3>(r, {a.num_kv_heads(), SKV, DQK}, 16);
   Geometry<3> dv_g = output_geometry<3>(r, {a.num_kv_heads(), SKV, DV}, 16);
@@ -1045,7 +708,8 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   got = with_mask([&](const auto& mask) {
     return code_of(
         [&] {
-          attnref::splash_attention_backward(a, mask, out_c, lse_c, dout_c, grads, bwd_profile);
+          attnref::throw_if_error(attnref::check_splash_backward(a, mask, bwd_profile));
+          attnref::splash_attention_backward(a, mask, out_c, lse_c, dout_c, grads);
         },
         &thrown);
   });
@@ -1084,7 +748,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     for (std::int64_t s = 0; s < SQ; ++s)
       for (std::int64_t d = 0; d < DQK; ++d) {
         const size_t i = static_cast<size_t>((h * SQ + s) * DQK + d);
-        gcompare(as_double(dq.view(h, s, d)), ref.dq[i], ref.dq_mag[i], store_eps<Q>(), "dq");
+        gcompare(to_double(dq.view(h, s, d)), grad.dq[i], grad.dq_mag[i], store_eps<Q>(), "dq");
       }
   // Under MQA with a [1, ...] view every query head maps to KV head 0, which is what the
   // reference's h / (hq / 1) gives too.
@@ -1092,35 +756,26 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     for (std::int64_t t = 0; t < SKV; ++t) {
       for (std::int64_t d = 0; d < DQK; ++d) {
         const size_t i = static_cast<size_t>((h * SKV + t) * DQK + d);
-        gcompare(as_double(dk.view(h, t, d)), ref.dk[i], ref.dk_mag[i], store_eps<KV>(), "dk");
+        gcompare(to_double(dk.view(h, t, d)), grad.dk[i], grad.dk_mag[i], store_eps<KV>(), "dk");
       }
       for (std::int64_t d = 0; d < DV; ++d) {
         const size_t i = static_cast<size_t>((h * SKV + t) * DV + d);
-        gcompare(as_double(dvb.view(h, t, d)), ref.dv[i], ref.dv_mag[i], store_eps<KV>(), "dv");
+        gcompare(to_double(dvb.view(h, t, d)), grad.dv[i], grad.dv_mag[i], store_eps<KV>(), "dv");
       }
     }
   if (want_dsinks)
     for (std::int64_t h = 0; h < HQ; ++h)
-      gcompare(static_cast<double>(dsinks.view(h)), ref.dsinks[static_cast<size_t>(h)],
-               ref.dsinks_mag[static_cast<size_t>(h)], 0x1p-23, "dsinks");
+      gcompare(static_cast<double>(dsinks.view(h)), grad.dsinks[static_cast<size_t>(h)],
+               grad.dsinks_mag[static_cast<size_t>(h)], 0x1p-23, "dsinks");
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  Reader r(data, size);
-  const std::uint8_t kind = r.u8();
-  attnref_fuzz::Rng rng(r.u64());
-  switch (kind % 3) {
-    case 0:
-      run_case<float, float>(r, rng);
-      break;
-    case 1:
-      run_case<double, double>(r, rng);
-      break;
-    default:
-      run_case<float, Eigen::bfloat16>(r, rng);
-      break;
-  }
-  return 0;
+  static constexpr attnref_fuzz::CaseFn kCases[] = {
+      run_case<float, float>,
+      run_case<double, double>,
+      run_case<float, Eigen::bfloat16>,
+  };
+  return attnref_fuzz::run_one(data, size, kCases);
 }

@@ -8,7 +8,7 @@
 # default 1), a fresh work directory and at most ATTNREF_FUZZ_RUNS executions (default 300000)
 # per harness. CI then explores nearly the inputs a clean local run of the same seed and cap
 # explored (not exactly: some harness paths depend on temporary names and timing). Long,
-# random-seed runs that hunt for new bugs are described in the README ("Hostile inputs").
+# random-seed runs that hunt for new bugs are described in docs/hostile-inputs.md.
 # New inputs the fuzzer finds go to build-fuzz/fuzz-work/<harness>/ (the committed corpus is
 # only read); a failing input is kept as build-fuzz/fuzz-work/<harness>-crash-* and its log as
 # build-fuzz/fuzz-work/<harness>.log.

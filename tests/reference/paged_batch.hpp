@@ -1,10 +1,9 @@
-// Test support: a plain float64 paged attention and a random batch builder that writes K/V into
-// any physical layout with every byte the kernel must not read set to NaN. Independent of the
+// SPDX-License-Identifier: Apache-2.0
+// Test support for the paged family: a random decode batch in logical float64 form, its view as
+// PagedAttentionArgs (what reference/paged.hpp reads), and writers that put K/V into any
+// physical layout with every byte the kernel must not read set to NaN. Independent of the
 // kernel: it indexes raw buffers with its own arithmetic.
 #pragma once
-
-#include <attnref/core/kv_layout.hpp>
-#include <attnref/validate/paged.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +14,15 @@
 #include <random>
 #include <vector>
 
+#include <attnref/core/kv_layout.hpp>
+#include <attnref/validate/paged.hpp>
+
+#include "paged.hpp"
+
 namespace paged_test {
+
+/// A non-negative int64 index as a container index.
+inline size_t ix(std::int64_t i) { return static_cast<size_t>(i); }
 
 struct Shape {
   std::int64_t batch, hq, hkv, dim, page_size, pages_per_seq, extra_pages;
@@ -28,10 +35,26 @@ struct LogicalBatch {
   std::vector<double> q, k, v;
   std::vector<std::int64_t> lengths, table;
   double k_at(std::int64_t h, std::int64_t p, std::int64_t s, std::int64_t d) const {
-    return k[((h * total_pages + p) * shape.page_size + s) * shape.dim + d];
+    return k[ix(((h * total_pages + p) * shape.page_size + s) * shape.dim + d)];
   }
   double v_at(std::int64_t h, std::int64_t p, std::int64_t s, std::int64_t d) const {
-    return v[((h * total_pages + p) * shape.page_size + s) * shape.dim + d];
+    return v[ix(((h * total_pages + p) * shape.page_size + s) * shape.dim + d)];
+  }
+  /// The batch as float64 arguments in JAX's layout (views of this batch: keep it alive), for
+  /// attnref::reference::paged_attention.
+  attnref::PagedAttentionArgs<double, double, std::int64_t> args(
+      double sm_scale = 1.0, std::optional<double> cap = std::nullopt,
+      bool round_kv_to_bf16 = false) const {
+    attnref::PagedAttentionArgs<double, double, std::int64_t> a;
+    a.q = {q.data(), {shape.batch, shape.hq, shape.dim}};
+    a.k_pages = {k.data(), {shape.hkv, total_pages, shape.page_size, shape.dim}};
+    a.v_pages = {v.data(), {shape.hkv, total_pages, shape.page_size, shape.dim}};
+    a.lengths = {lengths.data(), {shape.batch}};
+    a.page_indices = {table.data(), {shape.batch, shape.pages_per_seq}};
+    a.sm_scale = static_cast<float>(sm_scale);
+    if (cap) a.soft_cap = static_cast<float>(*cap);
+    a.round_kv_to_bf16 = round_kv_to_bf16;
+    return a;
   }
 };
 
@@ -42,79 +65,38 @@ inline LogicalBatch make_batch(const Shape& shape, std::mt19937& rng) {
   lb.shape = shape;
   lb.total_pages = shape.batch * shape.pages_per_seq + shape.extra_pages;
   std::normal_distribution<double> normal(0.0, 1.0);
-  lb.q.resize(shape.batch * shape.hq * shape.dim);
+  lb.q.resize(ix(shape.batch * shape.hq * shape.dim));
   for (double& x : lb.q) x = normal(rng);
-  lb.k.resize(shape.hkv * lb.total_pages * shape.page_size * shape.dim);
+  lb.k.resize(ix(shape.hkv * lb.total_pages * shape.page_size * shape.dim));
   lb.v.resize(lb.k.size());
   for (double& x : lb.k) x = normal(rng);
   for (double& x : lb.v) x = normal(rng);
   const std::int64_t s = shape.page_size, cap = shape.pages_per_seq * s;
   const std::int64_t pattern[] = {0, 1, s - 1, s, s + 1, cap};
-  std::vector<std::int64_t> perm(lb.total_pages);
+  std::vector<std::int64_t> perm(ix(lb.total_pages));
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), rng);
   for (std::int64_t b = 0; b < shape.batch; ++b) {
     const std::int64_t len = std::min(cap, std::max<std::int64_t>(0, pattern[b % 6]));
     lb.lengths.push_back(len);
     for (std::int64_t j = 0; j < shape.pages_per_seq; ++j)
-      lb.table.push_back(j * s < len ? perm[b * shape.pages_per_seq + j] : -1);
+      lb.table.push_back(j * s < len ? perm[ix(b * shape.pages_per_seq + j)] : -1);
   }
   return lb;
-}
-
-/// Plain float64 paged attention: softmax over t < length of cap(scale * q.k_t), zeros for 0.
-/// `kv_transform` maps a stored K/V value to what the kernel should see (identity by default).
-template <class Transform>
-std::vector<double> reference(const LogicalBatch& lb, double sm_scale, std::optional<double> cap,
-                              Transform kv_transform) {
-  const Shape& sh = lb.shape;
-  const std::int64_t group = sh.hq / sh.hkv;
-  std::vector<double> out(sh.batch * sh.hq * sh.dim, 0.0);
-  for (std::int64_t b = 0; b < sh.batch; ++b) {
-    const std::int64_t len = lb.lengths[b];
-    for (std::int64_t qh = 0; qh < sh.hq; ++qh) {
-      const std::int64_t h = qh / group;
-      std::vector<double> logits(len);
-      double max_logit = -std::numeric_limits<double>::infinity();
-      for (std::int64_t t = 0; t < len; ++t) {
-        const std::int64_t page = lb.table[b * sh.pages_per_seq + t / sh.page_size];
-        double dot = 0;
-        for (std::int64_t d = 0; d < sh.dim; ++d)
-          dot += lb.q[(b * sh.hq + qh) * sh.dim + d] *
-                 kv_transform(lb.k_at(h, page, t % sh.page_size, d));
-        double x = dot * sm_scale;
-        if (cap) x = *cap * std::tanh(x / *cap);
-        logits[t] = x;
-        max_logit = std::max(max_logit, x);
-      }
-      double denom = 0;
-      for (double& x : logits) denom += (x = std::exp(x - max_logit));
-      for (std::int64_t t = 0; t < len; ++t) {
-        const std::int64_t page = lb.table[b * sh.pages_per_seq + t / sh.page_size];
-        for (std::int64_t d = 0; d < sh.dim; ++d)
-          out[(b * sh.hq + qh) * sh.dim + d] +=
-              logits[t] / denom * kv_transform(lb.v_at(h, page, t % sh.page_size, d));
-      }
-    }
-  }
-  return out;
-}
-
-inline std::vector<double> reference(const LogicalBatch& lb, double sm_scale,
-                                     std::optional<double> cap) {
-  return reference(lb, sm_scale, cap, [](double x) { return x; });
 }
 
 /// Physical offset of logical (h, p, s, d) in `layout`, computed independently of attnref.
 inline std::int64_t physical_offset(attnref::KvLayout layout, const LogicalBatch& lb,
                                     std::int64_t h, std::int64_t p, std::int64_t s,
                                     std::int64_t d) {
-  const std::int64_t H = lb.shape.hkv, P = lb.total_pages, S = lb.shape.page_size,
-                     D = lb.shape.dim;
+  const std::int64_t H = lb.shape.hkv, P = lb.total_pages, S = lb.shape.page_size, D = lb.shape.dim;
   switch (layout) {
-    case attnref::KvLayout::kJax: return ((h * P + p) * S + s) * D + d;
-    case attnref::KvLayout::kNhd: return ((p * S + s) * H + h) * D + d;
-    case attnref::KvLayout::kHnd: return ((p * H + h) * S + s) * D + d;
+    case attnref::KvLayout::kJax:
+      return ((h * P + p) * S + s) * D + d;
+    case attnref::KvLayout::kNhd:
+      return ((p * S + s) * H + h) * D + d;
+    case attnref::KvLayout::kHnd:
+      return ((p * H + h) * S + s) * D + d;
   }
   return -1;
 }
@@ -122,10 +104,11 @@ inline std::int64_t physical_offset(attnref::KvLayout layout, const LogicalBatch
 /// Whether token slot s of page p is read by some sequence (so it must hold real data).
 inline std::vector<char> live_slots(const LogicalBatch& lb) {
   const Shape& sh = lb.shape;
-  std::vector<char> live(lb.total_pages * sh.page_size, 0);
+  std::vector<char> live(ix(lb.total_pages * sh.page_size), 0);
   for (std::int64_t b = 0; b < sh.batch; ++b)
-    for (std::int64_t t = 0; t < lb.lengths[b]; ++t)
-      live[lb.table[b * sh.pages_per_seq + t / sh.page_size] * sh.page_size + t % sh.page_size] = 1;
+    for (std::int64_t t = 0; t < lb.lengths[ix(b)]; ++t)
+      live[ix(lb.table[ix(b * sh.pages_per_seq + t / sh.page_size)] * sh.page_size +
+              t % sh.page_size)] = 1;
   return live;
 }
 
@@ -139,10 +122,10 @@ std::vector<T> to_physical(const LogicalBatch& lb, const std::vector<double>& lo
   for (std::int64_t h = 0; h < sh.hkv; ++h)
     for (std::int64_t p = 0; p < lb.total_pages; ++p)
       for (std::int64_t s = 0; s < sh.page_size; ++s) {
-        if (!live[p * sh.page_size + s]) continue;
+        if (!live[ix(p * sh.page_size + s)]) continue;
         for (std::int64_t d = 0; d < sh.dim; ++d)
-          out[physical_offset(layout, lb, h, p, s, d)] =
-              convert(logical[((h * lb.total_pages + p) * sh.page_size + s) * sh.dim + d]);
+          out[ix(physical_offset(layout, lb, h, p, s, d))] =
+              convert(logical[ix(((h * lb.total_pages + p) * sh.page_size + s) * sh.dim + d)]);
       }
   return out;
 }

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: Apache-2.0
+// Test-only float64 oracle of paged attention (decode), read straight from the arguments:
+//   out[b, qh, :] = sum_{t < lengths[b]} softmax_t(cap(sm_scale * q[b, qh] . k_t)) v_t,
+// k_t / v_t the K/V row of token t through the page table, a zero row for length 0. Int8 pages
+// dequantize as JAX does (w * scale / 127.5, one scale per token or per element); float pages
+// round to bf16 when `round_kv_to_bf16` asks for it. Independent of the kernels: plain loops over
+// the views' own indexing.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include <attnref/validate/paged.hpp>
+
+#include "common.hpp"
+
+namespace attnref {
+namespace reference {
+
+/// Error scales of a paged result for callers that size tolerances (the fuzz harness); lo, hi
+/// are [B, Hq, D].
+struct PagedBounds : ValueRange {
+  std::vector<double> max_logit;  ///< [B, Hq]: largest |sm_scale * q.k| before the cap
+};
+
+/// K or V element (h, page, slot, d) as the math sees it.
+template <class Q, class KV, class Index>
+double paged_kv_value(const PagedAttentionArgs<Q, KV, Index>& a, bool is_v, std::int64_t h,
+                      std::int64_t page, std::int64_t slot, std::int64_t d) {
+  const KV w = (is_v ? a.v_pages : a.k_pages)(h, page, slot, d);
+  if constexpr (PagedAttentionArgs<Q, KV, Index>::kQuantized) {
+    const TensorView<const float, 4>& scales = is_v ? a.v_scales : a.k_scales;
+    const std::int64_t sd = scales.extents[3] == 1 ? 0 : d;
+    return static_cast<double>(w) * static_cast<double>(scales(h, page, slot, sd)) / 127.5;
+  } else {
+    return a.round_kv_to_bf16 ? round_to_bf16(to_double(w)) : to_double(w);
+  }
+}
+
+/// Plain float64 paged attention: [B, Hq, D] row-major. `bounds`, when given, gets the error
+/// scales of every row.
+template <class Q, class KV, class Index>
+std::vector<double> paged_attention(const PagedAttentionArgs<Q, KV, Index>& a,
+                                    PagedBounds* bounds = nullptr) {
+  const std::int64_t batch = a.batch(), hq = a.num_q_heads(), dim = a.head_dim();
+  const std::int64_t page_size = a.page_size(), group = hq / a.num_kv_heads();
+  const auto n = static_cast<size_t>(batch * hq * dim);
+  std::vector<double> out(n, 0.0);
+  if (bounds) {
+    bounds->reset(n);
+    bounds->max_logit.assign(static_cast<size_t>(batch * hq), 0.0);
+  }
+  std::vector<double> w;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t len = static_cast<std::int64_t>(a.lengths(b));
+    for (std::int64_t qh = 0; qh < hq; ++qh) {
+      const std::int64_t h = qh / group;
+      const size_t row = static_cast<size_t>(b * hq + qh);
+      w.assign(static_cast<size_t>(len), 0.0);
+      double max_w = -std::numeric_limits<double>::infinity();
+      for (std::int64_t t = 0; t < len; ++t) {
+        const std::int64_t page = static_cast<std::int64_t>(a.page_indices(b, t / page_size));
+        double dot = 0.0;
+        for (std::int64_t d = 0; d < dim; ++d)
+          dot += to_double(a.q(b, qh, d)) * paged_kv_value(a, false, h, page, t % page_size, d);
+        double x = static_cast<double>(a.sm_scale) * dot;
+        if (bounds) bounds->max_logit[row] = std::max(bounds->max_logit[row], std::fabs(x));
+        if (a.soft_cap) {
+          const double cap = static_cast<double>(*a.soft_cap);
+          x = cap * std::tanh(x / cap);
+        }
+        w[static_cast<size_t>(t)] = x;
+        max_w = std::max(max_w, x);
+      }
+      double sum = 0.0;
+      for (double& x : w) sum += (x = std::exp(x - max_w));
+      for (std::int64_t t = 0; t < len; ++t) {
+        const std::int64_t page = static_cast<std::int64_t>(a.page_indices(b, t / page_size));
+        for (std::int64_t d = 0; d < dim; ++d) {
+          const size_t i = row * static_cast<size_t>(dim) + static_cast<size_t>(d);
+          const double v = paged_kv_value(a, true, h, page, t % page_size, d);
+          out[i] += w[static_cast<size_t>(t)] / sum * v;
+          if (bounds) bounds->add(i, v, t == 0);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace reference
+}  // namespace attnref

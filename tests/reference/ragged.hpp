@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+// Test-only float64 oracle of ragged paged attention (spec §4.4), read straight from the
+// arguments: for sequence i with q_len = cu_q_lens[i+1] - cu_q_lens[i] and kv_len = kv_lens[i],
+// query row r sits at position pos = kv_len - q_len + r and sees keys c in
+// (pos - sliding_window, pos]; per query head qh (KV head qh / (Hq / Hkv)):
+//   out[cu_q_lens[i] + r, qh] = sum_c softmax_c(cap(sm_scale * q . k_c)) v_c,
+// rows past cu_q_lens[num_seqs] are 0. With k_scale / v_scale K/V dequantize as the spec writes
+// it, q_dtype(f32(x) * scale) (f64 for double q). Independent of the kernels: plain loops over
+// the views' own indexing.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <attnref/validate/ragged.hpp>
+
+#include "common.hpp"
+
+namespace attnref {
+namespace reference {
+
+/// Error scales of a ragged result for callers that size tolerances (the fuzz harness); lo, hi
+/// are [T, Hq, D].
+struct RaggedBounds : ValueRange {
+  std::vector<double> logit_mag;  ///< [T, Hq]: largest sum_d |sm_scale * q_d * k_d| (inf: overflow)
+  std::vector<double> v_max;      ///< [T, Hq]: largest |v| seen
+};
+
+namespace detail {
+
+template <class A, class = void>
+struct has_split_kv : std::false_type {};
+template <class A>
+struct has_split_kv<A, std::void_t<decltype(std::declval<const A&>().k_pages)>> : std::true_type {};
+
+/// The stored K (is_v false) or V element of KV head h at (page, slot, d): JAX's combined pool
+/// [P, S, 2 Hkv, D] (K at 2h, V at 2h + 1), or separate [Hkv, P, S, D] pages.
+template <class A>
+auto ragged_kv(const A& a, bool is_v, std::int64_t page, std::int64_t slot, std::int64_t h,
+               std::int64_t d) {
+  if constexpr (has_split_kv<A>::value) {
+    return (is_v ? a.v_pages : a.k_pages)(h, page, slot, d);
+  } else {
+    return a.kv_pages(page, slot, 2 * h + (is_v ? 1 : 0), d);
+  }
+}
+
+}  // namespace detail
+
+/// K or V element as the math sees it (dequantized when the scale is given).
+template <class Q, class KV, class Index>
+double ragged_kv_value(const RaggedPagedAttentionArgs<Q, KV, Index>& a, bool is_v,
+                       std::int64_t page, std::int64_t slot, std::int64_t h, std::int64_t d) {
+  const KV x = detail::ragged_kv(a, is_v, page, slot, h, d);
+  const std::optional<float>& scale = is_v ? a.v_scale : a.k_scale;
+  if (!scale) return to_double(x);
+  if constexpr (std::is_same<Q, double>::value) {
+    return to_double(x) * static_cast<double>(*scale);
+  } else {
+    return to_double(static_cast<Q>(static_cast<float>(x) * *scale));
+  }
+}
+
+/// Plain float64 ragged paged attention: [T, Hq, D] row-major. `bounds`, when given, gets the
+/// error scales of every row.
+template <class Q, class KV, class Index>
+std::vector<double> ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
+                                           RaggedBounds* bounds = nullptr) {
+  const std::int64_t tokens = a.max_num_batched_tokens(), hq = a.num_q_heads();
+  const std::int64_t dim = a.head_dim(), page_size = a.page_size();
+  const std::int64_t group = hq / a.num_kv_heads();
+  const auto n = static_cast<size_t>(tokens * hq * dim);
+  std::vector<double> out(n, 0.0);
+  if (bounds) {
+    bounds->reset(n);
+    bounds->logit_mag.assign(static_cast<size_t>(tokens * hq), 0.0);
+    bounds->v_max.assign(static_cast<size_t>(tokens * hq), 0.0);
+  }
+  const double scale = static_cast<double>(a.sm_scale);
+  std::vector<double> w;
+  for (std::int64_t i = 0; i < a.num_seqs_count(); ++i) {
+    const std::int64_t row0 = static_cast<std::int64_t>(a.cu_q_lens(i));
+    const std::int64_t q_len = static_cast<std::int64_t>(a.cu_q_lens(i + 1)) - row0;
+    const std::int64_t kv_len = static_cast<std::int64_t>(a.kv_lens(i));
+    auto page_of = [&](std::int64_t c) {
+      return static_cast<std::int64_t>(a.page_indices(i, c / page_size));
+    };
+    for (std::int64_t r = 0; r < q_len; ++r) {
+      const std::int64_t t = row0 + r, pos = kv_len - q_len + r;
+      std::int64_t first = 0;
+      if (a.sliding_window && pos - *a.sliding_window + 1 > 0) first = pos - *a.sliding_window + 1;
+      for (std::int64_t qh = 0; qh < hq; ++qh) {
+        const std::int64_t h = qh / group;
+        const size_t row = static_cast<size_t>(t * hq + qh);
+        w.clear();
+        double max_w = -std::numeric_limits<double>::infinity();
+        for (std::int64_t c = first; c <= pos; ++c) {
+          double dot = 0.0, mag = 0.0;
+          for (std::int64_t d = 0; d < dim; ++d) {
+            const double term = to_double(a.q(t, qh, d)) *
+                                ragged_kv_value(a, false, page_of(c), c % page_size, h, d);
+            dot += term;
+            mag += std::fabs(term);
+          }
+          double x = scale * dot;
+          if (bounds) {
+            const double m = std::isfinite(mag) ? std::fabs(scale) * mag
+                                                : std::numeric_limits<double>::infinity();
+            bounds->logit_mag[row] = std::max(bounds->logit_mag[row], m);
+          }
+          if (a.soft_cap) {
+            const double cap = static_cast<double>(*a.soft_cap);
+            x = cap * std::tanh(x / cap);
+          }
+          w.push_back(x);
+          max_w = std::max(max_w, x);
+        }
+        double sum = 0.0;
+        for (double& x : w) sum += (x = std::exp(x - max_w));
+        for (std::int64_t c = first; c <= pos; ++c) {
+          const double p = w[static_cast<size_t>(c - first)] / sum;
+          for (std::int64_t d = 0; d < dim; ++d) {
+            const size_t at = row * static_cast<size_t>(dim) + static_cast<size_t>(d);
+            const double v = ragged_kv_value(a, true, page_of(c), c % page_size, h, d);
+            out[at] += p * v;
+            if (bounds) {
+              bounds->add(at, v, c == first);
+              bounds->v_max[row] = std::max(bounds->v_max[row], std::fabs(v));
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace reference
+}  // namespace attnref
