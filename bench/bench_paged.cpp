@@ -153,9 +153,8 @@ struct Fixture {
   /// The same kernel called with one query head (G = 1) at a time: every query head re-reads
   /// its KV head's pages.
   void per_head() {
-    const std::int64_t group = sh.hq / sh.hkv;
     for (std::int64_t qh = 0; qh < sh.hq; ++qh) {
-      const std::int64_t h = qh / group;
+      const std::int64_t h = attnref::kv_head_of(qh, sh.hq, sh.hkv);
       attnref::PagedAttentionArgs<float, KV> one = args;
       one.q = {q.data() + qh * sh.dim, {sh.batch, 1, sh.dim}, {sh.hq * sh.dim, sh.dim, 1}};
       one.k_pages.data = k.data() + h * args.k_pages.strides[0];

@@ -1,7 +1,7 @@
 // Cost of each tier of the paged validator: shapes (O(1)), metadata (O(batch + pages)) and data
 // (O(live elements)), at the reference head shape Hq=32, Hkv=8, D=128, page 16, context 4096.
-#include <attnref/validate/paged.hpp>
 #include <benchmark/benchmark.h>
+#include <attnref/validate/paged.hpp>
 
 #include <cstdint>
 #include <numeric>

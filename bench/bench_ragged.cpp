@@ -130,9 +130,8 @@ struct Fixture {
   /// The same kernel with one query head (G = 1) at a time: every query head re-reads its KV
   /// head's pages.
   void per_head() {
-    const std::int64_t group = kHq / kHkv;
     for (std::int64_t qh = 0; qh < kHq; ++qh) {
-      const std::int64_t h = qh / group;
+      const std::int64_t h = attnref::kv_head_of(qh, kHq, kHkv);
       attnref::RaggedPagedAttentionArgs<T> one = args;
       one.q = {q.data() + qh * kDim, {tokens, 1, kDim}, {kHq * kDim, kDim, 1}};
       one.kv_pages.data = kv.data() + 2 * h * kDim;  // combined heads 2h (K) and 2h + 1 (V)

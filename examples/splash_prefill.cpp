@@ -91,8 +91,10 @@ int main() {
   std::vector<float> out(kNumQHeads * kSeqLen * kHeadDim), lse(kNumQHeads * kSeqLen);
   attnref::TensorView<float, 3> out_view(out.data(), {kNumQHeads, kSeqLen, kHeadDim});
   attnref::TensorView<float, 2> lse_view(lse.data(), {kNumQHeads, kSeqLen});
+  attnref::SplashPlan<float> plan;  // checks the call against the MaskInfo, O(1)
+  attnref::throw_if_error(attnref::make_splash_plan(args, info, &plan));
   t0 = std::chrono::steady_clock::now();
-  attnref::splash_forward(args, info, out_view, lse_view);
+  attnref::splash_attention(plan, out_view, lse_view);
   const double sparse_s = seconds_since(t0);
 
   // The dense computation: one tile covering the whole sequence, so nothing is skipped and the

@@ -21,8 +21,8 @@ constexpr attnref::AttentionConfig kLlama3_8b{kQHeads, kKvHeads, kHeadDim, {}, k
 static_assert(attnref::check_config(kLlama3_8b).ok(), "checked at compile time");
 
 /// One query head, one sequence, the textbook way: gather, softmax, weighted sum.
-void plain_attention(const attnref::PagedAttentionArgs<float>& a, std::int64_t b,
-                     std::int64_t qh, float* out) {
+void plain_attention(const attnref::PagedAttentionArgs<float>& a, std::int64_t b, std::int64_t qh,
+                     float* out) {
   const std::int64_t h = attnref::kv_head_of(qh, kQHeads, kKvHeads), len = a.lengths(b);
   std::vector<double> w(len);
   for (std::int64_t t = 0; t < len; ++t) {
@@ -51,8 +51,8 @@ int main() {
   const std::int64_t total_pages = kBatch * kPagesPerSeq;
 
   // The engine's buffers: q [B, Hq, D], a page pool [Hkv, P, S, D] for K and for V.
-  std::vector<float> q(kBatch * kQHeads * kHeadDim), k(kKvHeads * total_pages * kPageSize * kHeadDim),
-      v(k.size());
+  std::vector<float> q(kBatch * kQHeads * kHeadDim),
+      k(kKvHeads * total_pages * kPageSize * kHeadDim), v(k.size());
   for (auto* buf : {&q, &k, &v})
     for (float& x : *buf) x = normal(rng);
   std::vector<std::int32_t> lengths{1, 17, 100, 256, 511, 700, 1000, 1024};

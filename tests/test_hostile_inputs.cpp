@@ -2,7 +2,7 @@
 // Hostile inputs (issue 7): one table, input -> expected error code (and a message substring).
 // Every row builds a small, otherwise valid call, breaks one thing, and runs the entry point a
 // user would call (try_paged_attention, check_paged_data, check_ragged, parse_npy, check_view).
-// The same table is in README.md's "Hostile inputs" section; the last test keeps the two in
+// The same table is in docs/hostile-inputs.md; the last test keeps the two in
 // sync. No row needs exceptions (the file is also built with -fno-exceptions).
 #include <gtest/gtest.h>
 
@@ -60,10 +60,10 @@ struct Paged {
   }
   void bind() {
     args.q = {q.data(), {B, Hq, D}, static_cast<std::int64_t>(q.size())};
-    args.k_pages = attnref::kv_pages_view<const float>(k.data(), attnref::KvLayout::kJax, Hkv, P,
-                                                       S, D, static_cast<std::int64_t>(k.size()));
-    args.v_pages = attnref::kv_pages_view<const float>(v.data(), attnref::KvLayout::kJax, Hkv, P,
-                                                       S, D, static_cast<std::int64_t>(v.size()));
+    args.k_pages = attnref::kv_pages_view<const float>(k.data(), attnref::KvLayout::kJax, Hkv, P, S,
+                                                       D, static_cast<std::int64_t>(k.size()));
+    args.v_pages = attnref::kv_pages_view<const float>(v.data(), attnref::KvLayout::kJax, Hkv, P, S,
+                                                       D, static_cast<std::int64_t>(v.size()));
     args.lengths = {lengths.data(), {B}, B};
     args.page_indices = {table.data(), {B, PPS}, B * PPS};
     out_view = {out.data(), {B, Hq, D}, static_cast<std::int64_t>(out.size())};
@@ -123,7 +123,14 @@ std::vector<unsigned char> npy_file(const std::string& header, std::size_t data_
   std::string h = header;
   while ((10 + h.size() + 1) % 64 != 0) h += ' ';
   h += '\n';
-  std::vector<unsigned char> f = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+  std::vector<unsigned char> f = {0x93,
+                                  'N',
+                                  'U',
+                                  'M',
+                                  'P',
+                                  'Y',
+                                  1,
+                                  0,
                                   static_cast<unsigned char>(h.size() & 0xFF),
                                   static_cast<unsigned char>(h.size() >> 8)};
   f.insert(f.end(), h.begin(), h.end());
@@ -143,7 +150,7 @@ Outcome npy(const std::vector<unsigned char>& file) {
 }
 
 struct Row {
-  const char* input;    // as in README.md's table
+  const char* input;    // as in docs/hostile-inputs.md's table
   ErrorCode code;       // expected code (kOk: accepted)
   const char* message;  // substring of the message ("" for kOk)
   std::function<Outcome()> run;
@@ -461,36 +468,50 @@ const std::vector<Row>& rows() {
       {".npy: shape claims more data than the file holds", ErrorCode::kBadFile,
        "x.npy: data is truncated: shape (1000, 1000) of float32 needs 4000000 bytes, the file "
        "has 16",
-       [] { return npy(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1000, 1000), }", 16)); }},
+       [] {
+         return npy(
+             npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1000, 1000), }", 16));
+       }},
       {".npy: shape claims less data than the file holds", ErrorCode::kBadFile,
        "x.npy: data is longer than the shape",
-       [] { return npy(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 16)); }},
+       [] {
+         return npy(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 16));
+       }},
       {".npy: header length field past the end of the file", ErrorCode::kBadFile,
        "truncated header: it claims 65535 bytes",
        [] {
-         std::vector<unsigned char> f = npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", 4);
+         std::vector<unsigned char> f =
+             npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", 4);
          f[8] = f[9] = 0xFF;
          return npy(f);
        }},
       {".npy: shape whose element count overflows int64", ErrorCode::kBadFile,
        "has more elements than int64 can count",
        [] {
-         return npy(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, "
-                             "4294967296), }", 0));
+         return npy(
+             npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, "
+                      "4294967296), }",
+                      0));
        }},
       {".npy: shape whose byte count overflows int64", ErrorCode::kBadFile,
        "needs more bytes than int64 can count",
        [] {
-         return npy(npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': "
-                             "(2305843009213693952,), }", 0));
+         return npy(
+             npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': "
+                      "(2305843009213693952,), }",
+                      0));
        }},
       {".npy: extent past int64", ErrorCode::kBadFile, "does not fit in int64",
        [] {
-         return npy(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': "
-                             "(99999999999999999999,), }", 0));
+         return npy(
+             npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': "
+                      "(99999999999999999999,), }",
+                      0));
        }},
       {".npy: negative extent", ErrorCode::kBadFile, "'shape' has a negative extent",
-       [] { return npy(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }", 0)); }},
+       [] {
+         return npy(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }", 0));
+       }},
   };
   return table;
 }
@@ -536,19 +557,20 @@ TEST(HostileInputs, EmptyBatchWithThreadsDoesNotDivideByZero) {
   EXPECT_TRUE(attnref::try_paged_attention(p.args, p.out_view, Claimed{}).ok());
 }
 
-// README.md's "Hostile inputs" table lists every row with its code.
-TEST(HostileInputs, ReadmeTableMatches) {
-  std::ifstream in(std::string(ATTNREF_SOURCE_DIR) + "/README.md");
-  ASSERT_TRUE(in.good());
+// docs/hostile-inputs.md lists every row with its code.
+TEST(HostileInputs, DocTableMatches) {
+  std::ifstream in(std::string(ATTNREF_SOURCE_DIR) + "/docs/hostile-inputs.md");
+  ASSERT_TRUE(in.good()) << "docs/hostile-inputs.md not found";
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string readme = ss.str();
-  const size_t section = readme.find("## Hostile inputs");
+  const size_t section = readme.find("# Hostile inputs");
   ASSERT_NE(section, std::string::npos);
   for (const Row& row : rows()) {
-    const std::string line = std::string("| ") + row.input + " | `" +
-                             attnref::error_code_name(row.code) + "` |";
-    EXPECT_NE(readme.find(line, section), std::string::npos) << "README lacks: " << line;
+    const std::string line =
+        std::string("| ") + row.input + " | `" + attnref::error_code_name(row.code) + "` |";
+    EXPECT_NE(readme.find(line, section), std::string::npos)
+        << "docs/hostile-inputs.md lacks: " << line;
   }
 }
 
@@ -565,7 +587,8 @@ TEST(HostileInputs, HugeHeadCountHintRendersQuickly) {
   ASSERT_EQ(s.code(), ErrorCode::kGqaNotDivisible);
   EXPECT_NE(s.hint().find("1, 2, 4, 8, 16, "), std::string::npos) << s.hint();
   EXPECT_NE(s.hint().find(", ..., 4611686018427387904"), std::string::npos) << s.hint();
-  EXPECT_EQ(attnref::check_heads(12, 5).hint(), "valid num_kv_heads for 12 query heads: 1, 2, 3, 4, 6, 12");
+  EXPECT_EQ(attnref::check_heads(12, 5).hint(),
+            "valid num_kv_heads for 12 query heads: 1, 2, 3, 4, 6, 12");
   const Status m = attnref::check_heads(kI64Max, 2);
   EXPECT_NE(m.hint().find("1, 7, 49, 73,"), std::string::npos) << m.hint();
 }
@@ -588,7 +611,8 @@ TEST(HostileInputs, PoolWithoutPagesAndHugePageSizeRunsWithoutAllocating) {
   a.lengths = {lengths.data(), {1}, 1};
   a.page_indices = {table.data(), {1, 1}, 1};
   ASSERT_TRUE(attnref::check_paged(a, attnref::Profile::kReference).ok());
-  EXPECT_TRUE(attnref::try_paged_attention(a, TensorView<float, 3>(out.data(), {1, 2, 8}, 16)).ok());
+  EXPECT_TRUE(
+      attnref::try_paged_attention(a, TensorView<float, 3>(out.data(), {1, 2, 8}, 16)).ok());
   for (float x : out) EXPECT_EQ(x, 0.0f);
 }
 
@@ -611,7 +635,8 @@ TEST(HostileInputs, HugeGroupKeepsScratchProportionalToTheInputs) {
   a.v_pages = {v.data(), {1, 2, 1, 1}};
   a.lengths = {lengths.data(), {1}};
   a.page_indices = {table.data(), {1, 1}};
-  ASSERT_TRUE(attnref::try_paged_attention(a, TensorView<float, 3>(out.data(), {1, heads, 1})).ok());
+  ASSERT_TRUE(
+      attnref::try_paged_attention(a, TensorView<float, 3>(out.data(), {1, heads, 1})).ok());
   for (float x : out) ASSERT_EQ(x, 4.0f);
   // The sizing rules themselves: scores [G, chunk] and converted rows [piece, D] never exceed
   // max(G or D, 16384) elements, and normal shapes keep the full 128-token chunk.

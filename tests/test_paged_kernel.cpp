@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "paged_reference.hpp"
+#include "reference/paged_batch.hpp"
 
 namespace {
 
@@ -61,7 +61,7 @@ TEST(PagedKernel, MatchesFloat64ReferenceAcrossShapesLayoutsAndOptions) {
         const KvLayout layout = static_cast<KvLayout>(runs % 3);
         const std::optional<float> cap = runs % 2 ? std::optional<float>(2.5f) : std::nullopt;
         const float scale = runs % 4 < 2 ? 1.0f : 1.0f / std::sqrt(static_cast<float>(dim));
-        const std::vector<double> want = paged_test::reference(lb, scale, cap);
+        const std::vector<double> want = attnref::reference::paged_attention(lb.args(scale, cap));
         const std::vector<float> got = run_kernel<float>(lb, layout, scale, cap);
         const double worst =
             paged_test::worst_ratio(got, want, 1e-4, 1e-4, [](float x) { return double(x); });
@@ -79,7 +79,7 @@ TEST(PagedKernel, DoubleIsAccurateToDoublePrecision) {
   for (KvLayout layout : {KvLayout::kJax, KvLayout::kNhd, KvLayout::kHnd}) {
     const Shape shape{6, 8, 2, 64, 16, 3, 2};
     const LogicalBatch lb = paged_test::make_batch(shape, rng);
-    const std::vector<double> want = paged_test::reference(lb, 0.125, 30.0);
+    const std::vector<double> want = attnref::reference::paged_attention(lb.args(0.125, 30.0));
     const std::vector<double> got = run_kernel<double>(lb, layout, 0.125f, 30.0f);
     EXPECT_LE(paged_test::worst_ratio(got, want, 1e-12, 1e-12, [](double x) { return x; }), 1.0);
   }
@@ -128,7 +128,7 @@ TEST(PagedKernel, InterleavedKvInOneBufferThroughStrides) {
   args.page_indices = {table.data(), {sh.batch, sh.pages_per_seq}};
   std::vector<float> out(q.size());
   attnref::paged_attention(args, TensorView<float, 3>(out.data(), {sh.batch, sh.hq, sh.dim}));
-  const std::vector<double> want = paged_test::reference(lb, 1.0, std::nullopt);
+  const std::vector<double> want = attnref::reference::paged_attention(lb.args());
   EXPECT_LE(paged_test::worst_ratio(out, want, 1e-4, 1e-4, [](float x) { return double(x); }), 1.0);
 }
 
@@ -162,7 +162,7 @@ TEST(PagedKernel, HugeStrideOnASizeOneDimension) {
   args.page_indices = {table.data(), {sh.batch, sh.pages_per_seq}};
   std::vector<float> out(q.size());
   attnref::paged_attention(args, TensorView<float, 3>(out.data(), {sh.batch, sh.hq, sh.dim}));
-  const std::vector<double> want = paged_test::reference(lb, 1.0, std::nullopt);
+  const std::vector<double> want = attnref::reference::paged_attention(lb.args());
   EXPECT_LE(paged_test::worst_ratio(out, want, 1e-4, 1e-4, [](float x) { return double(x); }), 1.0);
 }
 
@@ -212,24 +212,13 @@ TEST(PagedKernel, JaxHandCheckedVectors) {
   }
 }
 
-/// Round to the nearest bfloat16, ties to even, by bit manipulation (independent of Eigen).
-double bf16_round(double x) {
-  float f = static_cast<float>(x);
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7FFFu + ((u >> 16) & 1u);
-  u &= 0xFFFF0000u;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 TEST(PagedKernel, TpuFidelitySwitchRoundsKvToBf16) {
   std::mt19937 rng(11);
   const LogicalBatch lb = paged_test::make_batch({6, 8, 2, 64, 16, 3, 1}, rng);
   // The reference sees K/V as float32 values rounded to bf16; q stays float32.
-  const std::vector<double> rounded = paged_test::reference(
-      lb, 1.0, std::nullopt, [](double x) { return bf16_round(static_cast<float>(x)); });
-  const std::vector<double> exact = paged_test::reference(lb, 1.0, std::nullopt);
+  const std::vector<double> rounded =
+      attnref::reference::paged_attention(lb.args(1.0, std::nullopt, /*round_kv_to_bf16=*/true));
+  const std::vector<double> exact = attnref::reference::paged_attention(lb.args());
   const std::vector<float> got = run_kernel<float>(lb, KvLayout::kNhd, 1.0f, std::nullopt, true);
   const auto to_d = [](float x) { return double(x); };
   EXPECT_LE(paged_test::worst_ratio(got, rounded, 1e-5, 1e-5, to_d), 1.0);
@@ -294,7 +283,7 @@ TEST(PagedKernelThreads, AnyThreadCountGivesTheSameResultWithinRounding) {
   for (const Shape& shape : {Shape{1, 4, 1, 64, 16, 40, 0}, Shape{6, 8, 2, 32, 4, 5, 3},
                              Shape{2, 16, 1, 16, 1, 33, 2}}) {
     const LogicalBatch lb = paged_test::make_batch(shape, rng);
-    const std::vector<double> want = paged_test::reference(lb, 1.0, std::nullopt);
+    const std::vector<double> want = attnref::reference::paged_attention(lb.args());
     const auto to_d = [](float x) { return double(x); };
     const std::vector<float> serial = run_with(lb, attnref::SerialExecutor{});
     EXPECT_LE(paged_test::worst_ratio(serial, want, 1e-4, 1e-4, to_d), 1.0);
@@ -323,7 +312,7 @@ TEST(PagedKernel, PagesLargerThanAChunkAreTakenInPieces) {
   std::mt19937 rng(4242);
   for (std::int64_t page_size : {129, 300}) {
     const LogicalBatch lb = paged_test::make_batch({6, 8, 2, 16, page_size, 2, 1}, rng);
-    const std::vector<double> want = paged_test::reference(lb, 0.25, 7.0);
+    const std::vector<double> want = attnref::reference::paged_attention(lb.args(0.25, 7.0));
     for (KvLayout layout : {KvLayout::kJax, KvLayout::kNhd}) {
       const std::vector<float> got = run_kernel<float>(lb, layout, 0.25f, 7.0f);
       EXPECT_LE(paged_test::worst_ratio(got, want, 1e-4, 1e-4, [](float x) { return double(x); }),

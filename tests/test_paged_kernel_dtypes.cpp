@@ -4,7 +4,7 @@
 
 #include <attnref/kernels/paged_attention.hpp>
 
-#include "paged_reference.hpp"
+#include "reference/paged_batch.hpp"
 
 namespace {
 
@@ -54,8 +54,8 @@ void check_half_type(double tolerance, std::uint32_t seed) {
         args.soft_cap = runs % 2 ? std::optional<float>(5.0f) : std::nullopt;
         std::vector<T> out(q.size(), poison);
         attnref::paged_attention(args, TensorView<T, 3>(out.data(), {sh.batch, sh.hq, sh.dim}));
-        const std::vector<double> want = paged_test::reference(
-            lb, 1.0, runs % 2 ? std::optional<double>(5.0) : std::nullopt);
+        const std::vector<double> want = attnref::reference::paged_attention(
+            lb.args(1.0, runs % 2 ? std::optional<double>(5.0) : std::nullopt));
         EXPECT_LE(paged_test::worst_ratio(out, want, tolerance, tolerance, as_double<T>), 1.0)
             << "G=" << group << " D=" << dim << " S=" << page_size;
         ++runs;
@@ -113,7 +113,7 @@ void check_int8(bool per_element, KvLayout layout, std::uint32_t seed) {
   args.round_kv_to_bf16 = true;  // no effect on quantized pages, as in JAX
   std::vector<float> out(q.size(), nan);
   attnref::paged_attention(args, TensorView<float, 3>(out.data(), {sh.batch, sh.hq, D}));
-  const std::vector<double> want = paged_test::reference(lb, 1.0, std::nullopt);
+  const std::vector<double> want = attnref::reference::paged_attention(lb.args());
   EXPECT_LE(paged_test::worst_ratio(out, want, 1e-5, 1e-5, [](float x) { return double(x); }), 1.0)
       << "per_element=" << per_element << " layout=" << attnref::to_string(layout);
 }

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// Ragged paged attention kernel: differential tests against a plain float64 implementation
-// written here, over JAX's sequence sets (spec §5.5): basic, decode-only, prefill-only, mixed,
-// a random "complex" grid, sliding windows {none, 5, 128}, soft cap {none, 50}. Every byte the
-// kernel must not read (K/V past kv_len, unused pages, padding query rows) holds NaN, unused
-// page-table entries point outside the pool, and the output must still be finite and right.
+// Ragged paged attention kernel: differential tests against the float64 oracle of
+// reference/ragged.hpp over JAX's sequence sets (spec §5.5): basic, decode-only, prefill-only,
+// mixed, a random "complex" grid, sliding windows {none, 5, 128}, soft cap {none, 50}. Every
+// byte the kernel must not read (K/V past kv_len, unused pages, padding query rows) holds NaN,
+// unused page-table entries point outside the pool, and the output must still be finite and
+// right.
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "attnref/kernels/ragged_paged_attention.hpp"
+#include "reference/ragged.hpp"
 
 namespace attnref {
 namespace {
@@ -34,15 +36,6 @@ struct Options {
   std::optional<double> soft_cap;
   std::optional<float> k_scale, v_scale;
 };
-
-template <class T>
-double to_double(const T& x) {
-  if constexpr (std::is_same<T, double>::value) {
-    return x;
-  } else {
-    return static_cast<double>(static_cast<float>(x));
-  }
-}
 
 // A ragged batch in plain memory, built the way JAX's test harness builds it, but with pages in
 // a random order and a few spare pages. Everything the kernel must not read is NaN (int8: -128,
@@ -133,79 +126,6 @@ struct Batch {
     a.v_scale = opt.v_scale;
     return a;
   }
-
-  // K/V as the math sees them: the stored element in float64, dequantized as JAX does when a
-  // scale is given: q_dtype(float(x) * scale).
-  double kv_value(std::int64_t page, std::int64_t slot, std::int64_t c, std::int64_t d) const {
-    const KV x = kv[at(page, slot, c, d)];
-    const std::optional<float>& scale = c % 2 == 0 ? opt.k_scale : opt.v_scale;
-    if (!scale) return to_double(x);
-    if constexpr (std::is_same<Q, double>::value) {
-      return to_double(x) * static_cast<double>(*scale);
-    } else {
-      return to_double(static_cast<Q>(static_cast<float>(x) * *scale));
-    }
-  }
-
-  // The plain float64 implementation: gather each sequence's K/V through the page table, then
-  // for each live row and query head: logits over every key, causal and window masks, soft
-  // cap, softmax, weighted sum of V. Padding rows are 0.
-  std::vector<double> reference() const {
-    std::vector<double> out(tokens * hq * dim, 0.0);
-    const std::int64_t g = hq / hkv;
-    const double scale = static_cast<double>(static_cast<float>(opt.sm_scale));
-    std::vector<double> k, v, p;
-    for (std::int64_t i = 0; i < num_seqs; ++i) {
-      const std::int64_t q_len = cu_q_lens[i + 1] - cu_q_lens[i];
-      const std::int64_t kv_len = kv_lens[i];
-      k.assign(kv_len * hkv * dim, 0.0);
-      v.assign(kv_len * hkv * dim, 0.0);
-      for (std::int64_t c = 0; c < kv_len; ++c) {
-        const std::int64_t page = page_indices[i * pages_per_seq + c / page_size];
-        for (std::int64_t h = 0; h < hkv; ++h)
-          for (std::int64_t d = 0; d < dim; ++d) {
-            k[(c * hkv + h) * dim + d] = kv_value(page, c % page_size, 2 * h, d);
-            v[(c * hkv + h) * dim + d] = kv_value(page, c % page_size, 2 * h + 1, d);
-          }
-      }
-      for (std::int64_t r = 0; r < q_len; ++r) {
-        const std::int64_t t = cu_q_lens[i] + r;
-        const std::int64_t pos = kv_len - q_len + r;
-        for (std::int64_t h = 0; h < hq; ++h) {
-          const std::int64_t kh = h / g;
-          const Q* qrow = &q[(t * hq + h) * dim];
-          p.assign(kv_len, 0.0);
-          double mx = -std::numeric_limits<double>::infinity();
-          for (std::int64_t c = 0; c < kv_len; ++c) {
-            const bool masked = c > pos || (opt.sliding_window && c <= pos - *opt.sliding_window);
-            if (masked) continue;
-            double x = 0;
-            for (std::int64_t d = 0; d < dim; ++d)
-              x += to_double(qrow[d]) * k[(c * hkv + kh) * dim + d];
-            x *= scale;
-            if (opt.soft_cap) {
-              const double cap = static_cast<double>(static_cast<float>(*opt.soft_cap));
-              x = cap * std::tanh(x / cap);
-            }
-            p[c] = x;
-            mx = std::max(mx, x);
-          }
-          double sum = 0;
-          for (std::int64_t c = 0; c < kv_len; ++c) {
-            const bool masked = c > pos || (opt.sliding_window && c <= pos - *opt.sliding_window);
-            p[c] = masked ? 0.0 : std::exp(p[c] - mx);
-            sum += p[c];
-          }
-          double* o = &out[(t * hq + h) * dim];
-          for (std::int64_t c = 0; c < kv_len; ++c) {
-            if (p[c] == 0.0) continue;
-            for (std::int64_t d = 0; d < dim; ++d) o[d] += p[c] / sum * v[(c * hkv + kh) * dim + d];
-          }
-        }
-      }
-    }
-    return out;
-  }
 };
 
 template <class Q>
@@ -224,7 +144,7 @@ void expect_matches_reference(const Batch<Q, KV>& b, double tol = tolerance<Q>()
   std::vector<Q> out(b.q.size(), static_cast<Q>(kNaN));
   const Status s = try_ragged_paged_attention(args, TensorView<Q, 3>(out.data(), args.q.extents));
   ASSERT_TRUE(s.ok()) << s.to_string();
-  const std::vector<double> ref = b.reference();
+  const std::vector<double> ref = reference::ragged_paged_attention(b.args());
   double worst = 0;
   std::int64_t bad = 0;
   for (std::size_t i = 0; i < out.size(); ++i) {
@@ -361,7 +281,7 @@ TEST_P(RaggedKernelWindow, MixedSkipsPagesBeforeTheWindow) {
   b.opt.sm_scale = 0.125;
   b.opt.sliding_window = GetParam();
   const std::int64_t w = GetParam() ? *GetParam() : 0;
-  const std::vector<double> ref = b.reference();
+  const std::vector<double> ref = reference::ragged_paged_attention(b.args());
   if (w > 0) {
     // Poison every K/V token no row of its sequence can see: before the first row's window.
     for (std::int64_t i = 0; i < b.num_seqs; ++i) {
@@ -635,9 +555,9 @@ TEST(RaggedKernel, HugeSlidingWindowEqualsNoWindow) {
     Batch<float, float> b(seqs, 4, 1, 12, 20, 28);
     b.opt.sm_scale = 0.25;
     b.opt.sliding_window = w;
-    const std::vector<double> windowed = b.reference();
+    const std::vector<double> windowed = reference::ragged_paged_attention(b.args());
     b.opt.sliding_window.reset();
-    ASSERT_EQ(windowed, b.reference());
+    ASSERT_EQ(windowed, reference::ragged_paged_attention(b.args()));
     b.opt.sliding_window = w;
     expect_matches_reference(b);
   }

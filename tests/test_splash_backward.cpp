@@ -1,19 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 // Splash backward (dq, dk, dv, dsinks): against the float64 dense formulas of spec §2.6
-// (splash_reference.hpp) over JAX's head/dim grid with MQA, segment ids, sinks and soft cap at
+// (reference/splash.hpp) over JAX's head/dim grid with MQA, segment ids, sinks and soft cap at
 // lengths no block divides; against central finite differences of the forward in double; NaN
 // in skipped K/V blocks; block-size independence; validation.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "attnref/kernels/splash_attention.hpp"
-#include "splash_reference.hpp"
+#include "reference/splash_problem.hpp"
 
 namespace {
 
@@ -349,7 +350,7 @@ TEST(SplashBackward, ValidatesBeforeRunning) {
     const TensorView<const float, 2> lv(l2.data(), {2, 128});
     EXPECT_NO_THROW(attnref::splash_attention_backward(b, CausalMask{{128, 128}}, ov, lv, ov, g2));
     try {
-      attnref::splash_attention_backward(b, CausalMask{{128, 128}}, ov, lv, ov, g2, Profile::kJax);
+      attnref::validate_splash_backward(b, CausalMask{{128, 128}}, Profile::kJax);
       FAIL() << "expected ShapeError";
     } catch (const attnref::ShapeError& e) {
       EXPECT_EQ(e.status().code(), attnref::ErrorCode::kMissingBackwardBlocks);
@@ -373,6 +374,104 @@ TEST(SplashBackward, ValidatesBeforeRunning) {
     EXPECT_EQ(e.status().code(), attnref::ErrorCode::kShapeMismatch);
     EXPECT_EQ(e.status().message(), "dk has shape (1, 8, 3); expected (1, 8, 4)");
   }
+}
+
+// Bits of every output of one forward + backward through a plan on `exec`.
+template <class Exec>
+std::vector<std::vector<float>> plan_bits(const Case<float>& c, Exec&& exec) {
+  const auto& p = c.p;
+  SplashAttentionArgs<float> a = c.args();
+  a.block_sizes.block_q_dkv = 2 * c.bq;  // backward tiles differ: the plan builds both
+  attnref::SplashPlan<float> plan;
+  const MultiHeadMask mask = make_mask(p.hq, p.sq, p.skv);
+  EXPECT_TRUE(attnref::make_splash_plan(a, mask, &plan).ok());
+  EXPECT_TRUE(plan.info_dkv.has_value());
+  auto n = [](std::int64_t x) { return static_cast<size_t>(x); };
+  std::vector<float> out(n(p.hq * p.sq * p.dv), -1.0f), lse(n(p.hq * p.sq), -1.0f);
+  std::vector<float> dq(n(p.hq * p.sq * p.dqk), -1.0f), dk(n(p.hkv * p.skv * p.dqk), -1.0f),
+      dv(n(p.hkv * p.skv * p.dv), -1.0f), dsinks(n(p.hq), -1.0f), dout(out.size());
+  for (size_t i = 0; i < dout.size(); ++i)
+    dout[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
+  EXPECT_TRUE(attnref::try_splash_attention(plan,
+                                            TensorView<float, 3>(out.data(), {p.hq, p.sq, p.dv}),
+                                            TensorView<float, 2>(lse.data(), {p.hq, p.sq}), exec)
+                  .ok());
+  SplashGradients<float> g{{dq.data(), {p.hq, p.sq, p.dqk}},
+                           {dk.data(), {p.hkv, p.skv, p.dqk}},
+                           {dv.data(), {p.hkv, p.skv, p.dv}},
+                           {}};
+  if (!c.sinks.empty()) g.dsinks = {dsinks.data(), {p.hq}};
+  attnref::splash_attention_backward(
+      plan, TensorView<const float, 3>(out.data(), {p.hq, p.sq, p.dv}),
+      TensorView<const float, 2>(lse.data(), {p.hq, p.sq}),
+      TensorView<const float, 3>(dout.data(), {p.hq, p.sq, p.dv}), g, exec);
+  return {out, lse, dq, dk, dv, dsinks};
+}
+
+TEST(SplashExecutor, ThreadPoolGivesTheSerialBits) {
+  // GQA (group 3) and MQA, with segment ids, sinks and a soft cap, at lengths no block divides.
+  for (bool mqa : {false, true}) {
+    Case<float> c = make_case<float>(6, 2, 37, 41, 8, 6, mqa, true, true, 20.0, 11);
+    c.bq = 8;
+    c.bkv = 16;
+    const auto serial = plan_bits(c, attnref::SerialExecutor{});
+    for (int threads : {2, 3}) {
+      attnref::ThreadPoolExecutor pool(threads);
+      const auto pooled = plan_bits(c, pool);
+      ASSERT_EQ(serial.size(), pooled.size());
+      for (size_t t = 0; t < serial.size(); ++t) {
+        ASSERT_EQ(serial[t].size(), pooled[t].size());
+        EXPECT_EQ(0,
+                  std::memcmp(serial[t].data(), pooled[t].data(), serial[t].size() * sizeof(float)))
+            << "tensor " << t << " differs with " << threads << " threads (mqa " << mqa << ")";
+      }
+    }
+    // The convenience overloads give the same bits as the plan.
+    const auto& p = c.p;
+    const SplashAttentionArgs<float> a = c.args();
+    std::vector<float> out(static_cast<size_t>(p.hq * p.sq * p.dv)),
+        lse(static_cast<size_t>(p.hq * p.sq));
+    attnref::splash_attention(a, make_mask(p.hq, p.sq, p.skv),
+                              TensorView<float, 3>(out.data(), {p.hq, p.sq, p.dv}),
+                              TensorView<float, 2>(lse.data(), {p.hq, p.sq}));
+    EXPECT_EQ(0, std::memcmp(out.data(), serial[0].data(), out.size() * sizeof(float)));
+    EXPECT_EQ(0, std::memcmp(lse.data(), serial[1].data(), lse.size() * sizeof(float)));
+  }
+}
+
+TEST(SplashPlan, ChecksOnceAndReportsBackwardErrorsOnlyToTheBackward) {
+  Case<float> c = make_case<float>(2, 1, 8, 8, 4, 4, false, false, false, 0.0, 1);
+  SplashAttentionArgs<float> a = c.args();
+  a.block_sizes.block_q_dkv = 0;  // invalid for the backward only
+  attnref::SplashPlan<float> plan;
+  ASSERT_TRUE(attnref::make_splash_plan(a, CausalMask{{8, 8}}, &plan).ok());
+  EXPECT_EQ(plan.backward_status.code(), attnref::ErrorCode::kInvalidBlockSize);
+  EXPECT_EQ(plan.backward_status.message(), "block_q_dkv=0 must be positive.");
+  std::vector<float> out(2 * 8 * 4), lse(2 * 8), dq(2 * 8 * 4), dk(8 * 4), dv(8 * 4);
+  EXPECT_TRUE(attnref::try_splash_attention(plan, TensorView<float, 3>(out.data(), {2, 8, 4}),
+                                            TensorView<float, 2>(lse.data(), {2, 8}))
+                  .ok());
+  const SplashGradients<float> g{
+      {dq.data(), {2, 8, 4}}, {dk.data(), {1, 8, 4}}, {dv.data(), {1, 8, 4}}, {}};
+  const attnref::Status s = attnref::try_splash_attention_backward(
+      plan, TensorView<const float, 3>(out.data(), {2, 8, 4}),
+      TensorView<const float, 2>(lse.data(), {2, 8}),
+      TensorView<const float, 3>(out.data(), {2, 8, 4}), g);
+  EXPECT_EQ(s.code(), attnref::ErrorCode::kInvalidBlockSize);
+  // An invalid call is rejected by the plan, which is left untouched.
+  a.block_sizes.block_q_dkv.reset();
+  const attnref::Status bad = attnref::make_splash_plan(a, CausalMask{{8, 7}}, &plan);
+  EXPECT_EQ(bad.code(), attnref::ErrorCode::kMaskShape);
+  EXPECT_EQ(plan.backward_status.code(), attnref::ErrorCode::kInvalidBlockSize);
+  // The output checks are public.
+  EXPECT_EQ(attnref::check_splash_output(a, TensorView<float, 3>(out.data(), {2, 8, 3})).code(),
+            attnref::ErrorCode::kShapeMismatch);
+  EXPECT_EQ(
+      attnref::check_splash_backward_output(a, TensorView<const float, 3>(out.data(), {2, 8, 4}),
+                                            TensorView<const float, 2>(lse.data(), {2, 8}),
+                                            TensorView<const float, 3>(out.data(), {2, 8, 4}), g)
+          .code(),
+      attnref::ErrorCode::kOk);
 }
 
 }  // namespace

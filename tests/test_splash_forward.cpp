@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Splash forward + logsumexp against a plain float64 implementation (splash_reference.hpp) over
+// Splash forward + logsumexp against a plain float64 implementation (reference/splash.hpp) over
 // JAX's head/dim grid (spec §5.2) at small, non-divisible sequence lengths; MQA, segment ids,
 // sinks, soft cap; block-size independence; NaN in skipped K/V blocks; fully masked rows;
 // strided views; bf16 and double inputs.
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "attnref/kernels/splash_attention.hpp"
-#include "splash_reference.hpp"
+#include "reference/splash_problem.hpp"
 
 namespace {
 
@@ -446,16 +446,15 @@ TEST(SplashForward, ValidatesBeforeRunning) {
   }
   // Under the jax profile, 8 % 128 != 0 is an error; under reference it runs.
   a.block_sizes = attnref::SplashBlockSizes::get_default();
-  EXPECT_THROW(
-      attnref::splash_attention(a, CausalMask{{8, 8}}, TensorView<float, 3>(out.data(), {2, 8, 4}),
-                                {}, Profile::kJax),
-      attnref::ShapeError);
+  // Kernels take no profile: JAX's rules are a check before the call.
+  EXPECT_THROW(attnref::validate_splash(a, CausalMask{{8, 8}}, Profile::kJax), attnref::ShapeError);
   EXPECT_NO_THROW(attnref::splash_attention(a, CausalMask{{8, 8}},
                                             TensorView<float, 3>(out.data(), {2, 8, 4})));
   // A MaskInfo built for other blocks is rejected.
   const attnref::MaskInfo info = attnref::make_mask_info(CausalMask{{8, 8}}, 4, 4);
   try {
-    attnref::splash_forward(a, info, TensorView<float, 3>(out.data(), {2, 8, 4}));
+    attnref::SplashPlan<float> plan;
+    attnref::throw_if_error(attnref::make_splash_plan(a, info, &plan));
     FAIL() << "expected ShapeError";
   } catch (const attnref::ShapeError& e) {
     EXPECT_EQ(e.status().code(), attnref::ErrorCode::kInvalidBlockSize);

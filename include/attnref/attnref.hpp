@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file attnref.hpp
-/// Umbrella: every public validator and kernel (target attnref::attnref, needs Eigen).
+/// Umbrella: every public validator and kernel (target attnref::attnref, needs Eigen). For each
+/// family (paged, splash, ragged): the checks `check_f*` / `validate_f`, the kernels `try_f`,
+/// `f`, `f_unchecked` (each with an optional executor, core/executor.hpp) and `check_f_output`.
 #pragma once
 
-#include "attnref/validate.hpp"
+#include "attnref/core/executor.hpp"
 #include "attnref/kernels/paged_attention.hpp"
+#include "attnref/kernels/ragged_paged_attention.hpp"
 #include "attnref/kernels/splash_attention.hpp"
 #include "attnref/masks/mask_info.hpp"
-#include "attnref/kernels/ragged_paged_attention.hpp"
+#include "attnref/validate.hpp"

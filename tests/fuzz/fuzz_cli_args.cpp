@@ -145,24 +145,97 @@ void clean_sandbox() {
   }
 }
 
-const char* const kOptions[] = {
-    "--q", "--k-pages", "--v-pages", "--lengths", "--page-indices", "--k-scales", "--v-scales",
-    "--soft-cap", "--mask-value", "--sm-scale", "--pages-per-compute-block", "--kv-layout",
-    "--profile", "--check-only", "--out", "--expect", "--atol", "--rtol", "--help", "-h",
-    "--q-heads", "--kv-heads", "--head-dim", "--kv-head-dim", "--page-size", "--k", "--v",
-    "--mask", "--causal", "--local", "--chunked", "--offset", "--sinks", "--block-q",
-    "--block-kv", "--block-kv-compute", "--dout", "--lse-out", "--", "-", "---", "--kv-pages",
-    "--kv-lens", "--cu-q-lens", "--num-seqs", "--sliding-window", "--k-scale", "--v-scale"};
-const char* const kFiles[] = {"q",    "k",    "v",    "kn",   "e",    "knan", "q64", "k64",
-                              "v64",  "q16",  "k16",  "k8",   "ks",   "ksd",  "l",   "p",
-                              "l64",  "p64",  "lbad", "pbad", "l3",   "p0",   "q0",  "lz",
-                              "pz",   "k0",   "mask", "scalar", "junk", "missing", ".", "..",
-                              "o.npy", "kvp", "kvl", "cu", "cubad", "ns", "nsbad", "rp"};
-const char* const kValues[] = {
-    "0", "1", "2", "4", "8", "-1", "3", "6", "16", "128", "9223372036854775807",
-    "9223372036854775808", "-9223372036854775808", "2147483647", "2147483648", "1e309", "nan",
-    "inf", "-inf", "-0", "0.5", "1e-45", " 1", "1 ", "0x10", "", "jax", "nhd", "hnd",
-    "reference", "none", "1,2", "none,none", "-1,0", "3.4028235e38", "+5", "08", "1e-320"};
+const char* const kOptions[] = {"--q",
+                                "--k-pages",
+                                "--v-pages",
+                                "--lengths",
+                                "--page-indices",
+                                "--k-scales",
+                                "--v-scales",
+                                "--soft-cap",
+                                "--mask-value",
+                                "--sm-scale",
+                                "--pages-per-compute-block",
+                                "--kv-layout",
+                                "--profile",
+                                "--check-only",
+                                "--out",
+                                "--expect",
+                                "--atol",
+                                "--rtol",
+                                "--help",
+                                "-h",
+                                "--q-heads",
+                                "--kv-heads",
+                                "--head-dim",
+                                "--kv-head-dim",
+                                "--page-size",
+                                "--k",
+                                "--v",
+                                "--mask",
+                                "--causal",
+                                "--local",
+                                "--chunked",
+                                "--offset",
+                                "--sinks",
+                                "--block-q",
+                                "--block-kv",
+                                "--block-kv-compute",
+                                "--dout",
+                                "--lse-out",
+                                "--",
+                                "-",
+                                "---",
+                                "--kv-pages",
+                                "--kv-lens",
+                                "--cu-q-lens",
+                                "--num-seqs",
+                                "--sliding-window",
+                                "--k-scale",
+                                "--v-scale"};
+const char* const kFiles[] = {"q",     "k",   "v",    "kn",     "e",     "knan",    "q64",   "k64",
+                              "v64",   "q16", "k16",  "k8",     "ks",    "ksd",     "l",     "p",
+                              "l64",   "p64", "lbad", "pbad",   "l3",    "p0",      "q0",    "lz",
+                              "pz",    "k0",  "mask", "scalar", "junk",  "missing", ".",     "..",
+                              "o.npy", "kvp", "kvl",  "cu",     "cubad", "ns",      "nsbad", "rp"};
+const char* const kValues[] = {"0",
+                               "1",
+                               "2",
+                               "4",
+                               "8",
+                               "-1",
+                               "3",
+                               "6",
+                               "16",
+                               "128",
+                               "9223372036854775807",
+                               "9223372036854775808",
+                               "-9223372036854775808",
+                               "2147483647",
+                               "2147483648",
+                               "1e309",
+                               "nan",
+                               "inf",
+                               "-inf",
+                               "-0",
+                               "0.5",
+                               "1e-45",
+                               " 1",
+                               "1 ",
+                               "0x10",
+                               "",
+                               "jax",
+                               "nhd",
+                               "hnd",
+                               "reference",
+                               "none",
+                               "1,2",
+                               "none,none",
+                               "-1,0",
+                               "3.4028235e38",
+                               "+5",
+                               "08",
+                               "1e-320"};
 
 std::string token(attnref_fuzz::Reader& r) {
   const std::uint8_t kind = r.u8();
@@ -171,12 +244,17 @@ std::string token(attnref_fuzz::Reader& r) {
   };
   switch (kind % 8) {
     case 0:
-    case 1: return pick(kOptions);
-    case 2: return pick(kOptions) + "=" + (r.flag() ? pick(kFiles) : pick(kValues));
+    case 1:
+      return pick(kOptions);
+    case 2:
+      return pick(kOptions) + "=" + (r.flag() ? pick(kFiles) : pick(kValues));
     case 3:
-    case 4: return pick(kFiles);
-    case 5: return pick(kValues);
-    case 6: return std::to_string(attnref_fuzz::hostile_int(r, 4));
+    case 4:
+      return pick(kFiles);
+    case 5:
+      return pick(kValues);
+    case 6:
+      return std::to_string(attnref_fuzz::hostile_int(r, 4));
     default: {  // raw bytes: no NUL (argv strings) and no '/' (stay in the sandbox)
       std::string s = r.bytes(24);
       for (char& c : s)
@@ -188,19 +266,22 @@ std::string token(attnref_fuzz::Reader& r) {
 
 /// ParsedArgs on its own, with every typed accessor on every option.
 void fuzz_parsed_args(int argc, char** argv) {
-  static const attnref::cli::CommandSpec kSpec{
-      "fuzz", "[options]", "ParsedArgs under fuzzing",
-      {{"--q", "Q.npy", "a file"},
-       {"--k-pages", "K.npy", "a file"},
-       {"--soft-cap", "C", "a real"},
-       {"--sm-scale", "S", "a real"},
-       {"--pages-per-compute-block", "N", "an int"},
-       {"--page-size", "N", "an int"},
-       {"--kv-layout", "L", "a choice"},
-       {"--profile", "P", "a choice"},
-       {"--check-only", nullptr, "a flag"},
-       attnref::cli::kOutOption, attnref::cli::kExpectOption, attnref::cli::kAtolOption,
-       attnref::cli::kRtolOption}};
+  static const attnref::cli::CommandSpec kSpec{"fuzz",
+                                               "[options]",
+                                               "ParsedArgs under fuzzing",
+                                               {{"--q", "Q.npy", "a file"},
+                                                {"--k-pages", "K.npy", "a file"},
+                                                {"--soft-cap", "C", "a real"},
+                                                {"--sm-scale", "S", "a real"},
+                                                {"--pages-per-compute-block", "N", "an int"},
+                                                {"--page-size", "N", "an int"},
+                                                {"--kv-layout", "L", "a choice"},
+                                                {"--profile", "P", "a choice"},
+                                                {"--check-only", nullptr, "a flag"},
+                                                attnref::cli::kOutOption,
+                                                attnref::cli::kExpectOption,
+                                                attnref::cli::kAtolOption,
+                                                attnref::cli::kRtolOption}};
   try {
     const attnref::cli::ParsedArgs args(kSpec, argc, argv);
     for (const auto& o : kSpec.options) {
@@ -266,16 +347,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string what;
   try {
     switch (command) {
-      case 0: code = attnref::cli::run_config(argc, argv.data()); break;
+      case 0:
+        code = attnref::cli::run_config(argc, argv.data());
+        break;
 #if defined(ATTNREF_FUZZ_HAVE_SPLASH_CMD)
-      case 2: code = attnref::cli::run_splash(argc, argv.data()); break;
+      case 2:
+        code = attnref::cli::run_splash(argc, argv.data());
+        break;
 #endif
 #if defined(ATTNREF_FUZZ_HAVE_RAGGED_CMD)
-      case 4: code = attnref::cli::run_ragged(argc, argv.data()); break;
+      case 4:
+        code = attnref::cli::run_ragged(argc, argv.data());
+        break;
 #endif
-      default: code = attnref::cli::run_paged(argc, argv.data()); break;
+      default:
+        code = attnref::cli::run_paged(argc, argv.data());
+        break;
     }
-    ATTNREF_FUZZ_CHECK(code == attnref::cli::kExitOk, "a subcommand returned " + std::to_string(code));
+    ATTNREF_FUZZ_CHECK(code == attnref::cli::kExitOk,
+                       "a subcommand returned " + std::to_string(code));
   } catch (const attnref::cli::Exit& e) {
     ATTNREF_FUZZ_CHECK(e.code() >= 1 && e.code() <= 3, "exit code " + std::to_string(e.code()));
     ATTNREF_FUZZ_CHECK(!e.text().empty(), "an exit without a message");

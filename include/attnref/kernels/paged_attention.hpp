@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -38,6 +39,7 @@
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
 #include "attnref/kernels/detail/convert.hpp"
+#include "attnref/kernels/detail/head_groups.hpp"
 #include "attnref/kernels/detail/online_softmax.hpp"
 #include "attnref/kernels/detail/tile_products.hpp"
 #include "attnref/validate/paged.hpp"
@@ -158,21 +160,24 @@ inline void for_each_piece(std::int64_t t0, std::int64_t t1, std::int64_t page_s
 template <class Acc, class Q, class KV, class Index>
 void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std::int64_t h,
                   std::int64_t page_begin, std::int64_t page_end, PagedScratch<Acc>& s) {
-  const std::int64_t group = group_size(a.num_q_heads(), a.num_kv_heads());
+  const HeadGroups heads{a.num_q_heads(), a.num_kv_heads()};
+  const std::int64_t group = heads.group();
   const std::int64_t dim = a.head_dim(), page_size = a.page_size();
   const std::int64_t length = a.lengths(b);
   const bool round_kv = a.round_kv_to_bf16 && !PagedAttentionArgs<Q, KV, Index>::kQuantized;
-  const Acc sm_scale = static_cast<Acc>(a.sm_scale);
-  const std::int64_t first_q_head = h * group;  // query heads [h*G, (h+1)*G) read KV head h
+  const LogitTransform<Acc> logits(a.sm_scale, a.soft_cap);
   for (std::int64_t g = 0; g < group; ++g)
     for (std::int64_t d = 0; d < dim; ++d)
-      s.q[static_cast<size_t>(g * dim + d)] = load_as<Acc>(a.q(b, first_q_head + g, d));
+      s.q[static_cast<size_t>(g * dim + d)] = load_as<Acc>(a.q(b, heads.q_head(h, g), d));
   s.state.reset(group, dim);
-  // Token range of these pages; page_begin * page_size cannot overflow: the shape tier proved
-  // pages_per_sequence * page_size fits in int64.
+  // Token range of these pages that the decode query (position length - 1) sees;
+  // page_begin * page_size cannot overflow: the shape tier proved pages_per_sequence * page_size
+  // fits in int64.
   const std::int64_t pps = a.pages_per_sequence();
-  const std::int64_t t_begin = std::min(std::min(page_begin, pps) * page_size, length);
-  const std::int64_t t_end = std::min(std::min(page_end, pps) * page_size, length);
+  const KeyRange keys = visible_keys(length - 1, std::nullopt,
+                                     std::min(std::min(page_begin, pps) * page_size, length),
+                                     std::min(page_end, pps) * page_size);
+  const std::int64_t t_begin = keys.lo, t_end = std::max(keys.lo, keys.hi);
   const std::int64_t max_rows = piece_rows(dim);
   const std::int64_t chunk = chunk_tokens(group);
   for (std::int64_t c0 = t_begin; c0 < t_end; c0 += chunk) {
@@ -189,12 +194,8 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
     Eigen::Map<RowMajorMatrix<Acc>, Eigen::Unaligned, Eigen::OuterStride<>> all_scores(
         s.scores.data(), group, chunk, Eigen::OuterStride<>(chunk));
     auto scores = all_scores.leftCols(c1 - c0);
-    scores *= sm_scale;
-    if (a.soft_cap) {
-      const Acc c = static_cast<Acc>(*a.soft_cap);
-      scores = (c * (scores.array() / c).tanh()).matrix();
-    }
-    s.state.rescale_and_exponentiate(scores);
+    logits.apply(scores);
+    s.state.template fold<false>(scores);
     for_each_piece(c0, c1, page_size, max_rows,
                    [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
                      const std::int64_t t = j * page_size + first;
@@ -229,7 +230,8 @@ void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, Tensor
                                Executor&& executor = Executor{}) {
   using Acc = detail::AccumulatorOf<Q, KV>;
   const std::int64_t batch = a.batch(), num_kv_heads = a.num_kv_heads();
-  const std::int64_t group = group_size(a.num_q_heads(), num_kv_heads);
+  const detail::HeadGroups heads{a.num_q_heads(), num_kv_heads};
+  const std::int64_t group = heads.group();
   const std::int64_t dim = a.head_dim();
   const std::int64_t items = batch * num_kv_heads;
   const std::int64_t splits =
@@ -237,7 +239,7 @@ void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, Tensor
   const auto write_row = [&](std::int64_t b, std::int64_t h, std::int64_t g, const Acc* o,
                              Acc scale) {
     for (std::int64_t d = 0; d < dim; ++d)
-      out(b, h * group + g, d) = detail::store_as<Q>(o[d] * scale);
+      out(b, heads.q_head(h, g), d) = detail::store_as<Q>(o[d] * scale);
   };
 
   if (splits == 1) {
@@ -248,7 +250,7 @@ void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, Tensor
       detail::attend_pages(a, b, h, 0, a.pages_per_sequence(), scratch);
       const auto& st = scratch.state;
       for (std::int64_t g = 0; g < group; ++g)
-        write_row(b, h, g, st.o.data() + g * dim, st.l[g] > Acc(0) ? Acc(1) / st.l[g] : Acc(0));
+        write_row(b, h, g, st.o.data() + g * dim, st.inverse_sum_of(g));
     });
     return;
   }
@@ -291,7 +293,7 @@ void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, Tensor
         const Acc* o = src + 2 * group + g * dim;
         for (std::int64_t d = 0; d < dim; ++d) merged[static_cast<size_t>(d)] += w * o[d];
       }
-      write_row(b, h, g, merged.data(), l > Acc(0) ? Acc(1) / l : Acc(0));
+      write_row(b, h, g, merged.data(), detail::inverse_sum(l));
     }
   });
 }

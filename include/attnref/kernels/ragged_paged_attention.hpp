@@ -22,10 +22,11 @@
 /// and all q_len rows of the sequence form one (q_len * G) x D row block. K/V are read a block
 /// of pages at a time (only the tokens some row can see: never past kv_len, never before the
 /// earliest sliding window, never an unused page), each page once per group, and folded in with
-/// one online-softmax step (`softmax_step`, the same masking code for every row). Decode rows
-/// and prefill rows share this code; only the tiling depends on the row block's size: a block
-/// of at most `kRaggedSmallRows` rows (a decode sequence, or a short prefill chunk) walks the
-/// pages once for all KV heads with register-blocked tiles, a larger one gathers 128-token
+/// the kernels' shared online-softmax step (kernels/detail/online_softmax.hpp; the same visible
+/// range code for every row). A `RaggedWorkItem` describes a sequence's rows; only the tiling
+/// depends on the row block's size: a block of at most `kRaggedSmallRows` rows (a decode
+/// sequence, or a short prefill chunk; `ragged_decode_item`) walks the pages once for all KV
+/// heads with register-blocked tiles, a larger one (`ragged_prefill_item`) gathers 128-token
 /// blocks per KV head for matrix products and skips the rows a block cannot affect. Work items
 /// go to an executor (serial by default; see core/executor.hpp).
 #pragma once
@@ -35,22 +36,42 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <Eigen/Core>
 
+#include "attnref/core/checked_math.hpp"
 #include "attnref/core/error.hpp"
 #include "attnref/core/executor.hpp"
 #include "attnref/core/profile.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
 #include "attnref/kernels/detail/convert.hpp"
+#include "attnref/kernels/detail/head_groups.hpp"
+#include "attnref/kernels/detail/online_softmax.hpp"
 #include "attnref/kernels/detail/tile_products.hpp"
 #include "attnref/validate/ragged.hpp"
 
 namespace attnref {
+
+/// Checks that `out` is a valid view with q's shape `[max_num_batched_tokens, num_q_heads,
+/// head_dim]` (padding rows included).
+template <class Q, class KV, class Index>
+Status check_ragged_output(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
+                           const TensorView<Q, 3>& out) {
+  const auto& e = out.extents;
+  const auto& q = a.q.extents;
+  if (e[0] != q[0] || e[1] != q[1] || e[2] != q[2]) {
+    return Status(ErrorCode::kShapeMismatch, "",
+                  "out has shape ({0}, {1}, {2}); expected q's shape ({3}, {4}, {5})",
+                  "the output has one row per q row, padding rows included (they are zeroed)",
+                  {e[0], e[1], e[2], q[0], q[1], q[2]}, {}, "out");
+  }
+  return check_output_view(out, "out");
+}
 
 namespace detail {
 
@@ -67,21 +88,6 @@ inline std::int64_t ragged_block_tokens(std::int64_t page_size) noexcept {
 
 /// Row blocks of at most this many rows (decode: q_len x G) take the dot-product path.
 inline constexpr Eigen::Index kRaggedSmallRows = 16;
-
-/// Output view check: the shape of q, and a valid view.
-template <class Q, class KV, class Index>
-Status check_ragged_out(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
-                        const TensorView<Q, 3>& out) {
-  const auto& e = out.extents;
-  const auto& q = a.q.extents;
-  if (e[0] != q[0] || e[1] != q[1] || e[2] != q[2]) {
-    return Status(ErrorCode::kShapeMismatch, "",
-                  "out has shape ({0}, {1}, {2}); expected q's shape ({3}, {4}, {5})",
-                  "the output has one row per q row, padding rows included (they are zeroed)",
-                  {e[0], e[1], e[2], q[0], q[1], q[2]}, {}, "out");
-  }
-  return check_output_view(out, "out");
-}
 
 /// Reads one K or V element as the accumulator type, dequantized as JAX does when a scale is
 /// given: `q_dtype(float(x) * scale)`.
@@ -106,20 +112,15 @@ struct RaggedScratch {
   // Many-rows path: one KV head's rows of one sequence, a block of gathered K/V.
   Matrix q_block, acc, k_block, v_block, s;
   Vector m, l, alpha;
-  std::vector<const Acc*> k_rows, v_rows;
   // Few-rows path: every KV head's rows of one sequence, one chunk of one page.
   Matrix qs, acc_s, logits_s, k_page, v_page;
   Vector m_s, l_s, alpha_s;
-  std::vector<const Acc*> k_page_rows, v_page_rows;
 
   static void fit(Matrix& x, Eigen::Index rows, Eigen::Index cols) {
     if (x.rows() < rows || x.cols() != cols) x.resize(std::max(rows, x.rows()), cols);
   }
   static void fit(Vector& x, Eigen::Index rows) {
     if (x.rows() < rows) x.resize(rows);
-  }
-  static void fit(std::vector<const Acc*>& x, Eigen::Index n) {
-    if (static_cast<Eigen::Index>(x.size()) < n) x.resize(static_cast<std::size_t>(n));
   }
   void fit_many(Eigen::Index rows, Eigen::Index block, Eigen::Index dim) {
     fit(q_block, rows, dim);
@@ -130,8 +131,6 @@ struct RaggedScratch {
     fit(alpha, rows);
     fit(k_block, block, dim);
     fit(v_block, block, dim);
-    fit(k_rows, block);
-    fit(v_rows, block);
   }
   void fit_few(Eigen::Index rows, Eigen::Index chunk, Eigen::Index page_keys, Eigen::Index dim) {
     fit(qs, rows, dim);
@@ -142,317 +141,335 @@ struct RaggedScratch {
     fit(alpha_s, rows);
     fit(k_page, page_keys, dim);
     fit(v_page, page_keys, dim);
-    fit(k_page_rows, page_keys);
-    fit(v_page_rows, page_keys);
   }
 };
+
+/// One work item: the rows of one sequence and the KV heads they are run for. Both paths (few
+/// rows: decode; many rows: prefill) work on this description.
+struct RaggedWorkItem {
+  std::int64_t seq = 0;            ///< sequence index
+  std::int64_t row0 = 0;           ///< first token row in q and out
+  std::int64_t q_len = 0;          ///< rows of the sequence
+  std::int64_t kv_len = 0;         ///< keys of the sequence
+  std::int64_t first_pos = 0;      ///< position of row 0: kv_len - q_len (bottom-right aligned)
+  KeyRange keys;                   ///< keys some row can see: [earliest window start, kv_len)
+  std::int64_t kv_head_begin = 0;  ///< KV heads [begin, end) of this item
+  std::int64_t kv_head_end = 0;
+};
+
+/// The constants of one call, shared by every work item.
+template <class Q, class KV, class Index>
+struct RaggedCall {
+  using Acc = AccumulatorOf<Q, KV>;
+  const RaggedPagedAttentionArgs<Q, KV, Index>& a;
+  const TensorView<Q, 3>& out;
+  HeadGroups heads;
+  std::int64_t dim, page_size;
+  LogitTransform<Acc> logits;
+  std::optional<std::int64_t> window;
+  bool k_scaled, v_scaled;
+  float k_scale, v_scale;
+  bool q_contiguous, kv_contiguous;
+
+  RaggedCall(const RaggedPagedAttentionArgs<Q, KV, Index>& args, const TensorView<Q, 3>& o)
+      : a(args),
+        out(o),
+        heads{args.num_q_heads(), args.num_kv_heads()},
+        dim(args.head_dim()),
+        page_size(args.page_size()),
+        logits(args.sm_scale, args.soft_cap),
+        window(args.sliding_window),
+        k_scaled(args.k_scale.has_value()),
+        v_scaled(args.v_scale.has_value()),
+        k_scale(args.k_scale.value_or(1.0f)),
+        v_scale(args.v_scale.value_or(1.0f)),
+        q_contiguous(args.q.strides[2] == 1),
+        kv_contiguous(args.kv_pages.strides[3] == 1) {}
+
+  /// The visible keys of the row at position `pos` within [lo, hi).
+  KeyRange visible(std::int64_t pos, std::int64_t lo, std::int64_t hi) const noexcept {
+    return visible_keys(pos, window, lo, hi);
+  }
+};
+
+/// One contiguous row of `dim` elements to the accumulator type, vectorised.
+template <class Acc, class KV>
+inline void widen_row(const KV* src, std::int64_t dim, Acc* dst) {
+  if constexpr (std::is_same<KV, Eigen::bfloat16>::value && std::is_same<Acc, float>::value) {
+    widen_bf16(src, dim, dst);
+  } else {
+    using Row = Eigen::Array<Acc, Eigen::Dynamic, 1>;
+    using SrcRow = Eigen::Array<KV, Eigen::Dynamic, 1>;
+    const Eigen::Index len = static_cast<Eigen::Index>(dim);
+    Eigen::Map<Row>(dst, len) = Eigen::Map<const SrcRow>(src, len).template cast<Acc>();
+  }
+}
+
+/// Converts K and V of `count` tokens from `slot0` of `page`, KV head h, into rows
+/// buf_row0 + t * buf_step of the buffers. Gathering beats reading f32 rows in place: a page is
+/// read front to back, which the hardware prefetcher follows.
+template <class Q, class KV, class Index, class Matrix>
+void gather_kv_rows(const RaggedCall<Q, KV, Index>& c, std::int64_t page, std::int64_t slot0,
+                    std::int64_t count, std::int64_t h, Matrix& kd_buf, Matrix& vd_buf,
+                    std::int64_t buf_row0, std::int64_t buf_step) {
+  using Acc = typename RaggedCall<Q, KV, Index>::Acc;
+  const auto& kv = c.a.kv_pages;
+  for (std::int64_t t = 0; t < count; ++t) {
+    const Eigen::Index br = static_cast<Eigen::Index>(buf_row0 + t * buf_step);
+    Acc* kd = kd_buf.row(br).data();
+    Acc* vd = vd_buf.row(br).data();
+    if (c.kv_contiguous) {
+      const KV* ks = &kv(page, slot0 + t, 2 * h, 0);
+      const KV* vs = &kv(page, slot0 + t, 2 * h + 1, 0);
+      if (c.k_scaled) {
+        for (std::int64_t d = 0; d < c.dim; ++d) kd[d] = load_kv<Acc, Q>(ks[d], true, c.k_scale);
+      } else {
+        widen_row(ks, c.dim, kd);
+      }
+      if (c.v_scaled) {
+        for (std::int64_t d = 0; d < c.dim; ++d) vd[d] = load_kv<Acc, Q>(vs[d], true, c.v_scale);
+      } else {
+        widen_row(vs, c.dim, vd);
+      }
+    } else {
+      for (std::int64_t d = 0; d < c.dim; ++d) {
+        kd[d] = load_kv<Acc, Q>(kv(page, slot0 + t, 2 * h, d), c.k_scaled, c.k_scale);
+        vd[d] = load_kv<Acc, Q>(kv(page, slot0 + t, 2 * h + 1, d), c.v_scaled, c.v_scale);
+      }
+    }
+  }
+}
+
+/// The online-softmax step of one row over a key block: the logits of the visible keys
+/// [v0, v0 + nv) of `x` go through the logits pipeline and are folded into (m, l); `x` is left
+/// with their probabilities and 0 elsewhere. Returns the factor for the row's old output.
+template <class Acc, class Row>
+Acc ragged_softmax_row(const LogitTransform<Acc>& logits, Row&& x, Eigen::Index v0, Eigen::Index nv,
+                       Acc& m, Acc& l) {
+  if (nv <= 0) {  // nothing visible in this block: the row's state is unchanged
+    x.setZero();
+    return Acc(1);
+  }
+  auto seg = x.segment(v0, nv);
+  logits.apply(seg);
+  const Acc alpha = fold_logits<false>(seg, m, l);
+  x.head(v0).setZero();
+  x.tail(x.size() - v0 - nv).setZero();
+  return alpha;
+}
+
+/// K/V of tokens [lo, hi) of one page for every KV head, as a pointer per head: KV head h's rows
+/// start at `k + h * head_step` (`v` likewise), `ld` apart. In place for an f32 (f64) pool with
+/// contiguous rows and no dequantization; else converted token-major (the page read front to
+/// back) into the scratch rows t * Hkv + h.
+template <class Q, class KV, class Index, class Acc>
+void page_kv_all_heads(const RaggedCall<Q, KV, Index>& c, std::int64_t page, std::int64_t lo,
+                       std::int64_t hi, RaggedScratch<Acc>& sc, const Acc** k, const Acc** v,
+                       std::int64_t* ld, std::int64_t* head_step) {
+  const std::int64_t hkv = c.heads.num_kv_heads, slot = lo % c.page_size;
+  if constexpr (std::is_same<std::remove_cv_t<KV>, Acc>::value) {
+    if (c.kv_contiguous && !c.k_scaled && !c.v_scaled) {
+      *k = &c.a.kv_pages(page, slot, 0, 0);
+      *v = &c.a.kv_pages(page, slot, 1, 0);
+      *ld = c.a.kv_pages.strides[1];
+      *head_step = 2 * c.a.kv_pages.strides[2];
+      return;
+    }
+  }
+  for (std::int64_t t = 0; t < hi - lo; ++t)
+    for (std::int64_t h = 0; h < hkv; ++h)
+      gather_kv_rows(c, page, slot + t, 1, h, sc.k_page, sc.v_page, t * hkv + h, 0);
+  *k = sc.k_page.data();
+  *v = sc.v_page.data();
+  *ld = hkv * c.dim;
+  *head_step = c.dim;
+}
+
+/// Few rows (decode): all KV heads of the item together, page by page, so a token-major page is
+/// read front to back once, with register-blocked tile products. Row h * rows + r * G + g holds
+/// query head q_head(h, g) of row r.
+template <class Q, class KV, class Index, class Acc>
+void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem& it,
+                        RaggedScratch<Acc>& sc) {
+  const std::int64_t hkv = c.heads.num_kv_heads, group = c.heads.group(), dim = c.dim;
+  const std::int64_t chunk = std::min(c.page_size, kRaggedChunkTokens);
+  const Eigen::Index rows = static_cast<Eigen::Index>(it.q_len * group);
+  const Eigen::Index all = rows * static_cast<Eigen::Index>(hkv);
+  sc.fit_few(static_cast<Eigen::Index>(kRaggedSmallRows * hkv), static_cast<Eigen::Index>(chunk),
+             static_cast<Eigen::Index>(chunk * hkv), static_cast<Eigen::Index>(dim));
+  auto row_of = [&](std::int64_t r, std::int64_t qh) {
+    return static_cast<Eigen::Index>(c.heads.kv_head(qh) * it.q_len * group + r * group +
+                                     c.heads.member(qh));
+  };
+  for (std::int64_t r = 0; r < it.q_len; ++r)
+    for (std::int64_t qh = 0; qh < c.heads.num_q_heads; ++qh) {
+      Acc* dst = sc.qs.row(row_of(r, qh)).data();
+      for (std::int64_t d = 0; d < dim; ++d) dst[d] = load_as<Acc>(c.a.q(it.row0 + r, qh, d));
+    }
+  sc.acc_s.topRows(all).setZero();
+  sc.m_s.head(all).setConstant(-std::numeric_limits<Acc>::infinity());
+  sc.l_s.head(all).setZero();
+  const std::int64_t lds = sc.logits_s.cols();
+  for (std::int64_t lo = it.keys.lo, hi = 0; lo < it.kv_len; lo = hi) {
+    // Tokens [lo, hi): within one page, at most `chunk` of them.
+    hi = std::min(std::min(lo + chunk, lo - lo % c.page_size + c.page_size), it.kv_len);
+    const std::int64_t page = c.a.page_indices(it.seq, lo / c.page_size);
+    const Eigen::Index nk = static_cast<Eigen::Index>(hi - lo);
+    const Acc* k = nullptr;
+    const Acc* v = nullptr;
+    std::int64_t ld = 0, head_step = 0;
+    page_kv_all_heads(c, page, lo, hi, sc, &k, &v, &ld, &head_step);
+    for (std::int64_t h = 0; h < hkv; ++h) {
+      const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
+      qk_rows<Acc>(sc.qs.row(base).data(), dim, rows, k + h * head_step, ld, nk, dim,
+                   sc.logits_s.row(base).data(), lds);
+    }
+    auto logits = sc.logits_s.topLeftCorner(all, nk);
+    for (Eigen::Index row = 0; row < all; ++row) {
+      const KeyRange vis = c.visible(it.first_pos + (row % rows) / group, lo, hi);
+      sc.alpha_s[row] =
+          ragged_softmax_row(c.logits, logits.row(row), static_cast<Eigen::Index>(vis.lo - lo),
+                             static_cast<Eigen::Index>(vis.hi - vis.lo), sc.m_s[row], sc.l_s[row]);
+    }
+    sc.acc_s.topRows(all) = sc.alpha_s.head(all).asDiagonal() * sc.acc_s.topRows(all);
+    for (std::int64_t h = 0; h < hkv; ++h) {
+      const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
+      pv_rows<Acc>(sc.logits_s.row(base).data(), lds, rows, v + h * head_step, ld, nk, dim,
+                   sc.acc_s.row(base).data(), dim);
+    }
+  }
+  for (std::int64_t r = 0; r < it.q_len; ++r)
+    for (std::int64_t qh = 0; qh < c.heads.num_q_heads; ++qh) {
+      const Eigen::Index row = row_of(r, qh);
+      const Acc inv = inverse_sum(sc.l_s[row]);
+      for (std::int64_t d = 0; d < dim; ++d)
+        c.out(it.row0 + r, qh, d) = store_as<Q>(sc.acc_s(row, static_cast<Eigen::Index>(d)) * inv);
+    }
+}
+
+/// Rows of a prefill item that see any key of [lo, hi): pos >= lo and pos - W < hi - 1.
+template <class Q, class KV, class Index>
+std::pair<std::int64_t, std::int64_t> rows_seeing(const RaggedCall<Q, KV, Index>& c,
+                                                  const RaggedWorkItem& it, std::int64_t lo,
+                                                  std::int64_t hi) {
+  const std::int64_t r_lo = std::max<std::int64_t>(0, lo - it.first_pos);
+  std::int64_t r_hi = it.q_len;
+  // hi - 1 - first_pos + W; a window near INT64_MAX (valid: R7 only asks W > 0) would overflow
+  // it, and then no row is excluded.
+  std::int64_t w_hi = 0;
+  if (c.window && checked_add(hi - 1 - it.first_pos, *c.window, &w_hi)) r_hi = std::min(r_hi, w_hi);
+  return {r_lo, r_hi};
+}
+
+/// Many rows (prefill): KV head h of the item, 128-token blocks of gathered K/V (blocks aligned
+/// to page boundaries) and matrix products, skipping the rows a block cannot affect. Row
+/// r * G + g holds query head q_head(h, g) of row r.
+template <class Q, class KV, class Index, class Acc>
+void ragged_prefill_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem& it,
+                         std::int64_t h, RaggedScratch<Acc>& sc) {
+  const std::int64_t group = c.heads.group(), dim = c.dim, page_size = c.page_size;
+  const std::int64_t block = ragged_block_tokens(page_size);
+  const Eigen::Index rows = static_cast<Eigen::Index>(it.q_len * group);
+  sc.fit_many(rows, static_cast<Eigen::Index>(block), static_cast<Eigen::Index>(dim));
+  for (std::int64_t r = 0; r < it.q_len; ++r)
+    for (std::int64_t g = 0; g < group; ++g) {
+      const std::int64_t qh = c.heads.q_head(h, g);
+      Acc* dst = sc.q_block.row(static_cast<Eigen::Index>(r * group + g)).data();
+      if (c.q_contiguous) {
+        const Q* src = &c.a.q(it.row0 + r, qh, 0);
+        for (std::int64_t d = 0; d < dim; ++d) dst[d] = load_as<Acc>(src[d]);
+      } else {
+        for (std::int64_t d = 0; d < dim; ++d) dst[d] = load_as<Acc>(c.a.q(it.row0 + r, qh, d));
+      }
+    }
+  sc.acc.topRows(rows).setZero();
+  sc.m.head(rows).setConstant(-std::numeric_limits<Acc>::infinity());
+  sc.l.head(rows).setZero();
+  for (std::int64_t c0 = it.keys.lo - it.keys.lo % page_size; c0 < it.kv_len; c0 += block) {
+    const std::int64_t lo = std::max(c0, it.keys.lo), hi = std::min(c0 + block, it.kv_len);
+    const auto [r_lo, r_hi] = rows_seeing(c, it, lo, hi);
+    if (r_lo >= r_hi) continue;
+    const Eigen::Index nk = static_cast<Eigen::Index>(hi - lo);
+    const Eigen::Index br = static_cast<Eigen::Index>(r_lo * group);
+    const Eigen::Index nr = static_cast<Eigen::Index>((r_hi - r_lo) * group);
+    for (std::int64_t t = lo; t < hi;) {  // K and V of keys [lo, hi), page by page
+      const std::int64_t page = c.a.page_indices(it.seq, t / page_size);
+      const std::int64_t slot0 = t % page_size;
+      const std::int64_t run = std::min(page_size - slot0, hi - t);
+      gather_kv_rows(c, page, slot0, run, h, sc.k_block, sc.v_block, t - lo, 1);
+      t += run;
+    }
+    auto logits = sc.s.block(0, 0, nr, nk);
+    logits.noalias() = sc.q_block.middleRows(br, nr) * sc.k_block.topRows(nk).transpose();
+    for (Eigen::Index row = 0; row < nr; ++row) {
+      const KeyRange vis =
+          c.visible(it.first_pos + r_lo + static_cast<std::int64_t>(row) / group, lo, hi);
+      sc.alpha[row] =
+          ragged_softmax_row(c.logits, logits.row(row), static_cast<Eigen::Index>(vis.lo - lo),
+                             static_cast<Eigen::Index>(vis.size()), sc.m[br + row], sc.l[br + row]);
+    }
+    auto acc_rows = sc.acc.middleRows(br, nr);
+    acc_rows = sc.alpha.head(nr).asDiagonal() * acc_rows;
+    acc_rows.noalias() += logits * sc.v_block.topRows(nk);
+  }
+  // Normalize and store. Every row sees at least its own position (q_len <= kv_len).
+  for (std::int64_t r = 0; r < it.q_len; ++r)
+    for (std::int64_t g = 0; g < group; ++g) {
+      const Eigen::Index row = static_cast<Eigen::Index>(r * group + g);
+      const Acc inv = inverse_sum(sc.l[row]);
+      const std::int64_t qh = c.heads.q_head(h, g);
+      for (std::int64_t d = 0; d < dim; ++d)
+        c.out(it.row0 + r, qh, d) = store_as<Q>(sc.acc(row, static_cast<Eigen::Index>(d)) * inv);
+    }
+}
+
+/// The work items: a few-rows (decode) sequence is one item with all its KV heads; a many-rows
+/// sequence is one item per KV head. Sequences with no rows have none.
+template <class Q, class KV, class Index>
+std::vector<RaggedWorkItem> ragged_work_items(const RaggedCall<Q, KV, Index>& c) {
+  std::vector<RaggedWorkItem> items;
+  const std::int64_t hkv = c.heads.num_kv_heads;
+  for (std::int64_t i = 0; i < c.a.num_seqs_count(); ++i) {
+    RaggedWorkItem it;
+    it.seq = i;
+    it.row0 = c.a.cu_q_lens(i);
+    it.q_len = c.a.cu_q_lens(i + 1) - it.row0;
+    if (it.q_len == 0) continue;
+    it.kv_len = c.a.kv_lens(i);
+    it.first_pos = it.kv_len - it.q_len;
+    it.keys = {c.window ? std::max<std::int64_t>(0, it.first_pos - *c.window + 1) : 0, it.kv_len};
+    if (it.q_len * c.heads.group() <= kRaggedSmallRows) {
+      it.kv_head_end = hkv;
+      items.push_back(it);
+    } else {
+      for (std::int64_t h = 0; h < hkv; ++h) {
+        it.kv_head_begin = h;
+        it.kv_head_end = h + 1;
+        items.push_back(it);
+      }
+    }
+  }
+  return items;
+}
 
 template <class Q, class KV, class Index, class Executor>
 void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
                                  const TensorView<Q, 3>& out, Executor&& executor) {
   using Acc = AccumulatorOf<Q, KV>;
-  using Matrix = typename RaggedScratch<Acc>::Matrix;
-  using Vector = typename RaggedScratch<Acc>::Vector;
-
-  const std::int64_t tokens = a.max_num_batched_tokens();
-  const std::int64_t hq = a.num_q_heads();
-  const std::int64_t hkv = a.num_kv_heads();
-  const std::int64_t dim = a.head_dim();
-  const std::int64_t page_size = a.page_size();
-  const std::int64_t group = group_size(hq, hkv);
-  const std::int64_t n = a.num_seqs_count();
-  const std::int64_t live_rows = a.cu_q_lens(n);
-  const Acc scale = static_cast<Acc>(a.sm_scale);
-  const bool capped = a.soft_cap.has_value();
-  const Acc cap = capped ? static_cast<Acc>(*a.soft_cap) : Acc(1);
-  const bool window = a.sliding_window.has_value();
-  const std::int64_t w = window ? *a.sliding_window : 0;
-  const bool k_scaled = a.k_scale.has_value();
-  const bool v_scaled = a.v_scale.has_value();
-  const float k_scale = k_scaled ? *a.k_scale : 1.0f;
-  const float v_scale = v_scaled ? *a.v_scale : 1.0f;
-  const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
-
+  const RaggedCall<Q, KV, Index> call(a, out);
   // Padding rows are defined as zero.
-  for (std::int64_t t = live_rows; t < tokens; ++t)
-    for (std::int64_t h = 0; h < hq; ++h)
-      for (std::int64_t d = 0; d < dim; ++d) out(t, h, d) = store_as<Q>(Acc(0));
-
-  std::int64_t max_q_len = 0;
-  for (std::int64_t i = 0; i < n; ++i)
-    max_q_len = std::max<std::int64_t>(max_q_len, a.cu_q_lens(i + 1) - a.cu_q_lens(i));
-  if (max_q_len == 0) return;
-
-  const std::int64_t block = ragged_block_tokens(page_size);
-  const Eigen::Index d_idx = static_cast<Eigen::Index>(dim);
-  const bool q_contiguous = a.q.strides[2] == 1;
-  const bool kv_contiguous = a.kv_pages.strides[3] == 1;
-  // f32 pages with f32 accumulation (f64 with f64) can be read where they lie.
-  constexpr bool kDirect = std::is_same<std::remove_cv_t<KV>, Acc>::value;
-  const Eigen::Index small_rows = static_cast<Eigen::Index>(kRaggedSmallRows * hkv);
-  const std::int64_t chunk = std::min(page_size, kRaggedChunkTokens);
-  const Eigen::Index page_keys = static_cast<Eigen::Index>(chunk * hkv);
-
-  // One contiguous row of `dim` elements to the accumulator type, vectorised.
-  auto widen_row = [dim](const KV* src, Acc* dst) {
-    if constexpr (std::is_same<KV, Eigen::bfloat16>::value && std::is_same<Acc, float>::value) {
-      widen_bf16(src, dim, dst);
-    } else {
-      using Row = Eigen::Array<Acc, Eigen::Dynamic, 1>;
-      using SrcRow = Eigen::Array<KV, Eigen::Dynamic, 1>;
-      const Eigen::Index len = static_cast<Eigen::Index>(dim);
-      Eigen::Map<Row>(dst, len) = Eigen::Map<const SrcRow>(src, len).template cast<Acc>();
-    }
-  };
-
-  // Converts K and V of `count` tokens from `slot0` of `page`, KV head h, into rows
-  // buf_row0 + t * buf_step of the buffers, and points k_out/v_out (step out_step) at them.
-  // Gathering beats reading f32 rows in place: a page is read front to back, which the
-  // hardware prefetcher follows.
-  auto load_rows = [&](std::int64_t page, std::int64_t slot0, std::int64_t count, std::int64_t h,
-                       Matrix& kd_buf, Matrix& vd_buf, std::int64_t buf_row0, std::int64_t buf_step,
-                       const Acc** k_out, const Acc** v_out, std::int64_t out_step) {
-    for (std::int64_t t = 0; t < count; ++t) {
-      const Acc** kp = k_out + t * out_step;
-      const Acc** vp = v_out + t * out_step;
-      const Eigen::Index br = static_cast<Eigen::Index>(buf_row0 + t * buf_step);
-      Acc* kd = kd_buf.row(br).data();
-      Acc* vd = vd_buf.row(br).data();
-      if (kv_contiguous) {
-        const KV* ks = &a.kv_pages(page, slot0 + t, 2 * h, 0);
-        const KV* vs = &a.kv_pages(page, slot0 + t, 2 * h + 1, 0);
-        if (k_scaled) {
-          for (std::int64_t d = 0; d < dim; ++d) kd[d] = load_kv<Acc, Q>(ks[d], true, k_scale);
-        } else {
-          widen_row(ks, kd);
-        }
-        if (v_scaled) {
-          for (std::int64_t d = 0; d < dim; ++d) vd[d] = load_kv<Acc, Q>(vs[d], true, v_scale);
-        } else {
-          widen_row(vs, vd);
-        }
-      } else {
-        for (std::int64_t d = 0; d < dim; ++d) {
-          kd[d] = load_kv<Acc, Q>(a.kv_pages(page, slot0 + t, 2 * h, d), k_scaled, k_scale);
-          vd[d] = load_kv<Acc, Q>(a.kv_pages(page, slot0 + t, 2 * h + 1, d), v_scaled, v_scale);
-        }
-      }
-      *kp = kd;
-      *vp = vd;
-    }
-  };
-
-  // One online-softmax step for one row: scale, cap, fold the visible logits [v0, v0 + nv) of
-  // `x` into (m, l) and leave exp(x - m_new) there (0 elsewhere); returns the rescale factor.
-  auto softmax_step = [&](auto x, Eigen::Index v0, Eigen::Index nv, Acc& m_row, Acc& l_row) {
-    if (nv <= 0) {  // nothing visible in this block: the row's state is unchanged
-      x.setZero();
-      return Acc(1);
-    }
-    auto seg = x.segment(v0, nv).array();
-    seg *= scale;
-    if (capped) seg = cap * (seg / cap).tanh();
-    const Acc m_new = std::max(m_row, seg.maxCoeff());
-    const Acc a_row = std::exp(m_row - m_new);  // exp(-inf) = 0 on the first block
-    seg = (seg - m_new).exp();
-    l_row = a_row * l_row + seg.sum();
-    m_row = m_new;
-    x.head(v0).setZero();
-    x.tail(x.size() - v0 - nv).setZero();
-    return a_row;
-  };
-
-  // One work item: sequence i, KV heads [h_begin, h_end) (all of them on the few-rows path).
-  auto run_item = [&](std::int64_t i, std::int64_t h_begin, std::int64_t h_end,
-                      RaggedScratch<Acc>& sc) {
-    Matrix &q_block = sc.q_block, &acc = sc.acc, &k_block = sc.k_block, &v_block = sc.v_block,
-           &s = sc.s, &qs = sc.qs, &acc_s = sc.acc_s, &logits_s = sc.logits_s, &k_page = sc.k_page,
-           &v_page = sc.v_page;
-    Vector &m = sc.m, &l = sc.l, &alpha = sc.alpha, &m_s = sc.m_s, &l_s = sc.l_s,
-           &alpha_s = sc.alpha_s;
-    std::vector<const Acc*>&k_rows = sc.k_rows, &v_rows = sc.v_rows, &k_page_rows = sc.k_page_rows,
-                      &v_page_rows = sc.v_page_rows;
-    const std::int64_t row0 = a.cu_q_lens(i);
-    const std::int64_t q_len = a.cu_q_lens(i + 1) - row0;
-    const std::int64_t kv_len = a.kv_lens(i);
-    if (q_len == 0) return;
-    const std::int64_t first_pos = kv_len - q_len;  // position of row 0
-    // Keys any row can see: [key_lo, kv_len).
-    const std::int64_t key_lo = window ? std::max<std::int64_t>(0, first_pos - w + 1) : 0;
-    const Eigen::Index rows = static_cast<Eigen::Index>(q_len * group);
-
-    if (rows <= kRaggedSmallRows) {
-      // Few rows (decode): all KV heads together, page by page, so a token-major page is read
-      // front to back once. Row h * rows + r * G + g holds query head h * G + g of row r.
-      sc.fit_few(small_rows, static_cast<Eigen::Index>(chunk), page_keys, d_idx);
-      const Eigen::Index all = rows * static_cast<Eigen::Index>(hkv);
-      const bool in_place = kv_contiguous && !k_scaled && !v_scaled;
-      for (std::int64_t r = 0; r < q_len; ++r)
-        for (std::int64_t qh = 0; qh < hq; ++qh) {
-          const std::int64_t h = qh / group, g = qh % group;
-          Acc* dst = qs.row(static_cast<Eigen::Index>(h * q_len * group + r * group + g)).data();
-          for (std::int64_t d = 0; d < dim; ++d) dst[d] = load_as<Acc>(a.q(row0 + r, qh, d));
-        }
-      acc_s.topRows(all).setZero();
-      m_s.head(all).setConstant(neg_inf);
-      l_s.head(all).setZero();
-      for (std::int64_t lo = key_lo, hi = 0; lo < kv_len; lo = hi) {
-        // Tokens [lo, hi): within one page, at most `chunk` of them.
-        hi = std::min(std::min(lo + chunk, lo - lo % page_size + page_size), kv_len);
-        const std::int64_t page = a.page_indices(i, lo / page_size);
-        const Eigen::Index nk = static_cast<Eigen::Index>(hi - lo);
-        // K/V rows of KV head h for tokens [lo, hi): in place (f32/f64 pool, contiguous rows,
-        // no dequantization) or converted token-major (the page read front to back) into
-        // k_page/v_page row t * Hkv + h. Either way a pointer and a token stride per head.
-        const Acc* k_base0 = nullptr;
-        const Acc* v_base0 = nullptr;
-        std::int64_t ld = 0, head_step = 0;
-        if constexpr (kDirect) {
-          if (in_place) {
-            k_base0 = &a.kv_pages(page, lo % page_size, 0, 0);
-            v_base0 = &a.kv_pages(page, lo % page_size, 1, 0);
-            ld = a.kv_pages.strides[1];
-            head_step = 2 * a.kv_pages.strides[2];
-          }
-        }
-        if (k_base0 == nullptr) {
-          for (std::int64_t t = 0; t < hi - lo; ++t)
-            for (std::int64_t h = 0; h < hkv; ++h)
-              load_rows(page, lo % page_size + t, 1, h, k_page, v_page, t * hkv + h, 0,
-                        &k_page_rows[static_cast<std::size_t>(t * hkv + h)],
-                        &v_page_rows[static_cast<std::size_t>(t * hkv + h)], 0);
-          k_base0 = k_page.data();
-          v_base0 = v_page.data();
-          ld = hkv * dim;
-          head_step = dim;
-        }
-        auto logits = logits_s.topLeftCorner(all, nk);
-        const std::int64_t lds = logits_s.cols();
-        for (std::int64_t h = 0; h < hkv; ++h) {
-          const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
-          qk_rows<Acc>(qs.row(base).data(), dim, rows, k_base0 + h * head_step, ld, nk, dim,
-                       logits_s.row(base).data(), lds);
-        }
-        for (Eigen::Index row = 0; row < all; ++row) {
-          const std::int64_t pos = first_pos + (row % rows) / group;
-          const std::int64_t vis_hi = std::min(hi, pos + 1);
-          const std::int64_t vis_lo = window ? std::max(lo, pos - w + 1) : lo;
-          alpha_s[row] =
-              softmax_step(logits.row(row), static_cast<Eigen::Index>(vis_lo - lo),
-                           static_cast<Eigen::Index>(vis_hi - vis_lo), m_s[row], l_s[row]);
-        }
-        acc_s.topRows(all) = alpha_s.head(all).asDiagonal() * acc_s.topRows(all);
-        for (std::int64_t h = 0; h < hkv; ++h) {
-          const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
-          pv_rows<Acc>(logits_s.row(base).data(), lds, rows, v_base0 + h * head_step, ld, nk, dim,
-                       acc_s.row(base).data(), dim);
-        }
-      }
-      for (std::int64_t r = 0; r < q_len; ++r)
-        for (std::int64_t qh = 0; qh < hq; ++qh) {
-          const std::int64_t h = qh / group, g = qh % group;
-          const Eigen::Index row = static_cast<Eigen::Index>(h * q_len * group + r * group + g);
-          const Acc inv = l_s[row] > Acc(0) ? Acc(1) / l_s[row] : Acc(0);
-          for (std::int64_t d = 0; d < dim; ++d)
-            out(row0 + r, qh, d) = store_as<Q>(acc_s(row, static_cast<Eigen::Index>(d)) * inv);
-        }
-      return;
-    }
-
-    sc.fit_many(rows, static_cast<Eigen::Index>(block), d_idx);
-    for (std::int64_t h = h_begin; h < h_end; ++h) {
-      // Row r * G + g holds query head h * G + g of token row0 + r.
-      for (std::int64_t r = 0; r < q_len; ++r) {
-        for (std::int64_t g = 0; g < group; ++g) {
-          const std::int64_t qh = h * group + g;
-          Acc* dst = q_block.row(static_cast<Eigen::Index>(r * group + g)).data();
-          if (q_contiguous) {
-            const Q* src = &a.q(row0 + r, qh, 0);
-            for (std::int64_t d = 0; d < dim; ++d) dst[d] = load_as<Acc>(src[d]);
-          } else {
-            for (std::int64_t d = 0; d < dim; ++d) dst[d] = load_as<Acc>(a.q(row0 + r, qh, d));
-          }
-        }
-      }
-      acc.topRows(rows).setZero();
-      m.head(rows).setConstant(neg_inf);
-      l.head(rows).setZero();
-
-      // Blocks aligned to page boundaries, starting at the page holding key_lo.
-      for (std::int64_t c0 = key_lo - key_lo % page_size; c0 < kv_len; c0 += block) {
-        const std::int64_t lo = std::max(c0, key_lo);
-        const std::int64_t hi = std::min(c0 + block, kv_len);
-        // Rows that see any key in [lo, hi): pos >= lo and pos - w < hi - 1.
-        std::int64_t r_lo = std::max<std::int64_t>(0, lo - first_pos);
-        std::int64_t r_hi = q_len;
-        // hi - 1 - first_pos + w; a window near INT64_MAX (valid: R7 only asks w > 0) would
-        // overflow it, and then no row is excluded.
-        std::int64_t w_hi = 0;
-        if (window && checked_add(hi - 1 - first_pos, w, &w_hi)) r_hi = std::min(r_hi, w_hi);
-        if (r_lo >= r_hi) continue;
-        const Eigen::Index nk = static_cast<Eigen::Index>(hi - lo);
-        const Eigen::Index br = static_cast<Eigen::Index>(r_lo * group);
-        const Eigen::Index nr = static_cast<Eigen::Index>((r_hi - r_lo) * group);
-        // K and V of keys [lo, hi), page by page, gathered into contiguous blocks.
-        for (std::int64_t c = lo; c < hi;) {
-          const std::int64_t page = a.page_indices(i, c / page_size);
-          const std::int64_t slot0 = c % page_size;
-          const std::int64_t run = std::min(page_size - slot0, hi - c);
-          load_rows(page, slot0, run, h, k_block, v_block, c - lo, 1,
-                    &k_rows[static_cast<std::size_t>(c - lo)],
-                    &v_rows[static_cast<std::size_t>(c - lo)], 1);
-          c += run;
-        }
-        auto logits = s.block(0, 0, nr, nk);
-        logits.noalias() = q_block.middleRows(br, nr) * k_block.topRows(nk).transpose();
-        for (Eigen::Index row = 0; row < nr; ++row) {
-          const std::int64_t r = r_lo + static_cast<std::int64_t>(row) / group;
-          const std::int64_t pos = first_pos + r;
-          // Visible keys of this row inside [lo, hi): [vis_lo, vis_hi).
-          const std::int64_t vis_hi = std::min(hi, pos + 1);
-          const std::int64_t vis_lo = window ? std::max(lo, pos - w + 1) : lo;
-          alpha[row] =
-              softmax_step(logits.row(row), static_cast<Eigen::Index>(vis_lo - lo),
-                           static_cast<Eigen::Index>(std::max<std::int64_t>(0, vis_hi - vis_lo)),
-                           m[br + row], l[br + row]);
-        }
-        auto acc_rows = acc.middleRows(br, nr);
-        acc_rows = alpha.head(nr).asDiagonal() * acc_rows;
-        acc_rows.noalias() += logits * v_block.topRows(nk);
-      }
-
-      // Normalize and store. Every row sees at least its own position (q_len <= kv_len).
-      for (std::int64_t r = 0; r < q_len; ++r) {
-        for (std::int64_t g = 0; g < group; ++g) {
-          const Eigen::Index row = static_cast<Eigen::Index>(r * group + g);
-          const Acc inv = l[row] > Acc(0) ? Acc(1) / l[row] : Acc(0);
-          const std::int64_t qh = h * group + g;
-          for (std::int64_t d = 0; d < dim; ++d)
-            out(row0 + r, qh, d) = store_as<Q>(acc(row, static_cast<Eigen::Index>(d)) * inv);
-        }
-      }
-    }
-  };
-
-  // Work items, handed out by the executor: a few-rows (decode) sequence is one item with all
-  // its KV heads; a many-rows sequence is one item per KV head.
-  std::vector<std::array<std::int64_t, 2>> items;  // (sequence, KV head or -1 for all)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t q_len = a.cu_q_lens(i + 1) - a.cu_q_lens(i);
-    if (q_len == 0) continue;
-    if (q_len * group <= kRaggedSmallRows) {
-      items.push_back({i, -1});
-    } else {
-      for (std::int64_t h = 0; h < hkv; ++h) items.push_back({i, h});
-    }
-  }
+  for (std::int64_t t = a.cu_q_lens(a.num_seqs_count()); t < a.max_num_batched_tokens(); ++t)
+    for (std::int64_t h = 0; h < a.num_q_heads(); ++h)
+      for (std::int64_t d = 0; d < call.dim; ++d) out(t, h, d) = store_as<Q>(Acc(0));
+  const std::vector<RaggedWorkItem> items = ragged_work_items(call);
   executor.parallel_for(static_cast<std::int64_t>(items.size()), [&](std::int64_t k) {
     thread_local RaggedScratch<Acc> scratch;
-    const std::array<std::int64_t, 2>& item = items[static_cast<std::size_t>(k)];
-    if (item[1] < 0) {
-      run_item(item[0], 0, hkv, scratch);
+    const RaggedWorkItem& it = items[static_cast<std::size_t>(k)];
+    if (it.q_len * call.heads.group() <= kRaggedSmallRows) {
+      ragged_decode_item(call, it, scratch);
     } else {
-      run_item(item[0], item[1], item[1] + 1, scratch);
+      for (std::int64_t h = it.kv_head_begin; h < it.kv_head_end; ++h)
+        ragged_prefill_item(call, it, h, scratch);
     }
   });
 }
@@ -477,7 +494,7 @@ template <class Q, class KV, class Index, class Executor = SerialExecutor>
 Status try_ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV, Index>& args,
                                   TensorView<Q, 3> out, Executor&& executor = Executor{}) {
   ATTNREF_RETURN_IF_ERROR(check_ragged(args, Profile::kReference));
-  ATTNREF_RETURN_IF_ERROR(detail::check_ragged_out(args, out));
+  ATTNREF_RETURN_IF_ERROR(check_ragged_output(args, out));
   detail::ragged_paged_attention_impl(args, out, std::forward<Executor>(executor));
   return Status();
 }

@@ -12,9 +12,23 @@
 ///  - a sink `s_h` is one extra logit with a zero value vector;
 ///  - a row with no allowed key and no sink gives output 0 and logsumexp -inf (JAX: undefined);
 ///  - accumulation in f32 (f64 when an input is double); out in q's dtype, logsumexp f32;
-///  - results depend on the block sizes only through rounding. Empty tiles are skipped without
-///    reading K/V; full tiles evaluate no mask; the query heads that share a KV head reuse each
-///    K/V sub-block.
+///  - results depend on the block sizes only through rounding, and not at all on the executor.
+///    Empty tiles are skipped without reading K/V; full tiles evaluate no mask; the query heads
+///    that share a KV head reuse each K/V sub-block.
+///
+/// The API (the same three forms as paged and ragged, each with an optional executor):
+///  - `make_splash_plan(args, mask, &plan)`: checks under `Profile::kReference` and classifies
+///    the mask once (forward tiles, and backward tiles when the dkv blocks differ); the plan is
+///    reused by forward and backward. A caller who wants JAX's rules calls
+///    `check_splash(args, mask, Profile::kJax)` (or `check_splash_backward`) first;
+///  - forward: `try_splash_attention(plan, out, lse, exec) -> Status`, `splash_attention(...)`
+///    (throws), `splash_attention_unchecked(...)`, and `(args, mask, out, lse, exec)` overloads
+///    that build the plan;
+///  - backward: `try_splash_attention_backward(plan, out, lse, dout, grads, exec)`,
+///    `splash_attention_backward(...)`, `splash_attention_backward_unchecked(...)`, and the
+///    `(args, mask, ...)` overloads;
+///  - output checks: `check_splash_output(args, out, lse)`,
+///    `check_splash_backward_output(args, out, lse, dout, grads)`.
 ///
 /// Example:
 /// @code
@@ -23,11 +37,13 @@
 ///   args.k = {k.data(), {2, 1024, 128}};
 ///   args.v = {v.data(), {2, 1024, 128}};
 ///   args.sm_scale = 1.0f / std::sqrt(128.0f);
-///   attnref::CausalMask mask{{1024, 1024}};
+///   attnref::SplashPlan<float> plan;
+///   attnref::throw_if_error(attnref::make_splash_plan(args, attnref::CausalMask{{1024, 1024}},
+///                                                     &plan));
 ///   std::vector<float> out(8 * 1024 * 128), lse(8 * 1024);
-///   attnref::splash_attention(args, mask, attnref::TensorView<float, 3>(out.data(), {8, 1024,
-///   128}),
-///                             attnref::TensorView<float, 2>(lse.data(), {8, 1024}));
+///   attnref::ThreadPoolExecutor pool(4);
+///   attnref::splash_attention(plan, attnref::TensorView<float, 3>(out.data(), {8, 1024, 128}),
+///                             attnref::TensorView<float, 2>(lse.data(), {8, 1024}), pool);
 /// @endcode
 #pragma once
 
@@ -35,18 +51,23 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Core>
 
 #include "attnref/core/error.hpp"
+#include "attnref/core/executor.hpp"
 #include "attnref/core/profile.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
 #include "attnref/kernels/detail/convert.hpp"
+#include "attnref/kernels/detail/head_groups.hpp"
+#include "attnref/kernels/detail/online_softmax.hpp"
 #include "attnref/masks/mask.hpp"
 #include "attnref/masks/mask_info.hpp"
-#include "attnref/validate/heads.hpp"
 #include "attnref/validate/splash.hpp"
 
 namespace attnref {
@@ -60,12 +81,64 @@ struct SplashGradients {
   TensorView<float, 1> dsinks;  ///< [num_q_heads], only with sinks
 };
 
+/// A checked splash call: the arguments and the mask's block classification, built once by
+/// `make_splash_plan` and reused by the forward and backward kernels.
+template <class Q, class KV = Q>
+struct SplashPlan {
+  SplashAttentionArgs<Q, KV> args;  ///< checked under Profile::kReference
+  MaskInfo info;                    ///< forward tiles (block_q, block_kv)
+  /// Backward tiles (block_q_dkv, block_kv_dkv), only when they differ from the forward ones.
+  std::optional<MaskInfo> info_dkv;
+  /// Why the backward cannot run with this plan (ok: it can); the forward does not depend on it.
+  Status backward_status;
+
+  /// The tiles the backward pass runs over.
+  const MaskInfo& backward_info() const noexcept { return info_dkv ? *info_dkv : info; }
+};
+
+/// Checks that `out` is a valid `[num_q_heads, q_seq_len, head_dim_v]` view and `logsumexp`
+/// (when not empty) a valid `[num_q_heads, q_seq_len]` one.
+template <class Q, class KV>
+Status check_splash_output(const SplashAttentionArgs<Q, KV>& a, const TensorView<Q, 3>& out,
+                           const TensorView<float, 2>& logsumexp = {}) {
+  const auto& e = out.extents;
+  if (e[0] != a.num_q_heads() || e[1] != a.q_seq_len() || e[2] != a.head_dim_v()) {
+    return Status(ErrorCode::kShapeMismatch, "",
+                  "{f} has shape ({0}, {1}, {2}); expected ({3}, {4}, {5})",
+                  "out is [num_q_heads, q_seq_len, head_dim_v]",
+                  {e[0], e[1], e[2], a.num_q_heads(), a.q_seq_len(), a.head_dim_v()}, {}, "out");
+  }
+  ATTNREF_RETURN_IF_ERROR(check_output_view(out, "out"));
+  if (!logsumexp.empty_view()) {
+    const auto& l = logsumexp.extents;
+    if (l[0] != a.num_q_heads() || l[1] != a.q_seq_len()) {
+      return Status(ErrorCode::kShapeMismatch, "", "{f} has shape ({0}, {1}); expected ({2}, {3})",
+                    "logsumexp is [num_q_heads, q_seq_len]",
+                    {l[0], l[1], a.num_q_heads(), a.q_seq_len()}, {}, "logsumexp");
+    }
+    ATTNREF_RETURN_IF_ERROR(check_output_view(logsumexp, "logsumexp"));
+  }
+  return Status();
+}
+
+/// Checks the backward's tensors: out and dout `[Hq, Sq, Dv]`, logsumexp `[Hq, Sq]` (the
+/// forward's residuals) and the gradients (see `check_splash_backward_tensors`).
+template <class Q, class KV>
+Status check_splash_backward_output(const SplashAttentionArgs<Q, KV>& a,
+                                    const TensorView<const Q, 3>& out,
+                                    const TensorView<const float, 2>& logsumexp,
+                                    const TensorView<const Q, 3>& dout,
+                                    const SplashGradients<Q, KV>& grads) {
+  return check_splash_backward_tensors(a, out, logsumexp, dout, grads.dq, grads.dk, grads.dv,
+                                       grads.dsinks);
+}
+
 namespace detail {
 
 template <class Acc>
-using SplashMatrix = Eigen::Matrix<Acc, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using SplashMatrix = RowMajorMatrix<Acc>;
 
-/// rows [row0, row0 + rows) of head `head` of a [H, S, D] view, converted to Acc and scaled.
+/// Rows [row0, row0 + rows) of head `head` of a [H, S, D] view, converted to Acc and scaled.
 template <class Acc, class T>
 void load_rows(const TensorView<const T, 3>& view, std::int64_t head, std::int64_t row0,
                std::int64_t rows, Acc scale, SplashMatrix<Acc>& dst) {
@@ -79,27 +152,19 @@ void load_rows(const TensorView<const T, 3>& view, std::int64_t head, std::int64
   }
 }
 
-/// The q-side state of one query head over one q block.
-template <class Acc>
-struct SplashRowState {
-  Eigen::Matrix<Acc, Eigen::Dynamic, 1> m;  ///< running max (-inf: nothing seen yet)
-  Eigen::Matrix<Acc, Eigen::Dynamic, 1> l;  ///< running sum of exp(x - m)
-  SplashMatrix<Acc> o;                      ///< running sum of exp(x - m) * v
-  SplashMatrix<Acc> q;                      ///< sm_scale * q rows
-};
+/// The query heads of each KV head (MQA: every query head reads KV head 0).
+template <class Q, class KV>
+HeadGroups splash_heads(const SplashAttentionArgs<Q, KV>& a) {
+  return HeadGroups{a.num_q_heads(), a.is_mqa ? 1 : a.num_kv_heads()};
+}
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-/// Applies the soft cap and the mask to logits `s` [rows, cols] of tile (i, j), whose columns
-/// start at absolute kv position `t0`: masked entries become -inf. `tile_col0` is `t0 - j*bkv`.
+/// Sets the masked logits of `s` [rows, cols] of tile (i, j) of query head h to -inf: the
+/// partial tile's pattern, then the segment ids. Columns start at absolute kv position `t0`,
+/// which is column `tile_col0` of the tile.
 template <class Acc, class Q, class KV>
-void cap_and_mask(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, std::int64_t h,
-                  std::int64_t i, std::int64_t j, std::int64_t r0, std::int64_t t0,
-                  std::int64_t tile_col0, SplashMatrix<Acc>& s) {
-  if (a.soft_cap) {
-    const Acc c = static_cast<Acc>(*a.soft_cap);
-    s = (s.array() / c).tanh().matrix() * c;
-  }
+void mask_tile(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, std::int64_t h,
+               std::int64_t i, std::int64_t j, std::int64_t r0, std::int64_t t0,
+               std::int64_t tile_col0, SplashMatrix<Acc>& s) {
   const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
   const auto rows = s.rows(), cols = s.cols();
   if (info.kind(h, i, j) == BlockKind::kPartial) {
@@ -119,278 +184,406 @@ void cap_and_mask(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, std
   }
 }
 
-/// KV head read by query head h (all heads share head 0 under MQA).
-template <class Q, class KV>
-std::int64_t splash_kv_head(const SplashAttentionArgs<Q, KV>& a, std::int64_t h) {
-  return a.is_mqa ? 0 : kv_head_of(h, a.num_q_heads(), a.num_kv_heads());
-}
-
-template <class Q, class KV>
-Status check_splash_outputs(const SplashAttentionArgs<Q, KV>& a, const TensorView<Q, 3>& out,
-                            const TensorView<float, 2>& lse) {
-  const auto& e = out.extents;
-  if (e[0] != a.num_q_heads() || e[1] != a.q_seq_len() || e[2] != a.head_dim_v()) {
-    return Status(ErrorCode::kShapeMismatch, "",
-                  "{f} has shape ({0}, {1}, {2}); expected ({3}, {4}, {5})",
-                  "out is [num_q_heads, q_seq_len, head_dim_v]",
-                  {e[0], e[1], e[2], a.num_q_heads(), a.q_seq_len(), a.head_dim_v()}, {}, "out");
-  }
-  ATTNREF_RETURN_IF_ERROR(check_output_view(out, "out"));
-  if (!lse.empty_view()) {
-    if (lse.extents[0] != a.num_q_heads() || lse.extents[1] != a.q_seq_len()) {
-      return Status(ErrorCode::kShapeMismatch, "", "{f} has shape ({0}, {1}); expected ({2}, {3})",
-                    "logsumexp is [num_q_heads, q_seq_len]",
-                    {lse.extents[0], lse.extents[1], a.num_q_heads(), a.q_seq_len()}, {},
-                    "logsumexp");
-    }
-    ATTNREF_RETURN_IF_ERROR(check_output_view(lse, "logsumexp"));
-  }
-  return Status();
-}
-
-/// The forward pass proper. Preconditions: inputs, MaskInfo and outputs checked.
-template <class Q, class KV>
-void splash_forward_unchecked(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info,
-                              const TensorView<Q, 3>& out, const TensorView<float, 2>& lse) {
-  using Acc = AccumulatorOf<Q, KV>;
-  const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
-  const std::int64_t hq = a.num_q_heads();
-  const std::int64_t hkv = a.is_mqa ? 1 : a.num_kv_heads();
-  const std::int64_t group = hq / hkv;
-  const std::int64_t dv = a.head_dim_v();
-  const std::int64_t bkv = info.block_kv;
-  const std::int64_t bc = std::max<std::int64_t>(1, std::min(a.block_sizes.kv_compute(), bkv));
-  const Acc scale = static_cast<Acc>(a.sm_scale);
-  std::vector<SplashRowState<Acc>> state(static_cast<size_t>(group));
+/// Per-thread scratch of the forward: one softmax state and scaled q block per query head of a
+/// group, one K/V sub-block and one score tile.
+template <class Acc>
+struct SplashForwardScratch {
+  std::vector<OnlineSoftmax<Acc>> state;
+  std::vector<SplashMatrix<Acc>> q;
   SplashMatrix<Acc> kc, vc, s;
-  for (std::int64_t kh = 0; kh < hkv; ++kh) {
-    const std::int64_t h0 = kh * group;
-    for (std::int64_t i = 0; i < info.num_q_blocks; ++i) {
-      const std::int64_t r0 = i * info.block_q;
-      const std::int64_t rows = info.q_rows(i);
+};
+
+/// Whether tile (i, j) is non-empty for any query head of KV head `kv`.
+inline bool any_tile(const MaskInfo& info, const HeadGroups& heads, std::int64_t kv, std::int64_t i,
+                     std::int64_t j) {
+  for (std::int64_t g = 0; g < heads.group(); ++g)
+    if (info.kind(heads.q_head(kv, g), i, j) != BlockKind::kEmpty) return true;
+  return false;
+}
+
+/// One forward work item: q block i of the G query heads that read KV head `kv`. Writes only
+/// those rows of `out` and `lse`, so items run in any order with the same bits.
+template <class Acc, class Q, class KV>
+void splash_forward_item(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info,
+                         const TensorView<Q, 3>& out, const TensorView<float, 2>& lse,
+                         std::int64_t kv, std::int64_t i, SplashForwardScratch<Acc>& sc) {
+  const HeadGroups heads = splash_heads(a);
+  const std::int64_t group = heads.group(), dv = a.head_dim_v(), bkv = info.block_kv;
+  const std::int64_t bc = std::max<std::int64_t>(1, std::min(a.block_sizes.kv_compute(), bkv));
+  const LogitTransform<Acc> logits(a.sm_scale, a.soft_cap);
+  const std::int64_t r0 = i * info.block_q, rows = info.q_rows(i);
+  sc.state.resize(static_cast<size_t>(group));
+  sc.q.resize(static_cast<size_t>(group));
+  for (std::int64_t g = 0; g < group; ++g) {
+    const std::int64_t h = heads.q_head(kv, g);
+    load_rows<Acc>(a.q, h, r0, rows, logits.scale, sc.q[static_cast<size_t>(g)]);
+    OnlineSoftmax<Acc>& st = sc.state[static_cast<size_t>(g)];
+    if (a.has_sinks()) {
+      st.reset(rows, dv, static_cast<Acc>(a.sinks(h)));
+    } else {
+      st.reset(rows, dv);
+    }
+  }
+  for (std::int64_t j = 0; j < info.num_kv_blocks; ++j) {
+    if (!any_tile(info, heads, kv, i, j)) continue;  // skipped: K/V of this tile are never read
+    const std::int64_t cols = info.kv_cols(j);
+    for (std::int64_t c0 = 0; c0 < cols; c0 += bc) {
+      const std::int64_t t0 = j * bkv + c0;
+      const std::int64_t n = std::min(bc, cols - c0);
+      load_rows<Acc>(a.k, kv, t0, n, Acc(1), sc.kc);
+      load_rows<Acc>(a.v, kv, t0, n, Acc(1), sc.vc);
       for (std::int64_t g = 0; g < group; ++g) {
-        SplashRowState<Acc>& st = state[static_cast<size_t>(g)];
-        load_rows<Acc>(a.q, h0 + g, r0, rows, scale, st.q);
-        st.o.setZero(rows, dv);
-        if (a.has_sinks()) {
-          st.m.setConstant(rows, static_cast<Acc>(a.sinks(h0 + g)));
-          st.l.setOnes(rows);
-        } else {
-          st.m.setConstant(rows, neg_inf);
-          st.l.setZero(rows);
-        }
+        const std::int64_t h = heads.q_head(kv, g);
+        if (info.kind(h, i, j) == BlockKind::kEmpty) continue;
+        OnlineSoftmax<Acc>& st = sc.state[static_cast<size_t>(g)];
+        sc.s.noalias() = sc.q[static_cast<size_t>(g)] * sc.kc.transpose();
+        logits.cap_only(sc.s);  // the scale is in q
+        mask_tile<Acc>(a, info, h, i, j, r0, t0, c0, sc.s);
+        st.template fold<true>(sc.s);
+        st.o.noalias() += sc.s * sc.vc;
       }
-      for (std::int64_t j = 0; j < info.num_kv_blocks; ++j) {
-        bool any = false;
-        for (std::int64_t g = 0; g < group && !any; ++g)
-          any = info.kind(h0 + g, i, j) != BlockKind::kEmpty;
-        if (!any) continue;  // skipped: K/V of this tile are never read
-        const std::int64_t cols = info.kv_cols(j);
-        for (std::int64_t c0 = 0; c0 < cols; c0 += bc) {
-          const std::int64_t t0 = j * bkv + c0;
-          const std::int64_t n = std::min(bc, cols - c0);
-          load_rows<Acc>(a.k, kh, t0, n, Acc(1), kc);
-          load_rows<Acc>(a.v, kh, t0, n, Acc(1), vc);
-          for (std::int64_t g = 0; g < group; ++g) {
-            const std::int64_t h = h0 + g;
-            if (info.kind(h, i, j) == BlockKind::kEmpty) continue;
-            SplashRowState<Acc>& st = state[static_cast<size_t>(g)];
-            s.noalias() = st.q * kc.transpose();
-            cap_and_mask<Acc>(a, info, h, i, j, r0, t0, c0, s);
-            for (Eigen::Index r = 0; r < rows; ++r) {
-              const Acc tile_max = s.row(r).maxCoeff();
-              const Acc m_new = std::max(st.m[r], tile_max);
-              if (m_new == neg_inf) {  // nothing allowed so far in this row
-                s.row(r).setZero();
-                continue;
-              }
-              const Acc alpha = std::exp(st.m[r] - m_new);
-              // Eigen's vectorized exp clamps its argument, so exp(-inf) is not exactly 0:
-              // masked entries are zeroed by a select.
-              s.row(r) = (s.row(r).array() == neg_inf)
-                             .select(Acc(0), (s.row(r).array() - m_new).exp())
-                             .matrix();
-              st.l[r] = alpha * st.l[r] + s.row(r).sum();
-              st.o.row(r) *= alpha;
-              st.m[r] = m_new;
-            }
-            st.o.noalias() += s * vc;
-          }
-        }
-      }
-      for (std::int64_t g = 0; g < group; ++g) {
-        const SplashRowState<Acc>& st = state[static_cast<size_t>(g)];
-        const std::int64_t h = h0 + g;
-        for (std::int64_t r = 0; r < rows; ++r) {
-          const bool live = st.l[r] > Acc(0);
-          const Acc inv = live ? Acc(1) / st.l[r] : Acc(0);
-          Q* dst = out.data + out.offset(h, r0 + r, 0);
-          for (std::int64_t d = 0; d < dv; ++d)
-            dst[d * out.strides[2]] = store_as<Q>(st.o(r, d) * inv);
-          if (!lse.empty_view()) {
-            lse(h, r0 + r) = live ? static_cast<float>(st.m[r] + std::log(st.l[r])) : kNegInf;
-          }
-        }
-      }
+    }
+  }
+  for (std::int64_t g = 0; g < group; ++g) {
+    const OnlineSoftmax<Acc>& st = sc.state[static_cast<size_t>(g)];
+    const std::int64_t h = heads.q_head(kv, g);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const Acc inv = st.inverse_sum_of(r);
+      Q* dst = out.data + out.offset(h, r0 + r, 0);
+      for (std::int64_t d = 0; d < dv; ++d) dst[d * out.strides[2]] = store_as<Q>(st.o(r, d) * inv);
+      if (!lse.empty_view()) lse(h, r0 + r) = st.logsumexp(r);
     }
   }
 }
 
-/// The fused backward pass. Preconditions: inputs, MaskInfo and tensors checked.
-template <class Q, class KV>
-void splash_backward_unchecked(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info,
-                               const TensorView<const Q, 3>& out,
-                               const TensorView<const float, 2>& lse,
-                               const TensorView<const Q, 3>& dout,
-                               const SplashGradients<Q, KV>& grads) {
+/// The forward pass: (KV head, q block) items on the executor.
+template <class Q, class KV, class Executor>
+void splash_forward_run(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info,
+                        const TensorView<Q, 3>& out, const TensorView<float, 2>& lse,
+                        Executor&& executor) {
   using Acc = AccumulatorOf<Q, KV>;
-  const std::int64_t hq = a.num_q_heads(), sq = a.q_seq_len(), dqk = a.head_dim_qk();
-  const std::int64_t hkv = a.is_mqa ? 1 : a.num_kv_heads();
-  const std::int64_t group = hq / hkv;
-  const std::int64_t dvd = a.head_dim_v();
-  const Acc scale = static_cast<Acc>(a.sm_scale);
-  // di[h, r] = sum_d o * dO (the "flash" form).
+  const std::int64_t num_kv = splash_heads(a).num_kv_heads;
+  executor.parallel_for(num_kv * info.num_q_blocks, [&](std::int64_t item) {
+    thread_local SplashForwardScratch<Acc> scratch;
+    splash_forward_item(a, info, out, lse, item / info.num_q_blocks, item % info.num_q_blocks,
+                        scratch);
+  });
+}
+
+/// Per-thread scratch of the backward: one KV block, one q block and its tiles, and the dq
+/// accumulator of the G query heads of one KV head [G * Sq, Dqk].
+template <class Acc>
+struct SplashBackwardScratch {
+  SplashMatrix<Acc> kj, vj, dk_acc, dv_acc, qi, doi, s, t, p, dp, dq_acc;
+};
+
+/// The backward's read-only inputs of one call.
+template <class Q, class KV>
+struct SplashBackwardInputs {
+  const SplashAttentionArgs<Q, KV>& a;
+  const MaskInfo& info;
+  const TensorView<const Q, 3>& out;
+  const TensorView<const float, 2>& lse;
+  const TensorView<const Q, 3>& dout;
+};
+
+/// Adds tile (i, j) of query head h (row g of the group) to dk_acc, dv_acc and dq_acc.
+template <class Acc, class Q, class KV>
+void splash_backward_tile(const SplashBackwardInputs<Q, KV>& in, const std::vector<Acc>& di,
+                          std::int64_t h, std::int64_t g, std::int64_t i, std::int64_t j,
+                          SplashBackwardScratch<Acc>& sc) {
+  const SplashAttentionArgs<Q, KV>& a = in.a;
+  const std::int64_t sq = a.q_seq_len(), t0 = j * in.info.block_kv;
+  const std::int64_t r0 = i * in.info.block_q, rows = in.info.q_rows(i);
+  const LogitTransform<Acc> logits(a.sm_scale, a.soft_cap);
+  load_rows<Acc>(a.q, h, r0, rows, logits.scale, sc.qi);
+  load_rows<Acc>(in.dout, h, r0, rows, Acc(1), sc.doi);
+  sc.s.noalias() = sc.qi * sc.kj.transpose();
+  if (logits.capped) sc.t = (sc.s.array() / logits.cap).tanh().matrix();  // d = tanh(xu / c)
+  logits.cap_only(sc.s);
+  mask_tile<Acc>(a, in.info, h, i, j, r0, t0, 0, sc.s);
+  sc.p.resize(rows, sc.s.cols());
+  for (Eigen::Index r = 0; r < rows; ++r)
+    probabilities_from_lse(sc.s.row(r), static_cast<Acc>(in.lse(h, r0 + r)), sc.p.row(r));
+  sc.dv_acc.noalias() += sc.p.transpose() * sc.doi;
+  sc.dp.noalias() = sc.doi * sc.vj.transpose();
+  for (Eigen::Index r = 0; r < rows; ++r)
+    sc.dp.row(r).array() -= di[static_cast<size_t>(h * sq + r0 + r)];
+  sc.dp.array() *= sc.p.array();  // ds
+  if (logits.capped) sc.dp.array() *= (Acc(1) - sc.t.array().square());
+  sc.dk_acc.noalias() += sc.dp.transpose() * sc.qi;
+  sc.dq_acc.middleRows(g * sq + r0, rows).noalias() += (sc.dp * sc.kj) * logits.scale;
+}
+
+/// One backward work item: KV head `kv`. Writes dk and dv of that head and dq of its G query
+/// heads, each accumulated in a fixed order, so items run in any order with the same bits.
+template <class Acc, class Q, class KV>
+void splash_backward_kv_head(const SplashBackwardInputs<Q, KV>& in, const std::vector<Acc>& di,
+                             const SplashGradients<Q, KV>& grads, std::int64_t kv,
+                             SplashBackwardScratch<Acc>& sc) {
+  const SplashAttentionArgs<Q, KV>& a = in.a;
+  const MaskInfo& info = in.info;
+  const HeadGroups heads = splash_heads(a);
+  const std::int64_t group = heads.group(), sq = a.q_seq_len();
+  const std::int64_t dqk = a.head_dim_qk(), dvd = a.head_dim_v();
+  sc.dq_acc.setZero(group * sq, dqk);
+  for (std::int64_t j = 0; j < info.num_kv_blocks; ++j) {
+    const std::int64_t t0 = j * info.block_kv, cols = info.kv_cols(j);
+    bool any = false;
+    for (std::int64_t i = 0; i < info.num_q_blocks && !any; ++i)
+      any = any_tile(info, heads, kv, i, j);
+    sc.dk_acc.setZero(cols, dqk);
+    sc.dv_acc.setZero(cols, dvd);
+    if (any) {
+      load_rows<Acc>(a.k, kv, t0, cols, Acc(1), sc.kj);
+      load_rows<Acc>(a.v, kv, t0, cols, Acc(1), sc.vj);
+      for (std::int64_t g = 0; g < group; ++g) {
+        const std::int64_t h = heads.q_head(kv, g);
+        for (std::int64_t i = 0; i < info.num_q_blocks; ++i)
+          if (info.kind(h, i, j) != BlockKind::kEmpty) splash_backward_tile(in, di, h, g, i, j, sc);
+      }
+    }
+    for (std::int64_t r = 0; r < cols; ++r) {
+      for (std::int64_t d = 0; d < dqk; ++d)
+        grads.dk(kv, t0 + r, d) = store_as<KV>(sc.dk_acc(r, d));
+      for (std::int64_t d = 0; d < dvd; ++d)
+        grads.dv(kv, t0 + r, d) = store_as<KV>(sc.dv_acc(r, d));
+    }
+  }
+  for (std::int64_t g = 0; g < group; ++g)
+    for (std::int64_t r = 0; r < sq; ++r)
+      for (std::int64_t d = 0; d < dqk; ++d)
+        grads.dq(heads.q_head(kv, g), r, d) = store_as<Q>(sc.dq_acc(g * sq + r, d));
+}
+
+/// The fused backward pass: di = rowsum(o * dO) per query head, then KV-head items on the
+/// executor, then dsinks.
+template <class Q, class KV, class Executor>
+void splash_backward_run(const SplashBackwardInputs<Q, KV>& in, const SplashGradients<Q, KV>& grads,
+                         Executor&& executor) {
+  using Acc = AccumulatorOf<Q, KV>;
+  const SplashAttentionArgs<Q, KV>& a = in.a;
+  const std::int64_t hq = a.num_q_heads(), sq = a.q_seq_len(), dvd = a.head_dim_v();
   std::vector<Acc> di(static_cast<size_t>(hq * sq));
-  for (std::int64_t h = 0; h < hq; ++h)
+  executor.parallel_for(hq, [&](std::int64_t h) {
     for (std::int64_t r = 0; r < sq; ++r) {
       Acc sum = 0;
       for (std::int64_t d = 0; d < dvd; ++d)
-        sum += load_as<Acc>(out(h, r, d)) * load_as<Acc>(dout(h, r, d));
+        sum += load_as<Acc>(in.out(h, r, d)) * load_as<Acc>(in.dout(h, r, d));
       di[static_cast<size_t>(h * sq + r)] = sum;
     }
-  SplashMatrix<Acc> dq_acc = SplashMatrix<Acc>::Zero(hq * sq, dqk);
-  SplashMatrix<Acc> kj, vj, dk_acc, dv_acc, qi, doi, s, t, p, dp;
-  for (std::int64_t kh = 0; kh < hkv; ++kh) {
-    for (std::int64_t j = 0; j < info.num_kv_blocks; ++j) {
-      const std::int64_t t0 = j * info.block_kv;
-      const std::int64_t cols = info.kv_cols(j);
-      bool any = false;
-      for (std::int64_t g = 0; g < group && !any; ++g)
-        for (std::int64_t i = 0; i < info.num_q_blocks && !any; ++i)
-          any = info.kind(kh * group + g, i, j) != BlockKind::kEmpty;
-      dk_acc.setZero(cols, dqk);
-      dv_acc.setZero(cols, dvd);
-      if (any) {
-        load_rows<Acc>(a.k, kh, t0, cols, Acc(1), kj);
-        load_rows<Acc>(a.v, kh, t0, cols, Acc(1), vj);
-        for (std::int64_t g = 0; g < group; ++g) {
-          const std::int64_t h = kh * group + g;
-          for (std::int64_t i = 0; i < info.num_q_blocks; ++i) {
-            if (info.kind(h, i, j) == BlockKind::kEmpty) continue;
-            const std::int64_t r0 = i * info.block_q;
-            const std::int64_t rows = info.q_rows(i);
-            load_rows<Acc>(a.q, h, r0, rows, scale, qi);
-            load_rows<Acc>(dout, h, r0, rows, Acc(1), doi);
-            s.noalias() = qi * kj.transpose();
-            if (a.soft_cap) {
-              const Acc c = static_cast<Acc>(*a.soft_cap);
-              t = (s.array() / c).tanh().matrix();  // d = tanh(xu / c)
-            }
-            cap_and_mask<Acc>(a, info, h, i, j, r0, t0, 0, s);
-            p.resize(rows, cols);
-            for (Eigen::Index r = 0; r < rows; ++r) {
-              const Acc l = static_cast<Acc>(lse(h, r0 + r));
-              if (l == -std::numeric_limits<Acc>::infinity()) {
-                p.row(r).setZero();  // a row with no allowed key has no gradient
-              } else {
-                p.row(r) = (s.row(r).array() == -std::numeric_limits<Acc>::infinity())
-                               .select(Acc(0), (s.row(r).array() - l).exp())
-                               .matrix();
-              }
-            }
-            dv_acc.noalias() += p.transpose() * doi;
-            dp.noalias() = doi * vj.transpose();
-            for (Eigen::Index r = 0; r < rows; ++r)
-              dp.row(r).array() -= di[static_cast<size_t>(h * sq + r0 + r)];
-            dp.array() *= p.array();  // ds
-            if (a.soft_cap) dp.array() *= (Acc(1) - t.array().square());
-            dk_acc.noalias() += dp.transpose() * qi;
-            dq_acc.middleRows(h * sq + r0, rows).noalias() += (dp * kj) * scale;
-          }
-        }
-      }
-      for (std::int64_t r = 0; r < cols; ++r) {
-        for (std::int64_t d = 0; d < dqk; ++d) grads.dk(kh, t0 + r, d) = store_as<KV>(dk_acc(r, d));
-        for (std::int64_t d = 0; d < dvd; ++d) grads.dv(kh, t0 + r, d) = store_as<KV>(dv_acc(r, d));
-      }
-    }
-  }
-  for (std::int64_t h = 0; h < hq; ++h)
+  });
+  executor.parallel_for(splash_heads(a).num_kv_heads, [&](std::int64_t kv) {
+    thread_local SplashBackwardScratch<Acc> scratch;
+    splash_backward_kv_head(in, di, grads, kv, scratch);
+  });
+  if (grads.dsinks.empty_view()) return;
+  for (std::int64_t h = 0; h < hq; ++h) {
+    const Acc sink = static_cast<Acc>(a.sinks(h));
+    Acc sum = 0;
     for (std::int64_t r = 0; r < sq; ++r)
-      for (std::int64_t d = 0; d < dqk; ++d) grads.dq(h, r, d) = store_as<Q>(dq_acc(h * sq + r, d));
-  if (!grads.dsinks.empty_view()) {
-    for (std::int64_t h = 0; h < hq; ++h) {
-      const Acc sink = static_cast<Acc>(a.sinks(h));
-      Acc sum = 0;
-      for (std::int64_t r = 0; r < sq; ++r)
-        sum -= std::exp(sink - static_cast<Acc>(lse(h, r))) * di[static_cast<size_t>(h * sq + r)];
-      grads.dsinks(h) = static_cast<float>(sum);
-    }
+      sum -= std::exp(sink - static_cast<Acc>(in.lse(h, r))) * di[static_cast<size_t>(h * sq + r)];
+    grads.dsinks(h) = static_cast<float>(sum);
   }
+}
+
+/// Kernels take no Profile: a caller who wants JAX's rules checks with it first.
+template <class Executor>
+constexpr void assert_executor() {
+  static_assert(!std::is_same<std::decay_t<Executor>, Profile>::value,
+                "splash kernels take no Profile (they validate under Profile::kReference); call "
+                "check_splash(args, mask, Profile::kJax) first for JAX's rules");
+}
+
+/// The args with the backward's tiles as forward blocks, to check them against a MaskInfo.
+template <class Q, class KV>
+SplashAttentionArgs<Q, KV> with_dkv_blocks(const SplashAttentionArgs<Q, KV>& args,
+                                           const MaskInfo& info) {
+  SplashAttentionArgs<Q, KV> fwd = args;
+  fwd.block_sizes.block_q = info.block_q;
+  fwd.block_sizes.block_kv = info.block_kv;
+  fwd.block_sizes.block_kv_compute = args.block_sizes.kv_dkv_compute();
+  return fwd;
 }
 
 }  // namespace detail
 
-/// Forward pass against a pre-built MaskInfo (built with `block_sizes.block_q/block_kv`; reuse
-/// it across calls). Validates (`check_splash(args, info, profile)` and the output shapes),
-/// throws `ShapeError` on error, then writes `out` [Hq, Sq, Dv] and, when given, `logsumexp`
-/// [Hq, Sq].
-template <class Q, class KV>
-void splash_forward(const SplashAttentionArgs<Q, KV>& args, const MaskInfo& info,
-                    TensorView<Q, 3> out, TensorView<float, 2> logsumexp = {},
-                    Profile profile = Profile::kReference) {
-  throw_if_error(check_splash(args, info, profile));
-  throw_if_error(detail::check_splash_outputs(args, out, logsumexp));
-  detail::splash_forward_unchecked(args, info, out, logsumexp);
+/// Checks `args` under `Profile::kReference` and classifies `mask` into forward tiles
+/// (block_q, block_kv) and, when (block_q_dkv, block_kv_dkv) differ, backward tiles. The backward
+/// checks (`check_splash_backward`) go to `plan->backward_status`: a plan for a forward-only
+/// caller is not rejected for its backward blocks. `plan` is written only on success.
+/// O(unique masks * Sq * Skv) mask evaluations; reuse the plan.
+template <class Q, class KV, class M>
+Status make_splash_plan(const SplashAttentionArgs<Q, KV>& args, const M& mask,
+                        SplashPlan<Q, KV>* plan) {
+  ATTNREF_RETURN_IF_ERROR(check_splash(args, mask, Profile::kReference));
+  SplashPlan<Q, KV> p;
+  p.args = args;
+  const SplashBlockSizes& b = args.block_sizes;
+  ATTNREF_RETURN_IF_ERROR(
+      build_mask_info(mask, b.block_q, b.block_kv, Profile::kReference, &p.info, args.sharding));
+  p.backward_status = check_splash_backward(args, mask, Profile::kReference);
+  if (p.backward_status.ok() && (b.q_dkv() != b.block_q || b.kv_dkv() != b.block_kv)) {
+    MaskInfo dkv;
+    p.backward_status =
+        build_mask_info(mask, b.q_dkv(), b.kv_dkv(), Profile::kReference, &dkv, args.sharding);
+    if (p.backward_status.ok()) p.info_dkv = std::move(dkv);
+  }
+  *plan = std::move(p);
+  return Status();
 }
 
-/// Forward pass: classifies `mask` into (block_q, block_kv) tiles, validates, runs.
-template <class Q, class KV, class M>
-void splash_attention(const SplashAttentionArgs<Q, KV>& args, const M& mask, TensorView<Q, 3> out,
-                      TensorView<float, 2> logsumexp = {}, Profile profile = Profile::kReference) {
-  throw_if_error(check_splash(args, mask, profile));
+/// A plan over a MaskInfo built earlier (e.g. once for every layer of a step): checks `args`
+/// against it (`check_splash(args, info, Profile::kReference)`). The backward can use it when the
+/// dkv blocks equal the forward ones; otherwise build the plan from the mask.
+template <class Q, class KV>
+Status make_splash_plan(const SplashAttentionArgs<Q, KV>& args, const MaskInfo& info,
+                        SplashPlan<Q, KV>* plan) {
+  ATTNREF_RETURN_IF_ERROR(check_splash(args, info, Profile::kReference));
+  SplashPlan<Q, KV> p;
+  p.args = args;
+  p.info = info;
+  const SplashBlockSizes& b = args.block_sizes;
+  if (b.q_dkv() != info.block_q || b.kv_dkv() != info.block_kv) {
+    p.backward_status = Status(
+        ErrorCode::kInvalidBlockSize, "",
+        "the plan's MaskInfo has blocks ({0}, {1}) but the backward blocks are ({2}, {3})",
+        "build the plan from the mask (make_splash_plan(args, mask, &plan)) to run the backward",
+        {info.block_q, info.block_kv, b.q_dkv(), b.kv_dkv()});
+  } else {
+    p.backward_status =
+        check_splash(detail::with_dkv_blocks(args, info), info, Profile::kReference);
+  }
+  *plan = std::move(p);
+  return Status();
+}
+
+/// Runs the forward without validating. Precondition: `plan` made by `make_splash_plan` and
+/// `check_splash_output(plan.args, out, logsumexp).ok()`. Writes `out` [Hq, Sq, Dv] and, when
+/// not empty, `logsumexp` [Hq, Sq]; (KV head, q block) items run on `executor`.
+template <class Q, class KV, class Executor = SerialExecutor>
+void splash_attention_unchecked(const SplashPlan<Q, KV>& plan, TensorView<Q, 3> out,
+                                TensorView<float, 2> logsumexp = {},
+                                Executor&& executor = Executor{}) {
+  detail::assert_executor<Executor>();
+  detail::splash_forward_run(plan.args, plan.info, out, logsumexp, executor);
+}
+
+/// Validates (the plan's args against its MaskInfo, O(1), and the outputs), then runs. Returns
+/// the first error without touching `out` or `logsumexp`.
+template <class Q, class KV, class Executor = SerialExecutor>
+Status try_splash_attention(const SplashPlan<Q, KV>& plan, TensorView<Q, 3> out,
+                            TensorView<float, 2> logsumexp = {}, Executor&& executor = Executor{}) {
+  detail::assert_executor<Executor>();
+  ATTNREF_RETURN_IF_ERROR(check_splash(plan.args, plan.info, Profile::kReference));
+  ATTNREF_RETURN_IF_ERROR(check_splash_output(plan.args, out, logsumexp));
+  detail::splash_forward_run(plan.args, plan.info, out, logsumexp, executor);
+  return Status();
+}
+
+/// Validates, then runs; throws `ShapeError` (or calls the error handler) on invalid input.
+template <class Q, class KV, class Executor = SerialExecutor>
+void splash_attention(const SplashPlan<Q, KV>& plan, TensorView<Q, 3> out,
+                      TensorView<float, 2> logsumexp = {}, Executor&& executor = Executor{}) {
+  throw_if_error(try_splash_attention(plan, out, logsumexp, std::forward<Executor>(executor)));
+}
+
+/// Forward from the mask: builds the forward plan (checks under `Profile::kReference`, classifies
+/// the mask), checks the outputs, runs. Prefer a plan when the mask is reused.
+template <class Q, class KV, class M, class Executor = SerialExecutor>
+Status try_splash_attention(const SplashAttentionArgs<Q, KV>& args, const M& mask,
+                            TensorView<Q, 3> out, TensorView<float, 2> logsumexp = {},
+                            Executor&& executor = Executor{}) {
+  detail::assert_executor<Executor>();
+  ATTNREF_RETURN_IF_ERROR(check_splash(args, mask, Profile::kReference));
   MaskInfo info;
-  throw_if_error(build_mask_info(mask, args.block_sizes.block_q, args.block_sizes.block_kv, profile,
-                                 &info, args.sharding));
-  throw_if_error(detail::check_splash_outputs(args, out, logsumexp));
-  detail::splash_forward_unchecked(args, info, out, logsumexp);
+  ATTNREF_RETURN_IF_ERROR(build_mask_info(mask, args.block_sizes.block_q, args.block_sizes.block_kv,
+                                          Profile::kReference, &info, args.sharding));
+  ATTNREF_RETURN_IF_ERROR(check_splash_output(args, out, logsumexp));
+  detail::splash_forward_run(args, info, out, logsumexp, executor);
+  return Status();
 }
 
-/// Backward pass against a MaskInfo built with the dkv block sizes (`block_sizes.q_dkv()`,
-/// `kv_dkv()`). `out` and `logsumexp` are the forward's; gradients per spec §2.6 (one fused
-/// pass: dk/dv summed over the query heads of each KV head, all heads under MQA).
-template <class Q, class KV>
-void splash_backward(const SplashAttentionArgs<Q, KV>& args, const MaskInfo& info,
-                     TensorView<const Q, 3> out, TensorView<const float, 2> logsumexp,
-                     TensorView<const Q, 3> dout, const SplashGradients<Q, KV>& grads,
-                     Profile profile = Profile::kReference) {
-  SplashAttentionArgs<Q, KV> fwd = args;  // the MaskInfo carries the dkv blocks
-  fwd.block_sizes.block_q = info.block_q;
-  fwd.block_sizes.block_kv = info.block_kv;
-  fwd.block_sizes.block_kv_compute = args.block_sizes.kv_dkv_compute();
-  throw_if_error(check_splash(fwd, info, Profile::kReference));
-  if (profile == Profile::kJax)
-    throw_if_error(
-        check_splash_backward(args, FullMask{{info.q_seq_len, info.kv_seq_len}}, profile));
-  throw_if_error(check_splash_backward_tensors(args, out, logsumexp, dout, grads.dq, grads.dk,
-                                               grads.dv, grads.dsinks));
-  detail::splash_backward_unchecked(args, info, out, logsumexp, dout, grads);
+/// Throwing form of `try_splash_attention(args, mask, ...)`.
+template <class Q, class KV, class M, class Executor = SerialExecutor>
+void splash_attention(const SplashAttentionArgs<Q, KV>& args, const M& mask, TensorView<Q, 3> out,
+                      TensorView<float, 2> logsumexp = {}, Executor&& executor = Executor{}) {
+  throw_if_error(
+      try_splash_attention(args, mask, out, logsumexp, std::forward<Executor>(executor)));
 }
 
-/// Backward pass: classifies `mask` with the dkv block sizes, validates
-/// (`check_splash_backward`), runs.
-template <class Q, class KV, class M>
+/// Runs the fused backward without validating. Precondition: `plan.backward_status.ok()` and
+/// `check_splash_backward_output(plan.args, out, logsumexp, dout, grads).ok()`. `out` and
+/// `logsumexp` are the forward's; gradients per spec §2.6 (dk/dv summed over the query heads of
+/// each KV head, all heads under MQA). KV heads run on `executor`.
+template <class Q, class KV, class Executor = SerialExecutor>
+void splash_attention_backward_unchecked(const SplashPlan<Q, KV>& plan, TensorView<const Q, 3> out,
+                                         TensorView<const float, 2> logsumexp,
+                                         TensorView<const Q, 3> dout,
+                                         const SplashGradients<Q, KV>& grads,
+                                         Executor&& executor = Executor{}) {
+  detail::assert_executor<Executor>();
+  const detail::SplashBackwardInputs<Q, KV> in{plan.args, plan.backward_info(), out, logsumexp,
+                                               dout};
+  detail::splash_backward_run(in, grads, executor);
+}
+
+/// Validates (the plan's backward status, its args against the backward MaskInfo, the tensors),
+/// then runs. Returns the first error without writing a gradient.
+template <class Q, class KV, class Executor = SerialExecutor>
+Status try_splash_attention_backward(const SplashPlan<Q, KV>& plan, TensorView<const Q, 3> out,
+                                     TensorView<const float, 2> logsumexp,
+                                     TensorView<const Q, 3> dout,
+                                     const SplashGradients<Q, KV>& grads,
+                                     Executor&& executor = Executor{}) {
+  detail::assert_executor<Executor>();
+  ATTNREF_RETURN_IF_ERROR(plan.backward_status);
+  const MaskInfo& info = plan.backward_info();
+  ATTNREF_RETURN_IF_ERROR(
+      check_splash(detail::with_dkv_blocks(plan.args, info), info, Profile::kReference));
+  ATTNREF_RETURN_IF_ERROR(check_splash_backward_output(plan.args, out, logsumexp, dout, grads));
+  splash_attention_backward_unchecked(plan, out, logsumexp, dout, grads, executor);
+  return Status();
+}
+
+/// Validates, then runs; throws `ShapeError` (or calls the error handler) on invalid input.
+template <class Q, class KV, class Executor = SerialExecutor>
+void splash_attention_backward(const SplashPlan<Q, KV>& plan, TensorView<const Q, 3> out,
+                               TensorView<const float, 2> logsumexp, TensorView<const Q, 3> dout,
+                               const SplashGradients<Q, KV>& grads,
+                               Executor&& executor = Executor{}) {
+  throw_if_error(try_splash_attention_backward(plan, out, logsumexp, dout, grads,
+                                               std::forward<Executor>(executor)));
+}
+
+/// Backward from the mask: checks (`check_splash_backward` under `Profile::kReference`),
+/// classifies the mask with the dkv blocks, checks the tensors, runs.
+template <class Q, class KV, class M, class Executor = SerialExecutor>
+Status try_splash_attention_backward(const SplashAttentionArgs<Q, KV>& args, const M& mask,
+                                     TensorView<const Q, 3> out,
+                                     TensorView<const float, 2> logsumexp,
+                                     TensorView<const Q, 3> dout,
+                                     const SplashGradients<Q, KV>& grads,
+                                     Executor&& executor = Executor{}) {
+  detail::assert_executor<Executor>();
+  ATTNREF_RETURN_IF_ERROR(check_splash_backward(args, mask, Profile::kReference));
+  MaskInfo info;
+  ATTNREF_RETURN_IF_ERROR(build_mask_info(mask, args.block_sizes.q_dkv(), args.block_sizes.kv_dkv(),
+                                          Profile::kReference, &info, args.sharding));
+  ATTNREF_RETURN_IF_ERROR(check_splash_backward_output(args, out, logsumexp, dout, grads));
+  const detail::SplashBackwardInputs<Q, KV> in{args, info, out, logsumexp, dout};
+  detail::splash_backward_run(in, grads, executor);
+  return Status();
+}
+
+/// Throwing form of `try_splash_attention_backward(args, mask, ...)`.
+template <class Q, class KV, class M, class Executor = SerialExecutor>
 void splash_attention_backward(const SplashAttentionArgs<Q, KV>& args, const M& mask,
                                TensorView<const Q, 3> out, TensorView<const float, 2> logsumexp,
                                TensorView<const Q, 3> dout, const SplashGradients<Q, KV>& grads,
-                               Profile profile = Profile::kReference) {
-  throw_if_error(check_splash_backward(args, mask, profile));
-  MaskInfo info;
-  throw_if_error(build_mask_info(mask, args.block_sizes.q_dkv(), args.block_sizes.kv_dkv(),
-                                 Profile::kReference, &info, args.sharding));
-  throw_if_error(check_splash_backward_tensors(args, out, logsumexp, dout, grads.dq, grads.dk,
-                                               grads.dv, grads.dsinks));
-  detail::splash_backward_unchecked(args, info, out, logsumexp, dout, grads);
+                               Executor&& executor = Executor{}) {
+  throw_if_error(try_splash_attention_backward(args, mask, out, logsumexp, dout, grads,
+                                               std::forward<Executor>(executor)));
 }
 
 }  // namespace attnref

@@ -32,9 +32,7 @@ inline T store_as(Acc x) noexcept {
 
 /// Rounds a float to the nearest bfloat16 (ties to even) and back: what JAX's paged kernel does
 /// to float K/V before use.
-inline float round_to_bf16(float x) noexcept {
-  return static_cast<float>(Eigen::bfloat16(x));
-}
+inline float round_to_bf16(float x) noexcept { return static_cast<float>(Eigen::bfloat16(x)); }
 
 /// Widens `n` bfloat16 values to float: a bf16 is the upper half of a float's bits, so this is a
 /// shift that compilers vectorise (Eigen's element-wise cast is not vectorised for bf16 here).

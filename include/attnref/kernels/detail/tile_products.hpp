@@ -10,6 +10,7 @@
 /// loaded once per row block, not once per query row.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include <Eigen/Core>
@@ -22,6 +23,9 @@ using PacketOf = typename Eigen::internal::packet_traits<Acc>::type;
 
 template <class Acc>
 constexpr int kLanes = Eigen::internal::unpacket_traits<PacketOf<Acc>>::size;
+
+/// An array bound from an int block size (bounds are size_t; -Wsign-conversion).
+constexpr std::size_t dims(int n) noexcept { return static_cast<std::size_t>(n); }
 
 /// scores[r * lds + t] = sum_d q[r * ldq + d] * k[t * ldk + d] for R rows and n tokens.
 template <class Acc, int R>
@@ -38,11 +42,11 @@ inline void qk_row_block(const Acc* q, std::int64_t ldq, const Acc* k, std::int6
   std::int64_t t = 0;
   for (; t + T <= n; t += T) {
     const Acc* kt = k + t * ldk;
-    Packet acc[R][T];
+    Packet acc[dims(R)][dims(T)];
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < T; ++j) acc[r][j] = pset1<Packet>(Acc(0));
     for (std::int64_t d = 0; d < full; d += W) {
-      Packet kp[T];
+      Packet kp[dims(T)];
       for (int j = 0; j < T; ++j) kp[j] = ploadu<Packet>(kt + j * ldk + d);
       for (int r = 0; r < R; ++r) {
         const Packet qp = ploadu<Packet>(q + r * ldq + d);
@@ -60,7 +64,7 @@ inline void qk_row_block(const Acc* q, std::int64_t ldq, const Acc* k, std::int6
     // Formed inside the loop: a pointer one row past the last could overflow when the row
     // stride is huge (a legal stride on a dimension the call only reads once).
     const Acc* kt = k + t * ldk;
-    Packet acc[R];
+    Packet acc[dims(R)];
     for (int r = 0; r < R; ++r) acc[r] = pset1<Packet>(Acc(0));
     for (std::int64_t d = 0; d < full; d += W) {
       const Packet kp = ploadu<Packet>(kt + d);
@@ -88,12 +92,12 @@ inline void pv_row_block(const Acc* p, std::int64_t ldp, const Acc* v, std::int6
   constexpr int C = R >= 8 ? 2 : 4;  // packets per chunk: R * C accumulators
   std::int64_t d0 = 0;
   for (; d0 + C * W <= dim; d0 += C * W) {
-    Packet acc[R][C];
+    Packet acc[dims(R)][dims(C)];
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c) acc[r][c] = ploadu<Packet>(out + r * ldo + d0 + c * W);
     for (std::int64_t t = 0; t < n; ++t) {
       const Acc* vt = v + t * ldv + d0;
-      Packet vp[C];
+      Packet vp[dims(C)];
       for (int c = 0; c < C; ++c) vp[c] = ploadu<Packet>(vt + c * W);
       for (int r = 0; r < R; ++r) {
         const Packet pr = pset1<Packet>(p[r * ldp + t]);
@@ -104,7 +108,7 @@ inline void pv_row_block(const Acc* p, std::int64_t ldp, const Acc* v, std::int6
       for (int c = 0; c < C; ++c) pstoreu(out + r * ldo + d0 + c * W, acc[r][c]);
   }
   for (; d0 + W <= dim; d0 += W) {  // whole packets left over
-    Packet acc[R];
+    Packet acc[dims(R)];
     for (int r = 0; r < R; ++r) acc[r] = ploadu<Packet>(out + r * ldo + d0);
     for (std::int64_t t = 0; t < n; ++t) {
       const Packet vp = ploadu<Packet>(v + t * ldv + d0);
