@@ -3,7 +3,9 @@
 # what is missing with apt-get; otherwise it prints the exact command and exits 1.
 # Usage: scripts/deps.sh [extra packages...]
 set -euo pipefail
-packages=(cmake ninja-build g++ libeigen3-dev libgtest-dev libbenchmark-dev libdlpack-dev clang libclang-rt-14-dev "$@")
+# clang-format-14: scripts/format.sh (the first CI step); pkg-config: the consume_pkg_config test.
+packages=(cmake ninja-build g++ libeigen3-dev libgtest-dev libbenchmark-dev libdlpack-dev clang
+          libclang-rt-14-dev clang-format-14 pkg-config "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -34,8 +34,9 @@ TEST(EigenTensorView, ConstTensorMapGivesAConstView) {
   static_assert(std::is_same<decltype(v), attnref::TensorView<const int, 2>>::value, "const");
   EXPECT_EQ(v(1, 2), 6);
   const Eigen::Tensor<float, 1, Eigen::RowMajor> ct(4);
-  static_assert(std::is_same<decltype(attnref::view_of(ct)), attnref::TensorView<const float, 1>>::value,
-                "a const tensor gives a const view");
+  static_assert(
+      std::is_same<decltype(attnref::view_of(ct)), attnref::TensorView<const float, 1>>::value,
+      "a const tensor gives a const view");
 }
 
 }  // namespace

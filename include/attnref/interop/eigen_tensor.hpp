@@ -26,15 +26,15 @@ namespace attnref {
 template <class EigenTensor>
 auto view_of(EigenTensor& tensor) {
   using Plain = std::remove_const_t<EigenTensor>;
-  using Scalar = std::conditional_t<std::is_const<EigenTensor>::value ||
-                                        std::is_const<typename Plain::Scalar>::value ||
-                                        std::is_const<std::remove_pointer_t<
-                                            decltype(tensor.data())>>::value,
-                                    const typename Plain::Scalar, typename Plain::Scalar>;
+  using Scalar =
+      std::conditional_t<std::is_const<EigenTensor>::value ||
+                             std::is_const<typename Plain::Scalar>::value ||
+                             std::is_const<std::remove_pointer_t<decltype(tensor.data())>>::value,
+                         const typename Plain::Scalar, typename Plain::Scalar>;
   constexpr size_t kRank = static_cast<size_t>(Plain::NumDimensions);
   constexpr bool kRowMajor = static_cast<int>(Plain::Layout) == static_cast<int>(Eigen::RowMajor);
   std::array<std::int64_t, kRank> extents{};
-  for (size_t i = 0; i < kRank; ++i) extents[i] = static_cast<std::int64_t>(tensor.dimension(i));
+  for (size_t i = 0; i < kRank; ++i) extents[i] = static_cast<std::int64_t>(tensor.dimensions()[i]);
   std::array<std::int64_t, kRank> strides{};
   std::int64_t s = 1;
   if (kRowMajor) {
