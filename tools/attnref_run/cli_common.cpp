@@ -2,9 +2,15 @@
 // Shared machinery of attnref-run's subcommands (see cli_common.hpp).
 #include "cli_common.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -169,6 +175,67 @@ std::string ParsedArgs::choice(const char* name, const std::vector<std::string>&
   usage_error(std::string(name) + " must be one of " + list + "; got '" + *v + "'");
 }
 
+namespace {
+
+/// "a FIFO", "a directory", ... for a message about a file that is not a regular file.
+std::string file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a special file";
+}
+
+/// The directory part of `path` ("." when there is none) and the name in it.
+std::pair<std::string, std::string> split_path(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+/// What a path names, for telling whether two options name one file: an existing file by
+/// device and inode, a file still to be created by its directory's device and inode and its
+/// name. `known` is false when neither can be found out (the open or the write reports it).
+struct FileKey {
+  bool known = false;
+  bool exists = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::string name;
+  bool operator==(const FileKey& o) const {
+    return known && o.known && exists == o.exists && dev == o.dev && ino == o.ino && name == o.name;
+  }
+};
+
+FileKey file_key(const std::string& path, struct stat* st) {
+  FileKey key;
+  const bool found = ::stat(path.c_str(), st) == 0;
+  const int error = errno;
+  if (found) {
+    key.known = key.exists = true;
+    key.dev = st->st_dev;
+    key.ino = st->st_ino;
+    return key;
+  }
+  struct stat dir {};
+  const std::pair<std::string, std::string> parts = split_path(path);
+  if (error == ENOENT && ::stat(parts.first.c_str(), &dir) == 0) {
+    key.known = true;
+    key.dev = dir.st_dev;
+    key.ino = dir.st_ino;
+    key.name = parts.second;
+  }
+  return key;
+}
+
+/// True for the options that name an output file: --out and --<name>-out.
+bool is_output_option(const std::string& name) {
+  return name == "--out" || (name.size() > 4 && name.compare(name.size() - 4, 4, "-out") == 0);
+}
+
+}  // namespace
+
 Input load_input(const ParsedArgs& args, const char* option, bool required) {
   Input input;
   input.option = option;
@@ -178,9 +245,107 @@ Input load_input(const ParsedArgs& args, const char* option, bool required) {
     return input;
   }
   input.path = *path;
+  // Opened without blocking (a FIFO with no writer would block in a plain open) and refused
+  // unless it is a regular file; the descriptor stays open while read_npy reads the path, and
+  // the file read must be the one checked.
+  const int fd = ::open(input.path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    fail_file(NpyStatus(input.path, std::string("cannot open: ") + std::strerror(errno),
+                        "check the path and the file's permissions"));
+  }
+  struct stat checked {};
+  const bool regular = ::fstat(fd, &checked) == 0 && S_ISREG(checked.st_mode);
+  if (!regular) {
+    ::close(fd);
+    fail_file(NpyStatus(
+        input.path,
+        std::string(option) + " names " + file_kind(checked.st_mode) + ", not a regular file",
+        "attnref-run reads .npy inputs from regular files only (never from a "
+        "pipe or a device); save the array to a file"));
+  }
   const NpyStatus s = read_npy(input.path, &input.array);
+  struct stat now {};
+  const bool same = ::stat(input.path.c_str(), &now) == 0 && now.st_dev == checked.st_dev &&
+                    now.st_ino == checked.st_ino;
+  ::close(fd);
   if (!s.ok()) fail_file(s);
+  if (!same) {
+    fail_file(NpyStatus(input.path, "the file was replaced while being read",
+                        "run again once nothing else writes to the path"));
+  }
   return input;
+}
+
+std::optional<float> float_option(const ParsedArgs& args, const char* option, ErrorCode code) {
+  const std::optional<double> parsed = args.real(option);  // the syntax check (exit 1)
+  if (!parsed) return std::nullopt;
+  const std::string text = *args.value(option);
+  // strtod again for its range verdict: ERANGE with an infinity is a finite number past double.
+  errno = 0;
+  const double d = std::strtod(text.c_str(), nullptr);
+  const bool range_error = errno == ERANGE;
+  const bool past_double = range_error && std::isinf(d);
+  const auto f = static_cast<float>(d);
+  const std::string head =
+      std::string("attnref: error[") + error_code_name(code) + "] " + option + " " + text + " ";
+  if (past_double || (std::isfinite(d) && std::isinf(f))) {
+    throw Exit(kExitValidation,
+               head + "is outside the float32 range (it would become " + (d < 0 ? "-inf" : "inf") +
+                   ")\nthe kernels take it as float32, whose largest finite magnitude is "
+                   "3.4028235e+38");
+  }
+  // A zero with ERANGE is a non-zero number past double's smallest.
+  if (f == 0.0f && (d != 0.0 || range_error)) {
+    throw Exit(kExitValidation,
+               head +
+                   "underflows to 0 in float32\nthe kernels take it as float32, whose "
+                   "smallest non-zero magnitude is about 1.4e-45; give 0 if you mean 0");
+  }
+  return f;
+}
+
+void check_output_paths(const ParsedArgs& args) {
+  struct Named {
+    std::string option, path;
+    FileKey key;
+  };
+  std::vector<Named> inputs, outputs;
+  for (const OptionSpec& o : args.spec().options) {
+    const std::optional<std::string> path = args.value(o.name);
+    if (!path || o.value_name == nullptr) continue;
+    const std::string value_name = o.value_name;
+    if (is_output_option(o.name)) {
+      struct stat st {};
+      Named n{o.name, *path, file_key(*path, &st)};
+      if (n.key.exists && !S_ISREG(st.st_mode)) {
+        fail_file(NpyStatus(*path,
+                            n.option + " names " + file_kind(st.st_mode) + ", not a regular file",
+                            "attnref-run writes outputs to regular files only (a temporary file "
+                            "renamed onto the path); name a file"));
+      }
+      outputs.push_back(std::move(n));
+    } else if (value_name.size() > 4 && value_name.compare(value_name.size() - 4, 4, ".npy") == 0) {
+      struct stat st {};
+      Named n{o.name, *path, file_key(*path, &st)};
+      if (n.key.exists) inputs.push_back(std::move(n));
+    }
+  }
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const Named& out = outputs[i];
+    for (const Named& in : inputs) {
+      if (!(out.key == in.key)) continue;
+      throw Exit(kExitUsage, "attnref: error[bad_file] " + out.path + ": " + out.option +
+                                 " names the same file as " + in.option + " (" + in.path +
+                                 ")\nan output must not replace an input: write " + out.option +
+                                 " to another file");
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (!(out.key == outputs[j].key)) continue;
+      throw Exit(kExitUsage, "attnref: error[bad_file] " + out.path + ": " + outputs[j].option +
+                                 " and " + out.option + " name the same file" +
+                                 "\ngive each output its own file");
+    }
+  }
 }
 
 Status check_rank(const Input& input, std::size_t rank, const char* name, const char* shape_hint) {
@@ -220,9 +385,6 @@ CommonOptions parse_common_options(const ParsedArgs& args) {
   o.profile = args.choice("--profile", {"jax", "reference"}, "reference") == "jax"
                   ? Profile::kJax
                   : Profile::kReference;
-  if (std::optional<double> c = args.real("--soft-cap")) o.soft_cap = static_cast<float>(*c);
-  if (std::optional<double> m = args.real("--mask-value")) o.mask_value = static_cast<float>(*m);
-  if (std::optional<double> s = args.real("--sm-scale")) o.sm_scale = static_cast<float>(*s);
   o.check_only = args.has("--check-only");
   if (o.check_only) {
     // The result options this subcommand has.
@@ -249,6 +411,12 @@ CommonOptions parse_common_options(const ParsedArgs& args) {
     }
   }
   check_result_options(args);
+  check_output_paths(args);
+  // After the usage checks (exit 1), which come first.
+  o.soft_cap = float_option(args, "--soft-cap", ErrorCode::kInvalidSoftCap);
+  o.mask_value =
+      float_option(args, "--mask-value", ErrorCode::kInvalidMaskValue).value_or(kDefaultMaskValue);
+  o.sm_scale = float_option(args, "--sm-scale", ErrorCode::kInvalidScale).value_or(1.0f);
   return o;
 }
 
@@ -389,20 +557,90 @@ Input load_expect(const ParsedArgs& args, const std::vector<std::int64_t>& shape
   return expect;
 }
 
-void write_float32(const std::string& path, const std::vector<std::int64_t>& shape,
-                   const std::vector<double>& values) {
+OutputFiles::~OutputFiles() {
+  for (const Staged& f : staged_) ::unlink(f.temp.c_str());
+}
+
+void OutputFiles::stage(const std::string& path, const std::vector<std::int64_t>& shape,
+                        const std::vector<double>& values, std::string note) {
+  // Past `ulimit -f` a write fails with EFBIG instead of the process dying of SIGXFSZ.
+  std::signal(SIGXFSZ, SIG_IGN);
   std::vector<float> f32(values.size());
   for (std::size_t i = 0; i < values.size(); ++i) f32[i] = static_cast<float>(values[i]);
-  const NpyStatus s = write_npy(path, make_npy_array<float>(shape, f32.data()));
+  std::vector<unsigned char> bytes;
+  NpyStatus s = encode_npy(make_npy_array<float>(shape, f32.data()), &bytes, path);
   if (!s.ok()) fail_file(s);
+  // A symlink is written through: the rename replaces the file it points to.
+  std::string target = path;
+  struct stat entry {};
+  if (::lstat(path.c_str(), &entry) == 0 && S_ISLNK(entry.st_mode)) {
+    if (char* real = ::realpath(path.c_str(), nullptr)) {
+      target = real;
+      std::free(real);
+    }
+  }
+  const std::pair<std::string, std::string> parts = split_path(target);
+  std::string temp = parts.first + "/." + parts.second + ".tmp-XXXXXX";
+  const int fd = ::mkstemp(&temp[0]);
+  if (fd < 0) {
+    fail_file(NpyStatus(path, std::string("cannot create: ") + std::strerror(errno),
+                        "check that the directory exists and is writable"));
+  }
+  staged_.push_back({temp, target, path, std::move(note)});
+  // The mode a plain create would give: the old file's, else 0666 less the umask.
+  struct stat old {};
+  mode_t mode = 0;
+  if (::stat(target.c_str(), &old) == 0) {
+    mode = old.st_mode & 07777;
+  } else {
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    mode = 0666 & ~mask;
+  }
+  int error = ::fchmod(fd, mode) == 0 ? 0 : errno;
+  for (std::size_t done = 0; error == 0 && done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno != EINTR) error = errno;
+    } else {
+      done += static_cast<std::size_t>(n);
+    }
+  }
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error != 0) {
+    fail_file(NpyStatus(
+        path,
+        std::string("cannot write: ") + std::strerror(error) + "; nothing was written to the path",
+        "check the free space and the file size limit (ulimit -f)"));
+  }
+}
+
+void OutputFiles::commit() {
+  for (std::size_t i = 0; i < staged_.size(); ++i) {
+    if (::rename(staged_[i].temp.c_str(), staged_[i].target.c_str()) != 0) {
+      const int error = errno;
+      const std::string path = staged_[i].path;
+      // The renamed ones are in place; the destructor removes the rest.
+      staged_.erase(staged_.begin(), staged_.begin() + static_cast<std::ptrdiff_t>(i));
+      fail_file(NpyStatus(path, std::string("cannot replace: ") + std::strerror(error),
+                          "check that the directory is writable"));
+    }
+    std::cout << staged_[i].note << "\n";
+  }
+  staged_.clear();
 }
 
 int finish_output(const ParsedArgs& args, const std::vector<std::int64_t>& shape,
-                  const std::vector<double>& values, const Input& expect, Tolerance tol) {
+                  const std::vector<double>& values, const Input& expect, Tolerance tol,
+                  OutputFiles* outputs) {
+  OutputFiles own;
+  OutputFiles& files = outputs != nullptr ? *outputs : own;
   if (std::optional<std::string> out_path = args.value("--out")) {
-    write_float32(*out_path, shape, values);
-    std::cout << "wrote " << *out_path << " (float32, shape " << shape_string(shape) << ")\n";
+    files.stage(*out_path, shape, values,
+                "wrote " + *out_path + " (float32, shape " + shape_string(shape) + ")");
   }
+  files.commit();
   if (expect.present()) {
     tol = tolerance_of(args, tol);
     const std::vector<double> expected = to_doubles(expect.array);

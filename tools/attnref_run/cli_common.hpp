@@ -160,8 +160,21 @@ struct Input {
 };
 
 /// Loads the `.npy` file an option names. A required option that is missing is a usage error
-/// (exit 1); an unreadable or malformed file exits 1 with the reader's message.
+/// (exit 1); an unreadable or malformed file, or a path that is not a regular file (a FIFO, a
+/// device, a directory: opened without blocking and refused), exits 1 with a `bad_file` message.
 Input load_input(const ParsedArgs& args, const char* option, bool required);
+
+/// A float option (--soft-cap, --sm-scale, ...) parsed and checked as double, then narrowed:
+/// a finite value outside float32's range, or a non-zero one that rounds to 0, exits 2 with
+/// `code` naming `option` and the value as given ("inf" and "nan" pass through, for the
+/// library's checks to judge).
+std::optional<float> float_option(const ParsedArgs& args, const char* option, ErrorCode code);
+
+/// Checks the paths of the outputs (`--out` and the `--*-out` options) before any file is read:
+/// an existing output must be a regular file, must not be the same file (device and inode) as
+/// an input (`--q`, `--expect`, ...) and two outputs must not name one file (exit 1, `bad_file`,
+/// naming both options). `parse_common_options` calls it.
+void check_output_paths(const ParsedArgs& args);
 
 /// `ErrorCode::kRankMismatch` when `input` does not have `rank` dimensions. `name` (a string
 /// literal, as Status keeps it) names the tensor; `shape_hint` (a literal) describes its shape.
@@ -189,7 +202,8 @@ std::vector<OptionSpec> with_common_options(std::vector<OptionSpec> own);
 
 /// Parses the shared options before any file is read. `--check-only` excludes every result
 /// option the subcommand has (--out, --lse-out, --expect, --dout); --atol/--rtol need --expect.
-/// Usage errors exit 1.
+/// Usage errors and bad output paths (`check_output_paths`) exit 1; float values that do not
+/// fit float32 exit 2 (`float_option`).
 CommonOptions parse_common_options(const ParsedArgs& args);
 
 /// Names a C++ type for the dispatchers' callbacks.
@@ -304,16 +318,41 @@ std::vector<double> to_doubles(const std::vector<T>& x) {
   return out;
 }
 
-/// Writes `values` [shape] as a float32 `.npy` file (exit 1 on I/O error).
-void write_float32(const std::string& path, const std::vector<std::int64_t>& shape,
-                   const std::vector<double>& values);
+/// The output files of one run, written all or nothing: `stage` writes each to a temporary
+/// file beside its target, `commit` renames them onto their targets, and whatever was not
+/// committed is removed by the destructor (also when an `Exit` unwinds the run). A write error
+/// (a full disk, `ulimit -f`: SIGXFSZ is ignored so the write fails with EFBIG) exits 1 and
+/// leaves an existing file at the target untouched.
+class OutputFiles {
+ public:
+  OutputFiles() = default;
+  OutputFiles(const OutputFiles&) = delete;
+  OutputFiles& operator=(const OutputFiles&) = delete;
+  ~OutputFiles();
 
-/// Handles a result of `shape`: `--out` writes it as float32 (exit 1 on I/O error);
-/// `--expect` (loaded and checked before the run with `load_expect`) compares it with
-/// `--atol`/`--rtol` (defaults `tol`) and exits 3 with a report when it differs. Prints what it
-/// did on stdout; returns kExitOk.
+  /// Writes `values` [shape] as float32 `.npy` to a temporary file for `path` (exit 1 on I/O
+  /// error); `note` is printed on stdout once it is committed.
+  void stage(const std::string& path, const std::vector<std::int64_t>& shape,
+             const std::vector<double>& values, std::string note);
+  /// Renames every staged file onto its target, in order, and prints the notes (exit 1 when a
+  /// rename fails; the files not yet renamed are removed).
+  void commit();
+
+ private:
+  struct Staged {
+    std::string temp, target, path, note;
+  };
+  std::vector<Staged> staged_;
+};
+
+/// Handles a result of `shape`: `--out` writes it as float32 (staged in `outputs` with the
+/// run's other outputs, then all committed; exit 1 on I/O error); `--expect` (loaded and
+/// checked before the run with `load_expect`) compares it with `--atol`/`--rtol` (defaults
+/// `tol`) and exits 3 with a report when it differs. Prints what it did on stdout; returns
+/// kExitOk.
 int finish_output(const ParsedArgs& args, const std::vector<std::int64_t>& shape,
-                  const std::vector<double>& values, const Input& expect, Tolerance tol);
+                  const std::vector<double>& values, const Input& expect, Tolerance tol,
+                  OutputFiles* outputs = nullptr);
 
 /// Checks the options of a result before any file is read: `--atol`/`--rtol` need `--expect`
 /// and must be non-negative numbers (exit 1 otherwise).

@@ -158,10 +158,20 @@ template <class Q, class KV>
 }
 
 /// Validates with the chosen profile, then (unless --check-only) runs and finishes the output.
+/// num_seqs may have another index dtype than the rest: a one-element array is read in its
+/// own dtype and passed as `num_seqs_value` (int64), so the metadata tier judges the value
+/// saved, never one narrowed to `Index` (int64 4294967297 read as int32 would be 1).
 template <class Q, class KV, class Index>
 int run_typed(const ParsedArgs& args, const RaggedInputs& in) {
-  const std::vector<Index> num_seqs = ints_as<Index>(in.num_seqs.array);
-  const RaggedPagedAttentionArgs<Q, KV, Index> a = make_args<Q, KV, Index>(in, num_seqs);
+  const NpyArray& n = in.num_seqs.array;
+  // Any other extent fails JAX's R1 on a view of zeros of that extent.
+  const std::vector<Index> num_seqs(n.numel() == 1 ? 0 : static_cast<std::size_t>(n.shape[0]),
+                                    Index{0});
+  RaggedPagedAttentionArgs<Q, KV, Index> a = make_args<Q, KV, Index>(in, num_seqs);
+  if (n.numel() == 1) {
+    a.num_seqs = {};
+    a.num_seqs_value = ints_as<std::int64_t>(n)[0];
+  }
   fail_if_error(check_ragged(a, in.common.profile));
   if (in.common.check_only) {
     std::cout << "ok\n";
@@ -247,12 +257,14 @@ int run_ragged(int argc, char** argv) {
   // Options first: a usage error costs no file reading.
   in.common = parse_common_options(args);
   in.sliding_window = args.int64("--sliding-window");
-  if (std::optional<double> k = args.real("--k-scale")) in.k_scale = static_cast<float>(*k);
-  if (std::optional<double> v = args.real("--v-scale")) in.v_scale = static_cast<float>(*v);
+  (void)args.real("--k-scale");  // syntax errors (exit 1) before value errors (exit 2)
+  (void)args.real("--v-scale");
   for (const char* required :
        {"--q", "--kv-pages", "--kv-lens", "--page-indices", "--cu-q-lens", "--num-seqs"}) {
     args.required(required);
   }
+  in.k_scale = float_option(args, "--k-scale", ErrorCode::kInvalidScale);
+  in.v_scale = float_option(args, "--v-scale", ErrorCode::kInvalidScale);
 
   in.q = load_input(args, "--q", true);
   in.kv = load_input(args, "--kv-pages", true);

@@ -6,10 +6,12 @@
 // q, k and v share one dtype (float16, float32 or float64: three kernel instantiations). A 2-dim
 // k/v ([kv_seq_len, head_dim]) selects MQA, as JAX's make_splash_mqa. The mask is a bool
 // `[1 or Hq, Sq, Skv]` array, or one of --causal / --local / --chunked; with none it is full.
+#include <cmath>
 #include <iostream>
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Core>
@@ -98,14 +100,14 @@ SplashAttentionArgs<T> make_args(const SplashInputs& in) {
   return a;
 }
 
-/// Writes `values` as float32 to the file an option names, if given.
+/// Stages `values` as float32 for the file an option names, if given (written with --out).
 template <class T>
-void write_output(const ParsedArgs& args, const char* option,
+void write_output(const ParsedArgs& args, OutputFiles* outputs, const char* option,
                   const std::vector<std::int64_t>& shape, const std::vector<T>& values) {
   const std::optional<std::string> path = args.value(option);
   if (!path) return;
-  write_float32(*path, shape, to_doubles(values));
-  std::cout << "wrote " << *path << " (float32, " << option + 2 << ")\n";
+  outputs->stage(*path, shape, to_doubles(values),
+                 "wrote " + *path + " (float32, " + std::string(option + 2) + ")");
 }
 
 template <class T>
@@ -127,7 +129,8 @@ int run_typed(const ParsedArgs& args, const SplashInputs& in) {
   fail_if_error(make_splash_plan(a, mask, &plan));
   fail_if_error(try_splash_attention(plan, TensorView<T, 3>(out.data(), {hq, sq, dv}),
                                      TensorView<float, 2>(lse.data(), {hq, sq})));
-  write_output(args, "--lse-out", {hq, sq}, lse);
+  OutputFiles outputs;  // all written, or none
+  write_output(args, &outputs, "--lse-out", {hq, sq}, lse);
   if (backward) {
     const std::int64_t dqk = a.head_dim_qk(), hkv = a.num_kv_heads(), skv = a.kv_seq_len();
     std::vector<T> dq(static_cast<std::size_t>(hq * sq * dqk)),
@@ -142,14 +145,14 @@ int run_typed(const ParsedArgs& args, const SplashInputs& in) {
     fail_if_error(try_splash_attention_backward(
         plan, TensorView<const T, 3>(out.data(), {hq, sq, dv}),
         TensorView<const float, 2>(lse.data(), {hq, sq}), view_of<T, 3>(in.dout), g));
-    write_output(args, "--dq-out", {hq, sq, dqk}, dq);
+    write_output(args, &outputs, "--dq-out", {hq, sq, dqk}, dq);
     // MQA gradients keep k/v's 2-dim shape.
-    write_output(args, "--dk-out", in.k.array.shape, dk);
-    write_output(args, "--dv-out", in.v.array.shape, dvv);
-    write_output(args, "--dsinks-out", {hq}, dsinks);
+    write_output(args, &outputs, "--dk-out", in.k.array.shape, dk);
+    write_output(args, &outputs, "--dv-out", in.v.array.shape, dvv);
+    write_output(args, &outputs, "--dsinks-out", {hq}, dsinks);
   }
   return finish_output(args, {hq, sq, dv}, to_doubles(out), in.expect,
-                       default_tolerance(in.q.array.dtype));
+                       default_tolerance(in.q.array.dtype), &outputs);
 }
 
 /// "none" or a non-negative integer, for --local LEFT,RIGHT.
@@ -264,6 +267,18 @@ int run_splash(int argc, char** argv) {
   if (args.has("--dsinks-out") && !args.has("--sinks"))
     args.usage_error("--dsinks-out needs --sinks");
   for (const char* required : {"--q", "--k", "--v"}) args.required(required);
+  // After the usage errors. JAX's LocalMask does not check this; a negative side would
+  // silently mask the diagonal itself.
+  const std::pair<const char*, std::optional<std::int64_t>> sides[] = {{"left", in.left},
+                                                                       {"right", in.right}};
+  for (const auto& side : sides) {
+    if (!side.second || *side.second >= 0) continue;
+    fail_status(Status(ErrorCode::kInvalidMaskParameter, "",
+                       "--local window {f}={0} must not be negative",
+                       "each side of --local counts the keys allowed before (left) or after "
+                       "(right) the diagonal: 0 or more, or 'none' for no limit",
+                       {*side.second}, {}, side.first));
+  }
 
   in.q = load_input(args, "--q", true);
   in.k = load_input(args, "--k", true);
@@ -311,7 +326,17 @@ int run_splash(int argc, char** argv) {
     if (st != DType::kFloat16 && st != DType::kFloat32 && st != DType::kFloat64) {
       fail_status(dtype_error(in.sinks, "sinks", "sinks must be float (they are cast to float32)"));
     }
-    for (double x : to_doubles(in.sinks.array)) in.sinks_f32.push_back(static_cast<float>(x));
+    // float64 sinks are narrowed to float32: a finite value past its range would become inf.
+    for (double x : to_doubles(in.sinks.array)) {
+      if (std::isfinite(x) && !std::isfinite(static_cast<float>(x))) {
+        fail_status(Status(ErrorCode::kNonFiniteData, "",
+                           "sinks[{0}]={r0} is outside the float32 range",
+                           "sinks are cast to float32, whose largest finite magnitude is "
+                           "3.4028235e+38",
+                           {static_cast<std::int64_t>(in.sinks_f32.size())}, {x}, "sinks"));
+      }
+      in.sinks_f32.push_back(static_cast<float>(x));
+    }
   }
   const std::vector<std::int64_t> out_shape = {in.q.array.shape[0], in.q.array.shape[1],
                                                in.v.array.shape.back()};
