@@ -78,25 +78,26 @@ struct Fixture {
     total_pages = sh.batch * pps;
     std::mt19937 rng(42);
     std::normal_distribution<float> normal;
-    q.resize(sh.batch * sh.hq * sh.dim);
+    q.resize(static_cast<size_t>(sh.batch * sh.hq * sh.dim));
     for (float& x : q) x = normal(rng) * 0.1f;
     out.assign(q.size(), 0.0f);
-    k.resize(sh.hkv * total_pages * sh.page * sh.dim);  // zero-filled: pre-touched
+    k.resize(
+        static_cast<size_t>(sh.hkv * total_pages * sh.page * sh.dim));  // zero-filled: pre-touched
     v.resize(k.size());
     std::uniform_int_distribution<int> small(-100, 100);
     for (size_t i = 0; i < k.size(); i += 7) {
       k[i] = static_cast<KV>(small(rng));
       v[i] = static_cast<KV>(small(rng));
     }
-    lengths.assign(sh.batch, static_cast<std::int32_t>(sh.context));
-    table.resize(total_pages);
+    lengths.assign(static_cast<size_t>(sh.batch), static_cast<std::int32_t>(sh.context));
+    table.resize(static_cast<size_t>(total_pages));
     std::iota(table.begin(), table.end(), 0);
     std::shuffle(table.begin(), table.end(), rng);
     args.q = {q.data(), {sh.batch, sh.hq, sh.dim}};
     args.k_pages = {k.data(), {sh.hkv, total_pages, sh.page, sh.dim}};
     args.v_pages = {v.data(), {sh.hkv, total_pages, sh.page, sh.dim}};
     if constexpr (std::is_same<KV, std::int8_t>::value) {
-      k_scales.assign(sh.hkv * total_pages * sh.page, 0.01f);
+      k_scales.assign(static_cast<size_t>(sh.hkv * total_pages * sh.page), 0.01f);
       v_scales.assign(k_scales.size(), 0.01f);
       args.k_scales = {k_scales.data(), {sh.hkv, total_pages, sh.page, 1}};
       args.v_scales = {v_scales.data(), {sh.hkv, total_pages, sh.page, 1}};
@@ -108,7 +109,8 @@ struct Fixture {
 
   double kv_bytes() const {
     double bytes = 2.0 * static_cast<double>(k.size() * sizeof(KV));
-    if constexpr (std::is_same<KV, std::int8_t>::value) bytes += 2.0 * k_scales.size() * 4;
+    if constexpr (std::is_same<KV, std::int8_t>::value)
+      bytes += 2.0 * static_cast<double>(k_scales.size() * 4);
     return bytes;
   }
 
@@ -128,7 +130,8 @@ struct Fixture {
         const std::int64_t b = item / sh.hkv, h = item % sh.hkv;
         float sum = 0;
         for (std::int64_t j = 0; j < pps; ++j) {
-          const std::int64_t first = (h * total_pages + table[b * pps + j]) * sh.page * sh.dim;
+          const std::int64_t first =
+              (h * total_pages + table[static_cast<size_t>(b * pps + j)]) * sh.page * sh.dim;
           for (const KV* base : {k.data() + first, v.data() + first})
             sum +=
                 Eigen::Map<const Eigen::ArrayXf>(reinterpret_cast<const float*>(base), page_floats)
@@ -176,10 +179,10 @@ struct Fixture {
   void naive(Eigen::MatrixXf& k_dense, Eigen::MatrixXf& v_dense) {
     const std::int64_t group = sh.hq / sh.hkv;
     for (std::int64_t b = 0; b < sh.batch; ++b) {
-      const std::int64_t len = lengths[b];
+      const std::int64_t len = lengths[static_cast<size_t>(b)];
       for (std::int64_t h = 0; h < sh.hkv; ++h) {
         for (std::int64_t t = 0; t < len; ++t) {
-          const std::int64_t page = table[b * pps + t / sh.page];
+          const std::int64_t page = table[static_cast<size_t>(b * pps + t / sh.page)];
           for (std::int64_t d = 0; d < sh.dim; ++d) {
             float kx = static_cast<float>(args.k_pages(h, page, t % sh.page, d));
             float vx = static_cast<float>(args.v_pages(h, page, t % sh.page, d));

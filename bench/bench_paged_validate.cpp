@@ -21,9 +21,9 @@ struct Batch {
   attnref::PagedAttentionArgs<float> args;
 
   Batch(std::int64_t b, std::int64_t ctx) : batch(b), context(ctx), pages_per_seq(ctx / kPage) {
-    q.assign(b * kQHeads * kDim, 0.5f);
-    lengths.assign(b, static_cast<std::int32_t>(ctx));
-    table.resize(b * pages_per_seq);
+    q.assign(static_cast<std::size_t>(b * kQHeads * kDim), 0.5f);
+    lengths.assign(static_cast<std::size_t>(b), static_cast<std::int32_t>(ctx));
+    table.resize(static_cast<std::size_t>(b * pages_per_seq));
     std::iota(table.begin(), table.end(), 0);
     std::shuffle(table.begin(), table.end(), std::mt19937(1));
     const std::int64_t total_pages = b * pages_per_seq;
@@ -61,7 +61,8 @@ void BM_MetadataTier(benchmark::State& state) {
 void BM_DataTier(benchmark::State& state) {
   const std::int64_t batch = state.range(0), ctx = 512, pps = ctx / kPage;
   Batch b(batch, ctx);
-  std::vector<float> k(kKvHeads * batch * pps * kPage * kDim, 1.0f), v(k.size(), 2.0f);
+  std::vector<float> k(static_cast<std::size_t>(kKvHeads * batch * pps * kPage * kDim), 1.0f),
+      v(k.size(), 2.0f);
   b.args.k_pages = {k.data(), {kKvHeads, batch * pps, kPage, kDim}};
   b.args.v_pages = {v.data(), {kKvHeads, batch * pps, kPage, kDim}};
   for (auto _ : state) {

@@ -75,16 +75,19 @@ int main() {
     for (std::int64_t t = 0; t < kPageSize; ++t)
       for (std::int64_t h = 0; h < kHkv; ++h)
         for (std::int64_t d = 0; d < kDim; ++d) {
-          const std::int64_t nhd = ((p * kPageSize + t) * kHkv + h) * kDim + d;
-          const std::int64_t jax = ((h * kPages + p) * kPageSize + t) * kDim + d;
+          const auto nhd = static_cast<std::size_t>(((p * kPageSize + t) * kHkv + h) * kDim + d);
+          const auto jax = static_cast<std::size_t>(((h * kPages + p) * kPageSize + t) * kDim + d);
           k_jax[jax] = k_nhd[nhd];
           v_jax[jax] = v_nhd[nhd];
         }
   const std::int64_t pps = 4;  // ceil(50 / 16)
   std::vector<std::int32_t> page_indices(kBatch * pps, 0);
-  for (std::int64_t b = 0; b < kBatch; ++b)
-    for (std::int32_t i = kv_indptr[b]; i < kv_indptr[b + 1]; ++i)
-      page_indices[b * pps + (i - kv_indptr[b])] = kv_indices[i];
+  for (std::int64_t b = 0; b < kBatch; ++b) {
+    const auto row = static_cast<std::size_t>(b);
+    for (std::int32_t i = kv_indptr[row]; i < kv_indptr[row + 1]; ++i)
+      page_indices[static_cast<std::size_t>(b * pps + (i - kv_indptr[row]))] =
+          kv_indices[static_cast<std::size_t>(i)];
+  }
   attnref::PagedAttentionArgs<float> jax;
   jax.q = q_view;
   jax.k_pages = {k_jax.data(), {kHkv, kPages, kPageSize, kDim}};

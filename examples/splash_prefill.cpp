@@ -42,7 +42,8 @@ int main() {
   for (auto* buf : {&q, &k, &v})
     for (float& x : *buf) x = rng.next();
   std::vector<std::int32_t> segment_ids(kSeqLen);
-  for (std::int64_t t = 0; t < kSeqLen; ++t) segment_ids[t] = t < kFirstDocLen ? 0 : 1;
+  for (std::int64_t t = 0; t < kSeqLen; ++t)
+    segment_ids[static_cast<std::size_t>(t)] = t < kFirstDocLen ? 0 : 1;
 
   attnref::SplashAttentionArgs<float> args;
   args.q = {q.data(), {kNumQHeads, kSeqLen, kHeadDim}};

@@ -24,13 +24,13 @@ static_assert(attnref::check_config(kLlama3_8b).ok(), "checked at compile time")
 void plain_attention(const attnref::PagedAttentionArgs<float>& a, std::int64_t b, std::int64_t qh,
                      float* out) {
   const std::int64_t h = attnref::kv_head_of(qh, kQHeads, kKvHeads), len = a.lengths(b);
-  std::vector<double> w(len);
+  std::vector<double> w(static_cast<std::size_t>(len));
   for (std::int64_t t = 0; t < len; ++t) {
     const std::int64_t page = a.page_indices(b, t / kPageSize);
     double dot = 0;
     for (std::int64_t d = 0; d < kHeadDim; ++d)
       dot += double(a.q(b, qh, d)) * a.k_pages(h, page, t % kPageSize, d);
-    w[t] = dot * a.sm_scale;
+    w[static_cast<std::size_t>(t)] = dot * a.sm_scale;
   }
   const double m = len ? *std::max_element(w.begin(), w.end()) : 0.0;
   double sum = 0;
@@ -38,7 +38,8 @@ void plain_attention(const attnref::PagedAttentionArgs<float>& a, std::int64_t b
   for (std::int64_t d = 0; d < kHeadDim; ++d) {
     double acc = 0;
     for (std::int64_t t = 0; t < len; ++t)
-      acc += w[t] / sum * a.v_pages(h, a.page_indices(b, t / kPageSize), t % kPageSize, d);
+      acc += w[static_cast<std::size_t>(t)] / sum *
+             a.v_pages(h, a.page_indices(b, t / kPageSize), t % kPageSize, d);
     out[d] = static_cast<float>(acc);
   }
 }
@@ -96,7 +97,7 @@ int main() {
       plain_attention(args, b, qh, row.data());
       for (std::int64_t d = 0; d < kHeadDim; ++d) {
         const float got = out_view(b, qh, d);
-        max_err = std::max(max_err, double(std::fabs(got - row[d])));
+        max_err = std::max(max_err, double(std::fabs(got - row[static_cast<std::size_t>(d)])));
         checksum += got;
       }
     }

@@ -37,8 +37,8 @@ int main() {
   std::vector<std::int32_t> block_table(kSeqs * kMaxBlocks, -1);  // vLLM pads rows with -1
   std::size_t next = 0;
   for (std::int64_t b = 0; b < kSeqs; ++b)
-    for (std::int64_t j = 0; j * kBlockSize < seq_lens[b]; ++j)
-      block_table[b * kMaxBlocks + j] = free_blocks[next++];
+    for (std::int64_t j = 0; j * kBlockSize < seq_lens[static_cast<std::size_t>(b)]; ++j)
+      block_table[static_cast<std::size_t>(b * kMaxBlocks + j)] = free_blocks[next++];
 
   attnref::VllmKvCache<float> cache;
   cache.layout = attnref::VllmKvLayout::kBlockFirst;
@@ -90,9 +90,12 @@ int main() {
     for (std::int64_t t = 0; t < kBlockSize; ++t)
       for (std::int64_t h = 0; h < kHkv; ++h)
         for (std::int64_t d = 0; d < kDim; ++d) {
-          const std::int64_t k_at = ((n * 2 + 0) * kBlockSize + t) * kHkv * kDim + h * kDim + d;
-          const std::int64_t v_at = ((n * 2 + 1) * kBlockSize + t) * kHkv * kDim + h * kDim + d;
-          const std::int64_t jax = ((h * kBlocks + n) * kBlockSize + t) * kDim + d;
+          const auto k_at =
+              static_cast<std::size_t>(((n * 2 + 0) * kBlockSize + t) * kHkv * kDim + h * kDim + d);
+          const auto v_at =
+              static_cast<std::size_t>(((n * 2 + 1) * kBlockSize + t) * kHkv * kDim + h * kDim + d);
+          const auto jax =
+              static_cast<std::size_t>(((h * kBlocks + n) * kBlockSize + t) * kDim + d);
           k_jax[jax] = kv_cache[k_at];
           v_jax[jax] = kv_cache[v_at];
         }

@@ -309,10 +309,11 @@ struct CsrOf {
   explicit CsrOf(const paged_test::LogicalBatch& lb) {
     const std::int64_t s = lb.shape.page_size;
     for (std::int64_t b = 0; b < lb.shape.batch; ++b) {
-      const std::int64_t len = lb.lengths[b];
+      const std::int64_t len = lb.lengths[static_cast<std::size_t>(b)];
       const std::int64_t pages = (len + s - 1) / s;
       for (std::int64_t j = 0; j < pages; ++j)
-        indices.push_back(static_cast<std::int32_t>(lb.table[b * lb.shape.pages_per_seq + j]));
+        indices.push_back(static_cast<std::int32_t>(
+            lb.table[static_cast<std::size_t>(b * lb.shape.pages_per_seq + j)]));
       indptr.push_back(static_cast<std::int32_t>(indices.size()));
       last.push_back(static_cast<std::int32_t>(pages == 0 ? 0 : len - (pages - 1) * s));
     }

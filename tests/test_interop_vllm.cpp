@@ -447,16 +447,16 @@ std::vector<float> run_vllm(const paged_test::LogicalBatch& lb, const std::vecto
   const std::int64_t pool = P * S * H * D;
   const bool separate = form == Form::kNhd || form == Form::kHnd;
   // Separate forms: K in [0, pool), V in [pool, 2 pool) of one allocation (two tensors).
-  std::vector<float> buf(2 * pool, nan);
+  std::vector<float> buf(static_cast<std::size_t>(2 * pool), nan);
   const std::vector<char> live = paged_test::live_slots(lb);
   for (int kv = 0; kv < 2; ++kv)
     for (std::int64_t h = 0; h < H; ++h)
       for (std::int64_t p = 0; p < P; ++p)
         for (std::int64_t s = 0; s < S; ++s) {
-          if (!live[p * S + s]) continue;
+          if (!live[static_cast<std::size_t>(p * S + s)]) continue;
           for (std::int64_t d = 0; d < D; ++d) {
-            const std::int64_t at =
-                (separate ? kv * pool : 0) + form_offset(form, lb, kv, p, s, h, d);
+            const auto at = static_cast<std::size_t>((separate ? kv * pool : 0) +
+                                                     form_offset(form, lb, kv, p, s, h, d));
             buf[at] = static_cast<float>(kv == 0 ? lb.k_at(h, p, s, d) : lb.v_at(h, p, s, d));
           }
         }

@@ -352,8 +352,8 @@ TEST(Npy, RandomCorruptionNeverCrashesAndIsEitherValidOrBadFile) {
     const int edits = 1 + static_cast<int>(rng() % 4);
     for (int e = 0; e < edits; ++e) {
       const std::size_t at = rng() % b.size();
-      b[at] = static_cast<unsigned char>(rng() % 4 == 0 ? "0123456789(),' -{}:"[rng() % 19]
-                                                        : rng() % 256);
+      b[at] = rng() % 4 == 0 ? static_cast<unsigned char>("0123456789(),' -{}:"[rng() % 19])
+                             : static_cast<unsigned char>(rng() % 256);
     }
     if (rng() % 8 == 0) b.resize(rng() % b.size());
     NpyArray a;

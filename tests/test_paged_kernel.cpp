@@ -17,6 +17,9 @@ using attnref::TensorView;
 using paged_test::LogicalBatch;
 using paged_test::Shape;
 
+/// Vector index from a signed element offset (offsets here are never negative).
+std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
+
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 /// Runs the kernel with K/V of type T in `layout` and returns the output as T.
@@ -102,16 +105,16 @@ TEST(PagedKernel, InterleavedKvInOneBufferThroughStrides) {
   const Shape sh{6, 4, 2, 8, 4, 3, 1};
   const LogicalBatch lb = paged_test::make_batch(sh, rng);
   const std::int64_t P = lb.total_pages;
-  std::vector<float> kv(P * sh.page_size * sh.hkv * 2 * sh.dim, kNaN);
+  std::vector<float> kv(at(P * sh.page_size * sh.hkv * 2 * sh.dim), kNaN);
   const std::vector<char> live = paged_test::live_slots(lb);
   for (std::int64_t h = 0; h < sh.hkv; ++h)
     for (std::int64_t p = 0; p < P; ++p)
       for (std::int64_t s = 0; s < sh.page_size; ++s)
         for (std::int64_t d = 0; d < sh.dim; ++d) {
-          if (!live[p * sh.page_size + s]) continue;
-          const std::int64_t base = (((p * sh.page_size + s) * sh.hkv + h) * 2) * sh.dim + d;
+          if (!live[at(p * sh.page_size + s)]) continue;
+          const std::size_t base = at((((p * sh.page_size + s) * sh.hkv + h) * 2) * sh.dim + d);
           kv[base] = static_cast<float>(lb.k_at(h, p, s, d));
-          kv[base + sh.dim] = static_cast<float>(lb.v_at(h, p, s, d));
+          kv[base + at(sh.dim)] = static_cast<float>(lb.v_at(h, p, s, d));
         }
   std::vector<float> q(lb.q.begin(), lb.q.end());
   std::vector<std::int32_t> lengths(lb.lengths.begin(), lb.lengths.end());
@@ -142,12 +145,12 @@ TEST(PagedKernel, HugeStrideOnASizeOneDimension) {
   const Shape sh{3, 4, 2, 8, 1, 5, 2};
   const LogicalBatch lb = paged_test::make_batch(sh, rng);
   const std::int64_t P = lb.total_pages;
-  std::vector<float> k(sh.hkv * P * sh.dim), v(k.size());
+  std::vector<float> k(at(sh.hkv * P * sh.dim)), v(k.size());
   for (std::int64_t h = 0; h < sh.hkv; ++h)
     for (std::int64_t p = 0; p < P; ++p)
       for (std::int64_t d = 0; d < sh.dim; ++d) {
-        k[(h * P + p) * sh.dim + d] = static_cast<float>(lb.k_at(h, p, 0, d));
-        v[(h * P + p) * sh.dim + d] = static_cast<float>(lb.v_at(h, p, 0, d));
+        k[at((h * P + p) * sh.dim + d)] = static_cast<float>(lb.k_at(h, p, 0, d));
+        v[at((h * P + p) * sh.dim + d)] = static_cast<float>(lb.v_at(h, p, 0, d));
       }
   std::vector<float> q(lb.q.begin(), lb.q.end());
   std::vector<std::int32_t> lengths(lb.lengths.begin(), lb.lengths.end());

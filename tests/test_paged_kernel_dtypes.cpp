@@ -13,6 +13,9 @@ using attnref::TensorView;
 using paged_test::LogicalBatch;
 using paged_test::Shape;
 
+/// Vector index from a signed element offset (offsets here are never negative).
+std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
+
 template <class T>
 double as_double(T x) {
   return static_cast<double>(static_cast<float>(x));
@@ -81,23 +84,24 @@ void check_int8(bool per_element, KvLayout layout, std::uint32_t seed) {
   const std::vector<char> live = paged_test::live_slots(lb);
   std::vector<std::int8_t> kw(lb.k.size()), vw(lb.v.size());
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> ks(sh.hkv * P * S * scale_dim, nan), vs(ks.size(), nan);
+  std::vector<float> ks(at(sh.hkv * P * S * scale_dim), nan), vs(ks.size(), nan);
   for (std::int64_t h = 0; h < sh.hkv; ++h)
     for (std::int64_t p = 0; p < P; ++p)
       for (std::int64_t s = 0; s < S; ++s)
         for (std::int64_t d = 0; d < D; ++d) {
-          const std::int64_t logical = ((h * P + p) * S + s) * D + d;
-          const std::int64_t phys = paged_test::physical_offset(layout, lb, h, p, s, d);
-          const std::int64_t si = ((h * P + p) * S + s) * scale_dim + (per_element ? d : 0);
+          const std::size_t logical = at(((h * P + p) * S + s) * D + d);
+          const std::size_t phys = at(paged_test::physical_offset(layout, lb, h, p, s, d));
+          const std::size_t si = at(((h * P + p) * S + s) * scale_dim + (per_element ? d : 0));
+          const bool is_live = live[at(p * S + s)];
           kw[phys] = static_cast<std::int8_t>(weight(rng));
           vw[phys] = static_cast<std::int8_t>(weight(rng));
-          if (live[p * S + s] && (per_element || d == 0)) {
+          if (is_live && (per_element || d == 0)) {
             ks[si] = scale(rng);
             vs[si] = scale(rng);
           }
           // What JAX's dequantization gives: (float(w) * s) / 127.5, in float.
-          lb.k[logical] = live[p * S + s] ? (static_cast<float>(kw[phys]) * ks[si]) / 127.5f : 0;
-          lb.v[logical] = live[p * S + s] ? (static_cast<float>(vw[phys]) * vs[si]) / 127.5f : 0;
+          lb.k[logical] = is_live ? (static_cast<float>(kw[phys]) * ks[si]) / 127.5f : 0;
+          lb.v[logical] = is_live ? (static_cast<float>(vw[phys]) * vs[si]) / 127.5f : 0;
         }
   std::vector<float> q(lb.q.begin(), lb.q.end());
   std::vector<std::int32_t> lengths(lb.lengths.begin(), lb.lengths.end());

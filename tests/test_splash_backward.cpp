@@ -28,6 +28,9 @@ using attnref::TensorView;
 using splash_ref::back;
 using splash_ref::to;
 
+/// Vector index from a signed element offset (offsets here are never negative).
+std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
+
 // A problem with its kernel-side buffers in T.
 template <class T>
 struct Case {
@@ -192,7 +195,7 @@ TEST(SplashBackward, JaxGridAgainstFloat64Formulas) {
 
 // Central finite differences of L = sum(out * dO) through the kernel's own double forward.
 TEST(SplashBackward, FiniteDifferencesInDouble) {
-  for (int variant = 0; variant < 2; ++variant) {
+  for (unsigned variant = 0; variant < 2; ++variant) {
     const bool mqa = variant == 1;
     Case<double> c = make_case<double>(4, 2, 9, 11, 3, 5, mqa, /*seg=*/true, /*sinks=*/true,
                                        /*cap=*/variant == 0 ? 1.5 : 0.0, 7 + variant);
@@ -319,14 +322,14 @@ TEST(SplashBackward, FullyMaskedRowsHaveNoGradient) {
                                      TensorView<const float, 3>(dout.data(), {1, s, d}), g);
   for (float x : dq) EXPECT_TRUE(std::isfinite(x));
   for (std::int64_t e = 0; e < d; ++e) {
-    EXPECT_EQ(dq[0 * d + e], 0.0f);
-    EXPECT_EQ(dq[1 * d + e], 0.0f);
+    EXPECT_EQ(dq[at(0 * d + e)], 0.0f);
+    EXPECT_EQ(dq[at(1 * d + e)], 0.0f);
   }
   // All logits equal and dO = 1, v = 1: dv[t] = sum over rows r >= t + 2 of 1 / (r - 1).
   for (std::int64_t t = 0; t < s; ++t) {
     double want = 0;
     for (std::int64_t r = t + 2; r < s; ++r) want += 1.0 / static_cast<double>(r - 1);
-    EXPECT_NEAR(dv[t * d], want, 1e-6) << t;
+    EXPECT_NEAR(dv[at(t * d)], want, 1e-6) << t;
   }
 }
 

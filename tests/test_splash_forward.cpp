@@ -26,6 +26,9 @@ using attnref::TensorView;
 using splash_ref::back;
 using splash_ref::to;
 
+/// Vector index from a signed element offset (offsets here are never negative).
+std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
+
 struct Config {
   std::int64_t hq, hkv, sq, skv, dqk, dv;
   bool mqa = false, segments = false, sinks = false;
@@ -314,8 +317,8 @@ TEST(SplashForward, NaNInSkippedKvBlocksDoesNotLeak) {
     for (std::int64_t kh = 0; kh < hkv; ++kh)
       for (std::int64_t t = j * 16; t < std::min(skv, j * 16 + 16); ++t, ++poisoned_rows)
         for (std::int64_t e = 0; e < d; ++e) {
-          k[(kh * skv + t) * d + e] = std::numeric_limits<float>::quiet_NaN();
-          v[(kh * skv + t) * d + e] = std::numeric_limits<float>::quiet_NaN();
+          k[at((kh * skv + t) * d + e)] = std::numeric_limits<float>::quiet_NaN();
+          v[at((kh * skv + t) * d + e)] = std::numeric_limits<float>::quiet_NaN();
         }
   }
   ASSERT_EQ(poisoned_rows, 2 * (skv - 48));
@@ -349,14 +352,14 @@ TEST(SplashForward, FullyMaskedRowsGiveZeroAndMinusInf) {
                             TensorView<float, 2>(lse.data(), {hq, s}));
   for (std::int64_t h = 0; h < hq; ++h)
     for (std::int64_t r = 0; r < s; ++r) {
-      const float lse_r = lse[h * s + r];
+      const float lse_r = lse[at(h * s + r)];
       if (r < 3) {
         EXPECT_TRUE(std::isinf(lse_r) && lse_r < 0);
-        for (std::int64_t e = 0; e < d; ++e) EXPECT_EQ(out[(h * s + r) * d + e], 0.0f);
+        for (std::int64_t e = 0; e < d; ++e) EXPECT_EQ(out[at((h * s + r) * d + e)], 0.0f);
       } else {
         // All logits equal (0.5 * 0.25 * 4 = 0.5): lse = 0.5 + log(r - 2); out = mean(v) = 3.
         EXPECT_NEAR(lse_r, 0.5 + std::log(static_cast<double>(r - 2)), 1e-6);
-        for (std::int64_t e = 0; e < d; ++e) EXPECT_NEAR(out[(h * s + r) * d + e], 3.0f, 1e-6);
+        for (std::int64_t e = 0; e < d; ++e) EXPECT_NEAR(out[at((h * s + r) * d + e)], 3.0f, 1e-6);
       }
     }
   // With sinks: output 0 and lse = sink for the empty rows.
@@ -365,8 +368,8 @@ TEST(SplashForward, FullyMaskedRowsGiveZeroAndMinusInf) {
                             TensorView<float, 2>(lse.data(), {hq, s}));
   for (std::int64_t h = 0; h < hq; ++h)
     for (std::int64_t r = 0; r < 3; ++r) {
-      EXPECT_FLOAT_EQ(lse[h * s + r], sinks[h]);
-      for (std::int64_t e = 0; e < d; ++e) EXPECT_EQ(out[(h * s + r) * d + e], 0.0f);
+      EXPECT_FLOAT_EQ(lse[at(h * s + r)], sinks[at(h)]);
+      for (std::int64_t e = 0; e < d; ++e) EXPECT_EQ(out[at((h * s + r) * d + e)], 0.0f);
     }
   // Row 3 sees one key (logit 0.5) and the sink: out = 3 * e^0.5 / (e^0.5 + e^sink).
   const double w = std::exp(0.5) / (std::exp(0.5) + std::exp(0.75));
@@ -405,7 +408,8 @@ TEST(SplashForward, StridedViewsGiveTheSameNumbers) {
   std::vector<float> q_tm(q.size());
   for (std::int64_t h = 0; h < hq; ++h)
     for (std::int64_t r = 0; r < s; ++r)
-      for (std::int64_t e = 0; e < d; ++e) q_tm[(r * hq + h) * d + e] = q[(h * s + r) * d + e];
+      for (std::int64_t e = 0; e < d; ++e)
+        q_tm[at((r * hq + h) * d + e)] = q[at((h * s + r) * d + e)];
   SplashAttentionArgs<float> a;
   a.k = {k.data(), {1, s, d}};
   a.v = {v.data(), {1, s, d}};
@@ -422,7 +426,7 @@ TEST(SplashForward, StridedViewsGiveTheSameNumbers) {
   for (std::int64_t h = 0; h < hq; ++h)
     for (std::int64_t r = 0; r < s; ++r)
       for (std::int64_t e = 0; e < d; ++e)
-        EXPECT_EQ(o_tm[(r * hq + h) * d + e], o1[(h * s + r) * d + e]);
+        EXPECT_EQ(o_tm[at((r * hq + h) * d + e)], o1[at((h * s + r) * d + e)]);
 }
 
 TEST(SplashForward, ValidatesBeforeRunning) {
