@@ -107,7 +107,8 @@ std::vector<double> reference(const Problem& p) {
   const std::int64_t num_seqs = p.num_seqs;
   RaggedPagedAttentionArgs<float, float, std::int64_t> a;
   a.q = {q.data(), {p.tokens, p.hq, p.dim}};
-  a.kv_pages = {kv.data(), {p.pages, p.page_size, 2 * p.hkv, p.dim}};
+  const TensorView<const float, 4> pool(kv.data(), {p.pages, p.page_size, 2 * p.hkv, p.dim});
+  EXPECT_TRUE(ragged_kv_views(pool, &a.k_pages, &a.v_pages).ok());
   a.kv_lens = {p.kv_lens.data(), {p.max_seqs}};
   a.page_indices = {p.table.data(), {p.max_seqs, p.pps}};
   a.cu_q_lens = {p.cu.data(), {p.max_seqs + 1}};

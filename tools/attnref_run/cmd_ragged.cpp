@@ -53,16 +53,18 @@ StandIn<Index> stand_in_of(const RaggedInputs& in) {
   return s;
 }
 
-/// The descriptor over the loaded arrays, with the metadata read as `Index` (`num_seqs` holds
-/// the num_seqs array converted to `Index`); with a `stand_in`, the metadata's data and extents
-/// come from it instead (shape tier only).
+/// The descriptor over the loaded arrays into `*out`, with the metadata read as `Index`
+/// (`num_seqs` holds the num_seqs array converted to `Index`); with a `stand_in`, the metadata's
+/// data and extents come from it instead (shape tier only). K and V are the two views of JAX's
+/// combined pool file; the error is JAX's R12 (checked first, as JAX does) when the pool's
+/// combined head count is odd.
 template <class Q, class KV, class Index>
-RaggedPagedAttentionArgs<Q, KV, Index> make_args(const RaggedInputs& in,
-                                                 const std::vector<Index>& num_seqs,
-                                                 const StandIn<Index>* stand_in = nullptr) {
-  RaggedPagedAttentionArgs<Q, KV, Index> a;
+Status make_args(const RaggedInputs& in, const std::vector<Index>& num_seqs,
+                 RaggedPagedAttentionArgs<Q, KV, Index>* out,
+                 const StandIn<Index>* stand_in = nullptr) {
+  RaggedPagedAttentionArgs<Q, KV, Index>& a = *out;
   a.q = view_of<Q, 3>(in.q);
-  a.kv_pages = view_of<KV, 4>(in.kv);
+  ATTNREF_RETURN_IF_ERROR(ragged_kv_views(view_of<KV, 4>(in.kv), &a.k_pages, &a.v_pages));
   const std::vector<Index>& seqs = stand_in != nullptr ? stand_in->num_seqs : num_seqs;
   if (stand_in != nullptr) {
     a.kv_lens = TensorView<const Index, 1>(&stand_in->value, {stand_in->kv_lens_extent});
@@ -82,13 +84,16 @@ RaggedPagedAttentionArgs<Q, KV, Index> make_args(const RaggedInputs& in,
   a.mask_value = in.common.mask_value;
   a.k_scale = in.k_scale;
   a.v_scale = in.v_scale;
-  return a;
+  return Status();
 }
 
 /// The shape tier over stand-in metadata views.
 template <class Q, class KV, class Index>
 Status stand_in_shapes(const RaggedInputs& in, const StandIn<Index>& stand_in) {
-  return check_ragged_shapes(make_args<Q, KV, Index>(in, {}, &stand_in), in.common.profile);
+  RaggedPagedAttentionArgs<Q, KV, Index> a;
+  const Status split = make_args<Q, KV, Index>(in, {}, &a, &stand_in);
+  if (!split.ok()) return split;
+  return check_ragged_shapes(a, in.common.profile);
 }
 
 /// The extent JAX expects of num_seqs, kv_lens and cu_q_lens: (1,), (max_num_seqs,) and
@@ -161,7 +166,8 @@ template <class Q, class KV>
 template <class Q, class KV, class Index>
 int run_typed(const ParsedArgs& args, const RaggedInputs& in) {
   const std::vector<Index> num_seqs = ints_as<Index>(in.num_seqs.array);
-  const RaggedPagedAttentionArgs<Q, KV, Index> a = make_args<Q, KV, Index>(in, num_seqs);
+  RaggedPagedAttentionArgs<Q, KV, Index> a;
+  fail_if_error(make_args<Q, KV, Index>(in, num_seqs, &a));
   fail_if_error(check_ragged(a, in.common.profile));
   if (in.common.check_only) {
     std::cout << "ok\n";
@@ -173,7 +179,8 @@ int run_typed(const ParsedArgs& args, const RaggedInputs& in) {
   const std::vector<std::int64_t> cu_q_lens = ints_as<std::int64_t>(in.cu_q_lens.array);
   RaggedPagedAttentionArgs<Q, KV, std::int64_t> run_args;
   run_args.q = a.q;
-  run_args.kv_pages = a.kv_pages;
+  run_args.k_pages = a.k_pages;
+  run_args.v_pages = a.v_pages;
   run_args.kv_lens = TensorView<const std::int64_t, 1>(kv_lens.data(), a.kv_lens.extents,
                                                        static_cast<std::int64_t>(kv_lens.size()));
   run_args.page_indices = TensorView<const std::int64_t, 2>(
