@@ -113,7 +113,8 @@ struct Fixture {
         table[i * pages_per_seq + p] = pages[next++];
     }
     args.q = {q.data(), {tokens, kHq, kDim}};
-    args.kv_pages = {kv.data(), {total_pages, kPage, 2 * kHkv, kDim}};
+    const TensorView<const T, 4> pool(kv.data(), {total_pages, kPage, 2 * kHkv, kDim});
+    attnref::throw_if_error(attnref::ragged_kv_views(pool, &args.k_pages, &args.v_pages));
     args.kv_lens = {kv_lens.data(), {max_seqs}};
     args.page_indices = {table.data(), {max_seqs, pages_per_seq}};
     args.cu_q_lens = {cu_q_lens.data(), {max_seqs + 1}};
@@ -134,8 +135,10 @@ struct Fixture {
       const std::int64_t h = attnref::kv_head_of(qh, kHq, kHkv);
       attnref::RaggedPagedAttentionArgs<T> one = args;
       one.q = {q.data() + qh * kDim, {tokens, 1, kDim}, {kHq * kDim, kDim, 1}};
-      one.kv_pages.data = kv.data() + 2 * h * kDim;  // combined heads 2h (K) and 2h + 1 (V)
-      one.kv_pages.extents[2] = 2;
+      one.k_pages.data = &args.k_pages(h, 0, 0, 0);  // KV head h alone
+      one.v_pages.data = &args.v_pages(h, 0, 0, 0);
+      one.k_pages.extents[0] = 1;
+      one.v_pages.extents[0] = 1;
       attnref::ragged_paged_attention_unchecked(
           one, TensorView<T, 3>(out.data() + qh * kDim, {tokens, 1, kDim}, {kHq * kDim, kDim, 1}));
     }

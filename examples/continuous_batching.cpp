@@ -90,7 +90,14 @@ int main() {
 
   attnref::RaggedPagedAttentionArgs<float> args;
   args.q = {q.data(), {kMaxTokens, kNumQHeads, kHeadDim}};
-  args.kv_pages = {kv_pool.data(), {kTotalPages, kPageSize, 2 * kNumKvHeads, kHeadDim}};
+  // JAX's combined pool [P, S, 2*Hkv, D] as the K and V views [Hkv, P, S, D] the args take.
+  const attnref::TensorView<const float, 4> pool(
+      kv_pool.data(), {kTotalPages, kPageSize, 2 * kNumKvHeads, kHeadDim});
+  if (const attnref::Status s = attnref::ragged_kv_views(pool, &args.k_pages, &args.v_pages);
+      !s.ok()) {
+    std::printf("ragged_kv_views: %s\n", s.to_string().c_str());
+    return 1;
+  }
   args.kv_lens = {kv_lens.data(), {kMaxSeqs}};
   args.page_indices = {page_indices.data(), {kMaxSeqs, kPagesPerSeq}};
   args.cu_q_lens = {cu_q_lens.data(), {kMaxSeqs + 1}};

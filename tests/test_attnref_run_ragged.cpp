@@ -107,7 +107,8 @@ std::vector<double> reference(const Problem& p) {
   const std::int64_t num_seqs = p.num_seqs;
   RaggedPagedAttentionArgs<float, float, std::int64_t> a;
   a.q = {q.data(), {p.tokens, p.hq, p.dim}};
-  a.kv_pages = {kv.data(), {p.pages, p.page_size, 2 * p.hkv, p.dim}};
+  const TensorView<const float, 4> pool(kv.data(), {p.pages, p.page_size, 2 * p.hkv, p.dim});
+  EXPECT_TRUE(ragged_kv_views(pool, &a.k_pages, &a.v_pages).ok());
   a.kv_lens = {p.kv_lens.data(), {p.max_seqs}};
   a.page_indices = {p.table.data(), {p.max_seqs, p.pps}};
   a.cu_q_lens = {p.cu.data(), {p.max_seqs + 1}};
@@ -208,6 +209,49 @@ TEST_F(RaggedCli, RoundTripMatchesFloat64Reference) {
          ++i)
       ASSERT_EQ(got[i], 0.0);
   }
+}
+
+// The same batch with K and V as two engine-layout files (--k-pages, --v-pages, --kv-layout)
+// gives the combined pool's numbers; mixing the two forms is a usage error.
+TEST_F(RaggedCli, SeparateKvFilesInEveryLayout) {
+  const Problem p = random_problem(11, kMixed, 8, 2, 16, 4);
+  save_problem<float>(p);
+  ASSERT_EQ(run(std::string(kInputs) + " --out want.npy").code, 0);
+  const std::vector<double> want = read_out("want.npy");
+  const std::string meta =
+      "--q q.npy --kv-lens kv_lens.npy --page-indices table.npy --cu-q-lens cu.npy "
+      "--num-seqs n.npy";
+  for (const char* layout : {"jax", "nhd", "hnd"}) {
+    SCOPED_TRACE(layout);
+    // Physical shape and offset of (KV head h, page q, slot s, dim d) in each layout.
+    const std::int64_t H = p.hkv, P = p.pages, S = p.page_size, D = p.dim;
+    const std::string l = layout;
+    std::vector<std::int64_t> shape = l == "jax"   ? std::vector<std::int64_t>{H, P, S, D}
+                                      : l == "nhd" ? std::vector<std::int64_t>{P, S, H, D}
+                                                   : std::vector<std::int64_t>{P, H, S, D};
+    std::vector<float> k(p.kv.size() / 2), v(p.kv.size() / 2);
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t q = 0; q < P; ++q)
+        for (std::int64_t s = 0; s < S; ++s)
+          for (std::int64_t d = 0; d < D; ++d) {
+            const std::int64_t at = l == "jax"   ? ((h * P + q) * S + s) * D + d
+                                    : l == "nhd" ? ((q * S + s) * H + h) * D + d
+                                                 : ((q * H + h) * S + s) * D + d;
+            k[ix(at)] = static_cast<float>(p.kv[p.at(q, s, 2 * h, d)]);
+            v[ix(at)] = static_cast<float>(p.kv[p.at(q, s, 2 * h + 1, d)]);
+          }
+    save<float>("k.npy", shape, k);
+    save<float>("v.npy", shape, v);
+    const Result r =
+        run(meta + " --k-pages k.npy --v-pages v.npy --kv-layout " + l + " --out got.npy");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_LE(max_abs_diff(read_out("got.npy"), want), 1e-6);
+  }
+  const Result both = run(std::string(kInputs) + " --k-pages k.npy --v-pages v.npy");
+  EXPECT_EQ(both.code, 1) << both.err;
+  EXPECT_NE(both.err.find("--kv-pages"), std::string::npos) << both.err;
+  const Result layout_alone = run(std::string(kInputs) + " --kv-layout nhd");
+  EXPECT_EQ(layout_alone.code, 1) << layout_alone.err;
 }
 
 TEST_F(RaggedCli, Float64WithExpectAndMismatch) {

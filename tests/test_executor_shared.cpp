@@ -76,7 +76,9 @@ struct RaggedCase {
 
   RaggedCase() {
     args.q = {q.data(), {T, Hq, D}, static_cast<std::int64_t>(q.size())};
-    args.kv_pages = {kv.data(), {P, S, 2 * Hkv, D}, static_cast<std::int64_t>(kv.size())};
+    const TensorView<const float, 4> pool(kv.data(), {P, S, 2 * Hkv, D},
+                                          static_cast<std::int64_t>(kv.size()));
+    EXPECT_TRUE(attnref::ragged_kv_views(pool, &args.k_pages, &args.v_pages).ok());
     args.kv_lens = {kv_lens.data(), {4}, 4};
     args.page_indices = {table.data(), {4, PPS}, 4 * PPS};
     args.cu_q_lens = {cu_q_lens.data(), {5}, 5};

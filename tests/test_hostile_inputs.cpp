@@ -88,7 +88,9 @@ struct Ragged {
   Ragged() { bind(); }
   void bind() {
     args.q = {q.data(), {8, 2, 4}, static_cast<std::int64_t>(q.size())};
-    args.kv_pages = {kv.data(), {4, 4, 2, 4}, static_cast<std::int64_t>(kv.size())};
+    const attnref::TensorView<const float, 4> pool(kv.data(), {4, 4, 2, 4},
+                                                   static_cast<std::int64_t>(kv.size()));
+    EXPECT_TRUE(attnref::ragged_kv_views(pool, &args.k_pages, &args.v_pages).ok());
     args.kv_lens = {kv_lens.data(), {3}, 3};
     args.page_indices = {table.data(), {3, 2}, 6};
     args.cu_q_lens = {cu_q_lens.data(), {4}, 4};
@@ -109,7 +111,9 @@ struct Ragged64 {
   Ragged64() { bind(); }
   void bind() {
     args.q = {q.data(), {8, 2, 4}, static_cast<std::int64_t>(q.size())};
-    args.kv_pages = {kv.data(), {4, 4, 2, 4}, static_cast<std::int64_t>(kv.size())};
+    const attnref::TensorView<const float, 4> pool(kv.data(), {4, 4, 2, 4},
+                                                   static_cast<std::int64_t>(kv.size()));
+    EXPECT_TRUE(attnref::ragged_kv_views(pool, &args.k_pages, &args.v_pages).ok());
     args.kv_lens = {kv_lens.data(), {3}, 3};
     args.page_indices = {table.data(), {3, 2}, 6};
     args.cu_q_lens = {cu_q_lens.data(), {4}, 4};

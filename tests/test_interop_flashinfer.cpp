@@ -6,6 +6,7 @@
 
 #include <attnref/interop/flashinfer.hpp>
 #include <attnref/kernels/paged_attention.hpp>
+#include <attnref/kernels/ragged_paged_attention.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -350,8 +351,11 @@ std::vector<float> run_jax(const paged_test::LogicalBatch& lb, const std::vector
 }
 
 /// Runs the kernel on the FlashInfer description: an NHD or HND cache and a CSR table.
+/// With `ragged`, also the ragged kernel's output on the same cache and CSR table as a
+/// decode-only ragged step (`flashinfer_ragged_args`), in `paged_test::decode_as_ragged`'s row
+/// order.
 std::vector<float> run_flashinfer(const paged_test::LogicalBatch& lb, const std::vector<float>& q,
-                                  attnref::KvLayout layout) {
+                                  attnref::KvLayout layout, std::vector<float>* ragged = nullptr) {
   const auto& sh = lb.shape;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const auto to_f = [](double x) { return static_cast<float>(x); };
@@ -370,6 +374,20 @@ std::vector<float> run_flashinfer(const paged_test::LogicalBatch& lb, const std:
   EXPECT_TRUE(s.ok()) << s.to_string();
   std::vector<float> out(q.size(), nan);
   attnref::paged_attention(args, TensorView<float, 3>(out.data(), {sh.batch, sh.hq, sh.dim}));
+  if (ragged != nullptr) {
+    const paged_test::DecodeAsRagged step = paged_test::decode_as_ragged(lb, q);
+    attnref::DensePageTable<std::int32_t> dense_r;
+    attnref::RaggedPagedAttentionArgs<float> r;
+    const Status sr = attnref::flashinfer_ragged_args(
+        csr.table(), TensorView<const std::int32_t, 1>(step.cu_q_lens.data(), {sh.batch + 1}),
+        TensorView<const float, 3>(step.q.data(), {sh.batch, sh.hq, sh.dim}), kv(k), kv(v),
+        &dense_r, &r);
+    EXPECT_TRUE(sr.ok()) << sr.to_string();
+    ragged->assign(q.size(), nan);
+    const Status run = attnref::try_ragged_paged_attention(
+        r, TensorView<float, 3>(ragged->data(), {sh.batch, sh.hq, sh.dim}));
+    EXPECT_TRUE(run.ok()) << run.to_string();
+  }
   return out;
 }
 
@@ -387,7 +405,13 @@ TEST(FlashInferCsr, SameOutputAsTheJaxLayout) {
     const std::vector<float> want = run_jax(lb, q);
     const std::vector<double> exact = attnref::reference::paged_attention(lb.args());
     for (attnref::KvLayout layout : {attnref::KvLayout::kNhd, attnref::KvLayout::kHnd}) {
-      const std::vector<float> got = run_flashinfer(lb, q, layout);
+      std::vector<float> ragged;
+      const std::vector<float> got = run_flashinfer(lb, q, layout, &ragged);
+      // The same cache as a ragged (chunked-prefill) step of decode rows: paged's numbers.
+      EXPECT_LE(paged_test::worst_ragged_vs_paged(lb, paged_test::decode_as_ragged(lb, q), ragged,
+                                                  got, 2e-6),
+                1.0)
+          << "ragged, layout " << attnref::to_string(layout) << " B=" << shape.batch;
       double max_diff = 0;
       for (size_t i = 0; i < want.size(); ++i)
         max_diff = std::max(max_diff, static_cast<double>(std::fabs(got[i] - want[i])));

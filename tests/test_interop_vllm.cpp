@@ -7,6 +7,7 @@
 
 #include <attnref/interop/vllm.hpp>
 #include <attnref/kernels/paged_attention.hpp>
+#include <attnref/kernels/ragged_paged_attention.hpp>
 
 #include <algorithm>
 #include <array>
@@ -439,8 +440,11 @@ std::vector<float> run_jax(const paged_test::LogicalBatch& lb, const std::vector
   return out;
 }
 
+/// The paged kernel's output on the vLLM description; with `ragged`, also the ragged kernel's on
+/// the same cache and block table as a decode-only ragged step (`vllm_ragged_args`), in
+/// `paged_test::decode_as_ragged`'s row order.
 std::vector<float> run_vllm(const paged_test::LogicalBatch& lb, const std::vector<float>& q,
-                            Form form) {
+                            Form form, std::vector<float>* ragged = nullptr) {
   const auto& sh = lb.shape;
   const std::int64_t P = lb.total_pages, S = sh.page_size, H = sh.hkv, D = sh.dim;
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -502,6 +506,22 @@ std::vector<float> run_vllm(const paged_test::LogicalBatch& lb, const std::vecto
   EXPECT_TRUE(s.ok()) << s.to_string();
   std::vector<float> out(q.size(), nan);
   attnref::paged_attention(args, TensorView<float, 3>(out.data(), {sh.batch, sh.hq, sh.dim}));
+  if (ragged != nullptr) {
+    const paged_test::DecodeAsRagged step = paged_test::decode_as_ragged(lb, q);
+    attnref::VllmRaggedMetadata<std::int32_t> m;
+    m.block_table = bt.block_table;
+    m.seq_lens = bt.seq_lens;
+    m.query_start_loc = {step.cu_q_lens.data(), {sh.batch + 1}};
+    m.num_seqs = sh.batch;
+    attnref::RaggedPagedAttentionArgs<float> r;
+    const Status sr = attnref::vllm_ragged_args(
+        c, m, TensorView<const float, 3>(step.q.data(), {sh.batch, sh.hq, sh.dim}), &r);
+    EXPECT_TRUE(sr.ok()) << sr.to_string();
+    ragged->assign(q.size(), nan);
+    const Status run = attnref::try_ragged_paged_attention(
+        r, TensorView<float, 3>(ragged->data(), {sh.batch, sh.hq, sh.dim}));
+    EXPECT_TRUE(run.ok()) << run.to_string();
+  }
   return out;
 }
 
@@ -520,7 +540,13 @@ TEST(VllmBlockTable, SameOutputAsTheJaxLayout) {
     const std::vector<double> exact = attnref::reference::paged_attention(lb.args());
     for (Form form :
          {Form::kNhd, Form::kHnd, Form::kKvFirst, Form::kKvFirstHndOrder, Form::kBlockFirst}) {
-      const std::vector<float> got = run_vllm(lb, q, form);
+      std::vector<float> ragged;
+      const std::vector<float> got = run_vllm(lb, q, form, &ragged);
+      // The same cache as a ragged (chunked-prefill) step of decode rows: paged's numbers.
+      EXPECT_LE(paged_test::worst_ragged_vs_paged(lb, paged_test::decode_as_ragged(lb, q), ragged,
+                                                  got, 2e-6),
+                1.0)
+          << "ragged, form " << static_cast<int>(form) << " B=" << shape.batch;
       double max_diff = 0;
       for (size_t i = 0; i < want.size(); ++i)
         max_diff = std::max(max_diff, static_cast<double>(std::fabs(got[i] - want[i])));

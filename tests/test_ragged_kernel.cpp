@@ -113,8 +113,9 @@ struct Batch {
   RaggedPagedAttentionArgs<Q, KV> args() const {
     RaggedPagedAttentionArgs<Q, KV> a;
     a.q = {q.data(), {tokens, hq, dim}, static_cast<std::int64_t>(q.size())};
-    a.kv_pages = {
-        kv.data(), {num_pages, page_size, 2 * hkv, dim}, static_cast<std::int64_t>(kv.size())};
+    const TensorView<const KV, 4> pool(kv.data(), {num_pages, page_size, 2 * hkv, dim},
+                                       static_cast<std::int64_t>(kv.size()));
+    EXPECT_TRUE(ragged_kv_views(pool, &a.k_pages, &a.v_pages).ok());
     a.kv_lens = {kv_lens.data(), {max_seqs}};
     a.page_indices = {page_indices.data(), {max_seqs, pages_per_seq}};
     a.cu_q_lens = {cu_q_lens.data(), {max_seqs + 1}};
@@ -460,8 +461,9 @@ TEST(RaggedKernel, StridedViewsGiveTheSameNumbers) {
     for (std::int64_t h = 0; h < H; ++h)
       for (std::int64_t d = 0; d < D; ++d) q2[(h * T + t) * D + d] = b.q[(t * H + h) * D + d];
   auto strided = dense;
-  strided.kv_pages = TensorView<const float, 4>(
-      kv2.data(), {P, S, C, D}, {S * Dp * C, Dp * C, 1, C}, static_cast<std::int64_t>(kv2.size()));
+  const TensorView<const float, 4> pool2(kv2.data(), {P, S, C, D}, {S * Dp * C, Dp * C, 1, C},
+                                         static_cast<std::int64_t>(kv2.size()));
+  ASSERT_TRUE(ragged_kv_views(pool2, &strided.k_pages, &strided.v_pages).ok());
   strided.q = TensorView<const float, 3>(q2.data(), {T, H, D}, {D, T * D, 1},
                                          static_cast<std::int64_t>(q2.size()));
   // out: physical [Hq, T, D] as well.
@@ -529,7 +531,9 @@ TEST(RaggedKernel, HandWorked) {
   std::vector<std::int32_t> kv_lens = {4}, table = {0}, cu = {0, 2};
   RaggedPagedAttentionArgs<float> a;
   a.q = {q.data(), {2, 1, 1}};
-  a.kv_pages = {kv.data(), {1, 4, 2, 1}};
+  ASSERT_TRUE(
+      ragged_kv_views(TensorView<const float, 4>(kv.data(), {1, 4, 2, 1}), &a.k_pages, &a.v_pages)
+          .ok());
   a.kv_lens = {kv_lens.data(), {1}};
   a.page_indices = {table.data(), {1, 1}};
   a.cu_q_lens = {cu.data(), {2}};

@@ -3,6 +3,7 @@
 // JAX validation tests, profile differences, and the page/padding rules of the metadata tier.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -29,12 +30,16 @@ struct Fixture {
                                   -1, -1, -1};
   std::vector<Index> cu_q_lens{0, 1, 5, 5, 5};
   Index num_seqs = 3;
+  TensorView<const float, 4> kv_pages;  // JAX's combined pool [P, S, 2*Hkv, D]
   RaggedPagedAttentionArgs<float, float, Index> args;
 
   Fixture() { rebind(); }
+  /// The K and V views of `kv_pages` into args (JAX's R12 is checked here).
+  Status split() { return ragged_kv_views(kv_pages, &args.k_pages, &args.v_pages); }
   void rebind() {
     args.q = {q.data(), {kTokens, kHq, kDim}};
-    args.kv_pages = {kv.data(), {kPages, kPageSize, 2 * kHkv, kDim}};
+    kv_pages = {kv.data(), {kPages, kPageSize, 2 * kHkv, kDim}};
+    EXPECT_TRUE(split().ok());
     args.kv_lens = {kv_lens.data(), {kMaxSeqs}};
     args.page_indices = {page_indices.data(), {kMaxSeqs, kPagesPerSeq}};
     args.cu_q_lens = {cu_q_lens.data(), {kMaxSeqs + 1}};
@@ -80,11 +85,45 @@ TEST(RaggedValidate, NumSeqsAsHostScalar) {
 
 TEST(RaggedValidate, R12CombinedHeadsOdd) {
   Fixture<> f;
-  f.args.kv_pages.extents[2] = 3;
-  expect_status(check_ragged_shapes(f.args, Profile::kReference),
+  f.kv_pages.extents[2] = 3;
+  expect_status(f.split(),
                 {ErrorCode::kShapeMismatch, "R12",
                  "num_combined_kv_heads=3 must be even: kv_pages interleaves K and V of each KV "
                  "head on axis 2."});
+}
+
+TEST(RaggedValidate, CombinedPoolViews) {
+  // K of KV head h is combined head 2h, V is 2h+1; page, slot and dim strides are the pool's.
+  Fixture<> f;
+  const auto& k = f.args.k_pages;
+  const auto& v = f.args.v_pages;
+  EXPECT_EQ(k.extents, (std::array<std::int64_t, 4>{2, 16, 4, 8}));
+  EXPECT_EQ(v.extents, k.extents);
+  EXPECT_EQ(k.strides, (std::array<std::int64_t, 4>{16, 128, 32, 1}));
+  EXPECT_EQ(v.strides, k.strides);
+  EXPECT_EQ(&k(1, 3, 2, 5), &f.kv_pages(3, 2, 2, 5));
+  EXPECT_EQ(&v(1, 3, 2, 5), &f.kv_pages(3, 2, 3, 5));
+  EXPECT_EQ(&v(0, 0, 0, 0), &f.kv_pages(0, 0, 1, 0));
+  // An empty pool gives empty views; a failed split leaves the outputs alone.
+  TensorView<const float, 4> ek, ev;
+  EXPECT_TRUE(ragged_kv_views(TensorView<const float, 4>(), &ek, &ev).ok());
+  EXPECT_EQ(ev.data, nullptr);
+  f.kv_pages.extents[2] = 5;
+  EXPECT_FALSE(f.split().ok());
+  EXPECT_EQ(f.args.k_pages.extents[0], 2);
+  // A stride whose double overflows int64 is refused.
+  TensorView<const float, 4> huge(f.kv.data(), {1, 1, 2, 1},
+                                  {1, 1, std::numeric_limits<std::int64_t>::max() / 2 + 1, 1});
+  EXPECT_EQ(ragged_kv_views(huge, &ek, &ev).code(), ErrorCode::kSizeOverflow);
+}
+
+TEST(RaggedValidate, KAndVShapesAgree) {
+  Fixture<> f;
+  f.args.v_pages.extents[1] = 15;
+  expect_status(check_ragged_shapes(f.args, Profile::kReference),
+                {ErrorCode::kShapeMismatch, "",
+                 "k_pages and v_pages must have the same shape. Got (2, 16, 4, 8) and "
+                 "(2, 15, 4, 8)"});
 }
 
 TEST(RaggedValidate, R13ScaleNotFinite) {
@@ -112,7 +151,8 @@ TEST(RaggedValidate, R1NumSeqsShape) {
 
 TEST(RaggedValidate, R2HeadDim) {
   Fixture<> f;
-  f.args.kv_pages.extents[3] = 4;
+  f.kv_pages.extents[3] = 4;
+  ASSERT_TRUE(f.split().ok());
   expect_status(
       check_ragged_shapes(f.args, Profile::kReference),
       {ErrorCode::kHeadDimMismatch, "R2", "Q head_dim 8 must be the same as that of K/V 4."});
@@ -209,7 +249,8 @@ TEST(RaggedValidate, R6GqaRatio) {
 
 TEST(RaggedValidate, HeadCountsPositive) {
   Fixture<> f;
-  f.args.kv_pages.extents[2] = 0;
+  f.kv_pages.extents[2] = 0;
+  ASSERT_TRUE(f.split().ok());
   expect_status(check_ragged_shapes(f.args, Profile::kReference),
                 {ErrorCode::kInvalidHeadCount, "", "num_kv_heads must be positive. Got 0."});
   Fixture<> g;
@@ -291,7 +332,8 @@ TEST(RaggedValidate, R14TilingOnlyUnderJax) {
   f.num_seqs = 1;
   f.rebind();
   f.args.q.extents[1] = 3;
-  f.args.kv_pages = {kv.data(), {2, 4, 6, 8}};
+  f.kv_pages = {kv.data(), {2, 4, 6, 8}};
+  ASSERT_TRUE(f.split().ok());
   expect_status(check_ragged(f.args, Profile::kJax),
                 {ErrorCode::kTilingRule, "R14",
                  "Not implemented: num_combined_kv_heads=6 can not be XLA fully tiled."});
@@ -311,7 +353,8 @@ TEST(RaggedValidate, Float64OnlyUnderReference) {
   Fixture<> f;
   RaggedPagedAttentionArgs<double, float> a;
   a.q = {q.data(), {8, 4, 8}};
-  a.kv_pages = f.args.kv_pages;
+  a.k_pages = f.args.k_pages;
+  a.v_pages = f.args.v_pages;
   a.kv_lens = f.args.kv_lens;
   a.page_indices = f.args.page_indices;
   a.cu_q_lens = f.args.cu_q_lens;
@@ -319,23 +362,37 @@ TEST(RaggedValidate, Float64OnlyUnderReference) {
   EXPECT_TRUE(check_ragged(a, Profile::kReference).ok());
   expect_status(check_ragged(a, Profile::kJax),
                 {ErrorCode::kDtypeNotSupported, "",
-                 "float64 q or kv_pages are not supported by JAX's TPU kernel"});
+                 "float64 q or K/V pages are not supported by JAX's TPU kernel"});
 }
 
 // ---- attnref's static safety checks.
 
 TEST(RaggedValidate, ViewsAreChecked) {
   Fixture<> f;
-  f.args.kv_pages.buffer_size = 10;
-  expect_status(check_ragged_shapes(f.args, Profile::kReference),
+  f.kv_pages.buffer_size = 10;
+  expect_status(f.split(),
                 {ErrorCode::kOutOfBuffer, "",
                  "kv_pages: extents and strides reach element offset 2047, past the buffer of 10 "
+                 "elements"});
+  // The views made from a bounded pool are bounded too: V starts 8 elements (one combined head)
+  // in, so its buffer is 8 elements shorter, and both reach exactly its end.
+  Fixture<> g;
+  g.kv_pages.buffer_size = 2048;
+  ASSERT_TRUE(g.split().ok());
+  EXPECT_EQ(g.args.k_pages.buffer_size, 2048);
+  EXPECT_EQ(g.args.v_pages.buffer_size, 2040);
+  EXPECT_TRUE(check_ragged_shapes(g.args, Profile::kReference).ok());
+  g.args.k_pages.buffer_size = 10;
+  expect_status(check_ragged_shapes(g.args, Profile::kReference),
+                {ErrorCode::kOutOfBuffer, "",
+                 "k_pages: extents and strides reach element offset 2039, past the buffer of 10 "
                  "elements"});
 }
 
 TEST(RaggedValidate, PageSizeAndOptions) {
   Fixture<> f;
-  f.args.kv_pages.extents[1] = 0;
+  f.kv_pages.extents[1] = 0;
+  ASSERT_TRUE(f.split().ok());
   expect_status(check_ragged_shapes(f.args, Profile::kReference),
                 {ErrorCode::kInvalidPageSize, "", "page_size must be positive. Got 0."});
   Fixture<> g;
@@ -352,7 +409,8 @@ TEST(RaggedValidate, PageSizeAndOptions) {
 TEST(RaggedValidate, HeadDimPositive) {
   Fixture<> f;
   f.args.q.extents[2] = 0;
-  f.args.kv_pages.extents[3] = 0;
+  f.kv_pages.extents[3] = 0;
+  ASSERT_TRUE(f.split().ok());
   expect_status(check_ragged_shapes(f.args, Profile::kReference),
                 {ErrorCode::kInvalidHeadDim, "", "head_dim must be positive. Got 0."});
 }
@@ -489,8 +547,14 @@ TEST(RaggedValidate, DataTierScansLiveRowsOnly) {
   g.kv[at(2, 0, 3, 5)] = std::numeric_limits<float>::infinity();
   expect_status(check_ragged_data(g.args),
                 {ErrorCode::kNonFiniteData, "",
-                 "kv_pages is not finite at sequence 1, token 0 (page 2, slot 0), combined head "
-                 "3, dim 5"});
+                 "v_pages is not finite at sequence 1, token 0 (page 2, slot 0), kv head 1, dim "
+                 "5"});
+  g.kv[at(2, 0, 3, 5)] = 1.0f;
+  g.kv[at(3, 1, 2, 0)] = -std::numeric_limits<float>::infinity();  // K of KV head 1
+  expect_status(check_ragged_data(g.args),
+                {ErrorCode::kNonFiniteData, "",
+                 "k_pages is not finite at sequence 1, token 5 (page 3, slot 1), kv head 1, dim "
+                 "0"});
 }
 
 }  // namespace

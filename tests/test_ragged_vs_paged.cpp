@@ -61,7 +61,8 @@ void expect_same_numbers(std::int64_t hq, std::int64_t hkv, std::int64_t dim,
 
   RaggedPagedAttentionArgs<T> r;
   r.q = {q.data(), {batch, hq, dim}};
-  r.kv_pages = {kv.data(), {total_pages, page_size, 2 * hkv, dim}};
+  const TensorView<const T, 4> pool(kv.data(), {total_pages, page_size, 2 * hkv, dim});
+  ASSERT_TRUE(ragged_kv_views(pool, &r.k_pages, &r.v_pages).ok());
   r.kv_lens = {kKvLens.data(), {batch}};
   r.page_indices = {table.data(), {batch, pps}};
   r.cu_q_lens = {cu.data(), {batch + 1}};
@@ -76,6 +77,12 @@ void expect_same_numbers(std::int64_t hq, std::int64_t hkv, std::int64_t dim,
   const std::array<std::int64_t, 4> strides{2 * dim, page_size * 2 * hkv * dim, 2 * hkv * dim, 1};
   p.k_pages = TensorView<const T, 4>(kv.data(), extents, strides);
   p.v_pages = TensorView<const T, 4>(kv.data() + dim, extents, strides);
+  // The helper's views are exactly these.
+  EXPECT_EQ(r.k_pages.data, p.k_pages.data);
+  EXPECT_EQ(r.v_pages.data, p.v_pages.data);
+  EXPECT_EQ(r.k_pages.strides, strides);
+  EXPECT_EQ(r.v_pages.strides, strides);
+  EXPECT_EQ(r.k_pages.extents, extents);
   p.lengths = r.kv_lens;
   p.page_indices = r.page_indices;
   p.sm_scale = r.sm_scale;

@@ -242,7 +242,9 @@ int run_ragged() {
   const std::vector<std::int32_t> kv_lens{5, 3}, table{0, 1, 2, 3}, cu_q_lens{0, 1, 4}, num_seqs{2};
   attnref::RaggedPagedAttentionArgs<float> args;
   args.q = {q.data(), {kTokens, kHq, kD}};
-  args.kv_pages = {kv.data(), {kP, kS, 2 * kHkv, kD}};
+  ENGINE_CHECK(attnref::ragged_kv_views(
+      attnref::TensorView<const float, 4>(kv.data(), {kP, kS, 2 * kHkv, kD}), &args.k_pages,
+      &args.v_pages));
   args.kv_lens = {kv_lens.data(), {kMaxSeqs}};
   args.page_indices = {table.data(), {kMaxSeqs, kPagesPerSeq}};
   args.cu_q_lens = {cu_q_lens.data(), {kMaxSeqs + 1}};

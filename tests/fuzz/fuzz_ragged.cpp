@@ -254,7 +254,10 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     if (o >= 0) ns_b.data[static_cast<size_t>(o)] = narrow(num_seqs);
   }
   a.q = q.cview();
-  a.kv_pages = kv.cview();
+  // JAX's combined pool becomes the K and V views through the library's helper, which checks
+  // R12 and the pool view; the views are only made when it passes.
+  const Status split = attnref::ragged_kv_views(kv.cview(), &a.k_pages, &a.v_pages);
+  attnref_fuzz::check_error_renders(split);
   a.kv_lens = len_b.cview();
   a.page_indices = pi_b.cview();
   a.cu_q_lens = cu_b.cview();
@@ -266,6 +269,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   // then reads kv_len / page_size entries, as documented (O(live pages)). That is the
   // caller's cost, not a hang to report.
   if (pi_g.extents[1] > (std::int64_t{1} << 20) && pi_g.strides[1] == 0) return;
+  if (!split.ok()) return;  // no views to check or run
   const Status jax = attnref::check_ragged(a, Profile::kJax);
   const Status ref = attnref::check_ragged(a, Profile::kReference);
   attnref_fuzz::check_error_renders(jax);

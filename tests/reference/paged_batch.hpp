@@ -143,4 +143,47 @@ double worst_ratio(const std::vector<T>& got, const std::vector<double>& want, d
   return worst;
 }
 
+/// A decode batch as one ragged step: one query row per sequence that has KV (an empty sequence
+/// gets none: JAX's R18), rows in batch order at the front of q, padding rows NaN.
+struct DecodeAsRagged {
+  std::vector<std::int32_t> cu_q_lens;  ///< [batch + 1]
+  std::vector<float> q;                 ///< [batch, Hq, D]
+  std::vector<std::int64_t> row_of;     ///< [batch]: sequence b's row, -1 if it has none
+};
+
+/// `q` is the decode batch's [batch, Hq, D] queries.
+inline DecodeAsRagged decode_as_ragged(const LogicalBatch& lb, const std::vector<float>& q) {
+  const std::int64_t row = lb.shape.hq * lb.shape.dim;
+  DecodeAsRagged r;
+  r.cu_q_lens.assign(1, 0);
+  r.q.assign(q.size(), std::numeric_limits<float>::quiet_NaN());
+  for (std::int64_t b = 0; b < lb.shape.batch; ++b) {
+    const std::int32_t next = r.cu_q_lens.back();
+    r.row_of.push_back(lb.lengths[ix(b)] > 0 ? next : -1);
+    if (lb.lengths[ix(b)] > 0)
+      std::copy(q.begin() + b * row, q.begin() + (b + 1) * row, r.q.begin() + next * row);
+    r.cu_q_lens.push_back(next + (lb.lengths[ix(b)] > 0 ? 1 : 0));
+  }
+  return r;
+}
+
+/// max over the rows of sequences with KV of |ragged - paged| / (tol + tol * |paged|); inf if a
+/// ragged value is not finite. Both outputs are [batch, Hq, D], ragged in `r`'s row order.
+inline double worst_ragged_vs_paged(const LogicalBatch& lb, const DecodeAsRagged& r,
+                                    const std::vector<float>& ragged,
+                                    const std::vector<float>& paged, double tol) {
+  const std::int64_t row = lb.shape.hq * lb.shape.dim;
+  double worst = 0;
+  for (std::int64_t b = 0; b < lb.shape.batch; ++b) {
+    if (r.row_of[ix(b)] < 0) continue;
+    for (std::int64_t i = 0; i < row; ++i) {
+      const double g = static_cast<double>(ragged[ix(r.row_of[ix(b)] * row + i)]);
+      const double w = static_cast<double>(paged[ix(b * row + i)]);
+      if (!std::isfinite(g)) return std::numeric_limits<double>::infinity();
+      worst = std::max(worst, std::fabs(g - w) / (tol + tol * std::fabs(w)));
+    }
+  }
+  return worst;
+}
+
 }  // namespace paged_test

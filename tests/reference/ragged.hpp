@@ -32,32 +32,12 @@ struct RaggedBounds : ValueRange {
   std::vector<double> v_max;      ///< [T, Hq]: largest |v| seen
 };
 
-namespace detail {
-
-template <class A, class = void>
-struct has_split_kv : std::false_type {};
-template <class A>
-struct has_split_kv<A, std::void_t<decltype(std::declval<const A&>().k_pages)>> : std::true_type {};
-
-/// The stored K (is_v false) or V element of KV head h at (page, slot, d): JAX's combined pool
-/// [P, S, 2 Hkv, D] (K at 2h, V at 2h + 1), or separate [Hkv, P, S, D] pages.
-template <class A>
-auto ragged_kv(const A& a, bool is_v, std::int64_t page, std::int64_t slot, std::int64_t h,
-               std::int64_t d) {
-  if constexpr (has_split_kv<A>::value) {
-    return (is_v ? a.v_pages : a.k_pages)(h, page, slot, d);
-  } else {
-    return a.kv_pages(page, slot, 2 * h + (is_v ? 1 : 0), d);
-  }
-}
-
-}  // namespace detail
-
 /// K or V element as the math sees it (dequantized when the scale is given).
 template <class Q, class KV, class Index>
 double ragged_kv_value(const RaggedPagedAttentionArgs<Q, KV, Index>& a, bool is_v,
                        std::int64_t page, std::int64_t slot, std::int64_t h, std::int64_t d) {
-  const KV x = detail::ragged_kv(a, is_v, page, slot, h, d);
+  // The stored K or V element of KV head h at (page, slot, d), through the [Hkv, P, S, D] views.
+  const KV x = (is_v ? a.v_pages : a.k_pages)(h, page, slot, d);
   const std::optional<float>& scale = is_v ? a.v_scale : a.k_scale;
   if (!scale) return to_double(x);
   if constexpr (std::is_same<Q, double>::value) {

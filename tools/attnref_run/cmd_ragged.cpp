@@ -3,7 +3,9 @@
 // decode sequences in one ragged batch) given as .npy files, under the `reference` or `jax`
 // profile, then runs attnref's reference kernel and writes or compares the result.
 //
-// Instantiations are kept few: q is float16, float32 or float64; the combined K/V pages have
+// K and V come as JAX's combined pool (--kv-pages, made into two views by ragged_kv_views) or
+// as two files in any --kv-layout (--k-pages, --v-pages: a vLLM or FlashInfer cache as saved).
+// Instantiations are kept few: q is float16, float32 or float64; the K/V pages have
 // q's dtype or are int8 (dequantized with --k-scale/--v-scale). kv_lens, page_indices and
 // cu_q_lens are validated with their own dtype (int32 or int64, so the `jax` profile's R5 sees
 // the real one), then widened to int64 for the run, which changes no value and no
@@ -28,6 +30,9 @@ namespace {
 /// The parsed inputs and options of one `ragged` invocation.
 struct RaggedInputs {
   Input q, kv, kv_lens, page_indices, cu_q_lens, num_seqs, expect;
+  Input k, v;                        ///< --k-pages, --v-pages (instead of the combined kv)
+  KvLayout layout = KvLayout::kJax;  ///< axis order of k and v
+  bool separate() const noexcept { return k.present(); }
   CommonOptions common;
   std::optional<std::int64_t> sliding_window;
   std::optional<float> k_scale, v_scale;
@@ -53,16 +58,23 @@ StandIn<Index> stand_in_of(const RaggedInputs& in) {
   return s;
 }
 
-/// The descriptor over the loaded arrays, with the metadata read as `Index` (`num_seqs` holds
-/// the num_seqs array converted to `Index`); with a `stand_in`, the metadata's data and extents
-/// come from it instead (shape tier only).
+/// The descriptor over the loaded arrays into `*out`, with the metadata read as `Index`
+/// (`num_seqs` holds the num_seqs array converted to `Index`); with a `stand_in`, the metadata's
+/// data and extents come from it instead (shape tier only). K and V are the two views of JAX's
+/// combined pool file; the error is JAX's R12 (checked first, as JAX does) when the pool's
+/// combined head count is odd.
 template <class Q, class KV, class Index>
-RaggedPagedAttentionArgs<Q, KV, Index> make_args(const RaggedInputs& in,
-                                                 const std::vector<Index>& num_seqs,
-                                                 const StandIn<Index>* stand_in = nullptr) {
-  RaggedPagedAttentionArgs<Q, KV, Index> a;
+Status make_args(const RaggedInputs& in, const std::vector<Index>& num_seqs,
+                 RaggedPagedAttentionArgs<Q, KV, Index>* out,
+                 const StandIn<Index>* stand_in = nullptr) {
+  RaggedPagedAttentionArgs<Q, KV, Index>& a = *out;
   a.q = view_of<Q, 3>(in.q);
-  a.kv_pages = view_of<KV, 4>(in.kv);
+  if (in.separate()) {
+    a.k_pages = layout_pages_view<KV>(in.k, in.layout);
+    a.v_pages = layout_pages_view<KV>(in.v, in.layout);
+  } else {
+    ATTNREF_RETURN_IF_ERROR(ragged_kv_views(view_of<KV, 4>(in.kv), &a.k_pages, &a.v_pages));
+  }
   const std::vector<Index>& seqs = stand_in != nullptr ? stand_in->num_seqs : num_seqs;
   if (stand_in != nullptr) {
     a.kv_lens = TensorView<const Index, 1>(&stand_in->value, {stand_in->kv_lens_extent});
@@ -82,13 +94,16 @@ RaggedPagedAttentionArgs<Q, KV, Index> make_args(const RaggedInputs& in,
   a.mask_value = in.common.mask_value;
   a.k_scale = in.k_scale;
   a.v_scale = in.v_scale;
-  return a;
+  return Status();
 }
 
 /// The shape tier over stand-in metadata views.
 template <class Q, class KV, class Index>
 Status stand_in_shapes(const RaggedInputs& in, const StandIn<Index>& stand_in) {
-  return check_ragged_shapes(make_args<Q, KV, Index>(in, {}, &stand_in), in.common.profile);
+  RaggedPagedAttentionArgs<Q, KV, Index> a;
+  const Status split = make_args<Q, KV, Index>(in, {}, &a, &stand_in);
+  if (!split.ok()) return split;
+  return check_ragged_shapes(a, in.common.profile);
 }
 
 /// The extent JAX expects of num_seqs, kv_lens and cu_q_lens: (1,), (max_num_seqs,) and
@@ -167,7 +182,8 @@ int run_typed(const ParsedArgs& args, const RaggedInputs& in) {
   // Any other extent fails JAX's R1 on a view of zeros of that extent.
   const std::vector<Index> num_seqs(n.numel() == 1 ? 0 : static_cast<std::size_t>(n.shape[0]),
                                     Index{0});
-  RaggedPagedAttentionArgs<Q, KV, Index> a = make_args<Q, KV, Index>(in, num_seqs);
+  RaggedPagedAttentionArgs<Q, KV, Index> a;
+  fail_if_error(make_args<Q, KV, Index>(in, num_seqs, &a));
   if (n.numel() == 1) {
     a.num_seqs = {};
     a.num_seqs_value = ints_as<std::int64_t>(n)[0];
@@ -183,7 +199,8 @@ int run_typed(const ParsedArgs& args, const RaggedInputs& in) {
   const std::vector<std::int64_t> cu_q_lens = ints_as<std::int64_t>(in.cu_q_lens.array);
   RaggedPagedAttentionArgs<Q, KV, std::int64_t> run_args;
   run_args.q = a.q;
-  run_args.kv_pages = a.kv_pages;
+  run_args.k_pages = a.k_pages;
+  run_args.v_pages = a.v_pages;
   run_args.kv_lens = TensorView<const std::int64_t, 1>(kv_lens.data(), a.kv_lens.extents,
                                                        static_cast<std::int64_t>(kv_lens.size()));
   run_args.page_indices = TensorView<const std::int64_t, 2>(
@@ -229,12 +246,15 @@ int run_ragged(int argc, char** argv) {
       "       --cu-q-lens C.npy --num-seqs N.npy [--sm-scale S] [--sliding-window W]\n"
       "       [--soft-cap C] [--mask-value M] [--k-scale S] [--v-scale S]\n"
       "       [--profile jax|reference] [--check-only] [--out OUT.npy]\n"
-      "       [--expect EXP.npy [--atol A] [--rtol R]]",
+      "       [--expect EXP.npy [--atol A] [--rtol R]]\n"
+      "   or: --k-pages K.npy --v-pages V.npy [--kv-layout jax|nhd|hnd] in place of --kv-pages",
       "Ragged paged attention (continuous batching): sequence i owns query rows\n"
       "[cu_q_lens[i], cu_q_lens[i+1]) and kv_lens[i] cached tokens; row r of a sequence with\n"
       "q_len rows sits at position kv_len - q_len + r and attends causally (and within the\n"
       "sliding window) to its sequence's keys. K and V share one pool [P, S, 2 * Hkv, D]: K of\n"
-      "KV head h at combined head 2h, V at 2h + 1. Output rows past cu_q_lens[num_seqs] are 0.\n"
+      "KV head h at combined head 2h, V at 2h + 1 (JAX's form); or, with --k-pages and\n"
+      "--v-pages instead of --kv-pages, two pools in the --kv-layout order (an engine's cache).\n"
+      "Output rows past cu_q_lens[num_seqs] are 0.\n"
       "Validates the inputs under the chosen profile (jax: every check JAX's Pallas TPU kernel\n"
       "makes; reference: what the math and memory safety need), then runs attnref's kernel.\n"
       "q and the pages are float16/float32/float64 (pages of q's dtype) or the pages int8;\n"
@@ -243,6 +263,11 @@ int run_ragged(int argc, char** argv) {
           {{"--q", "Q.npy", "queries [max_num_batched_tokens, num_q_heads, head_dim]"},
            {"--kv-pages", "KV.npy",
             "combined K/V pages [total_pages, page_size, 2 * Hkv, head_dim]"},
+           {"--k-pages", "K.npy", "key pages, 4-d in the --kv-layout order (not with --kv-pages)"},
+           {"--v-pages", "V.npy", "value pages, same shape as the key pages"},
+           {"--kv-layout", "L",
+            "layout of --k-pages/--v-pages: jax [Hkv,P,S,D] (default), nhd [P,S,Hkv,D], "
+            "hnd [P,Hkv,S,D]"},
            {"--kv-lens", "L.npy", "cached tokens of each sequence [max_num_seqs]"},
            {"--page-indices", "PI.npy", "page table [max_num_seqs, pages_per_seq]"},
            {"--cu-q-lens", "C.npy", "cumulative query lengths [max_num_seqs + 1]"},
@@ -259,15 +284,32 @@ int run_ragged(int argc, char** argv) {
   in.sliding_window = args.int64("--sliding-window");
   (void)args.real("--k-scale");  // syntax errors (exit 1) before value errors (exit 2)
   (void)args.real("--v-scale");
-  for (const char* required :
-       {"--q", "--kv-pages", "--kv-lens", "--page-indices", "--cu-q-lens", "--num-seqs"}) {
-    args.required(required);
+  in.layout = kv_layout_option(args);
+  const bool separate = args.has("--k-pages") || args.has("--v-pages");
+  if (separate && args.has("--kv-pages"))
+    args.usage_error("give --kv-pages (JAX's combined pool) or --k-pages and --v-pages, not both");
+  if (!separate && args.has("--kv-layout"))
+    args.usage_error("--kv-layout describes --k-pages and --v-pages; --kv-pages is JAX's pool");
+  // Required options in the order the usage line gives them.
+  args.required("--q");
+  if (separate) {
+    args.required("--k-pages");
+    args.required("--v-pages");
+  } else {
+    args.required("--kv-pages");
   }
+  for (const char* required : {"--kv-lens", "--page-indices", "--cu-q-lens", "--num-seqs"})
+    args.required(required);
   in.k_scale = float_option(args, "--k-scale", ErrorCode::kInvalidScale);
   in.v_scale = float_option(args, "--v-scale", ErrorCode::kInvalidScale);
 
   in.q = load_input(args, "--q", true);
-  in.kv = load_input(args, "--kv-pages", true);
+  if (separate) {
+    in.k = load_input(args, "--k-pages", true);
+    in.v = load_input(args, "--v-pages", true);
+  } else {
+    in.kv = load_input(args, "--kv-pages", true);
+  }
   in.kv_lens = load_input(args, "--kv-lens", true);
   in.page_indices = load_input(args, "--page-indices", true);
   in.cu_q_lens = load_input(args, "--cu-q-lens", true);
@@ -275,8 +317,13 @@ int run_ragged(int argc, char** argv) {
 
   // Ranks (JAX's shape unpacking comes before its checks too).
   fail_if_error(check_rank(in.q, 3, "q", "q is [max_num_batched_tokens, num_q_heads, head_dim]"));
-  fail_if_error(check_rank(in.kv, 4, "kv_pages",
-                           "kv_pages is [total_pages, page_size, 2 * num_kv_heads, head_dim]"));
+  if (separate) {
+    fail_if_error(check_rank(in.k, 4, "k_pages", "k_pages is 4-d in the --kv-layout order"));
+    fail_if_error(check_rank(in.v, 4, "v_pages", "v_pages is 4-d in the --kv-layout order"));
+  } else {
+    fail_if_error(check_rank(in.kv, 4, "kv_pages",
+                             "kv_pages is [total_pages, page_size, 2 * num_kv_heads, head_dim]"));
+  }
   // num_seqs, kv_lens or cu_q_lens [n, m] with the n JAX expects is JAX's R1, R3 or R4,
   // reported in JAX's order (fail_metadata_rank) once page_indices' rank is known good.
   if (!jax_reports_rank(in, in.kv_lens)) {
@@ -297,15 +344,28 @@ int run_ragged(int argc, char** argv) {
   // Element types.
   fail_if_error(check_q_dtype(in.q));
   const DType qt = in.q.array.dtype;
-  const DType kvt = in.kv.array.dtype;
-  if (kvt != qt && kvt != DType::kInt8) {
-    fail_status(Status(ErrorCode::kDtypeNotSupported, "",
-                       "kv_pages has dtype {d0}; attnref-run takes pages of q's dtype ({d1}) or "
-                       "int8 (with --k-scale/--v-scale)",
-                       "save the pages with q's dtype, or quantize them to int8",
-                       {static_cast<std::int64_t>(kvt), static_cast<std::int64_t>(qt)}, {},
-                       "kv_pages"));
+  for (const Input* pages :
+       separate ? std::vector<const Input*>{&in.k, &in.v} : std::vector<const Input*>{&in.kv}) {
+    const DType t = pages->array.dtype;
+    if (t != qt && t != DType::kInt8) {
+      fail_status(Status(ErrorCode::kDtypeNotSupported, "",
+                         "{f} has dtype {d0}; attnref-run takes pages of q's dtype ({d1}) or "
+                         "int8 (with --k-scale/--v-scale)",
+                         "save the pages with q's dtype, or quantize them to int8",
+                         {static_cast<std::int64_t>(t), static_cast<std::int64_t>(qt)}, {},
+                         pages == &in.kv  ? "kv_pages"
+                         : pages == &in.k ? "k_pages"
+                                          : "v_pages"));
+    }
   }
+  if (separate && in.k.array.dtype != in.v.array.dtype) {
+    fail_status(Status(ErrorCode::kQuantizationMismatch, "",
+                       "k_pages ({d0}) and v_pages ({d1}) must have the same dtype",
+                       "quantize K and V together, or neither",
+                       {static_cast<std::int64_t>(in.k.array.dtype),
+                        static_cast<std::int64_t>(in.v.array.dtype)}));
+  }
+  const DType kvt = separate ? in.k.array.dtype : in.kv.array.dtype;
   return dispatch_q_kv(qt, kvt, [&](auto q, auto kv) {
     return run_with_kv<typename decltype(q)::type, typename decltype(kv)::type>(args, in);
   });

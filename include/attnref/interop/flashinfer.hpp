@@ -35,6 +35,7 @@
 #include "attnref/core/tensor_view.hpp"
 #include "attnref/interop/page_table.hpp"
 #include "attnref/validate/paged.hpp"
+#include "attnref/validate/ragged.hpp"
 
 namespace attnref {
 
@@ -296,6 +297,33 @@ Status flashinfer_paged_args(const FlashInferPageTable<Index>& t, TensorView<con
   args->v_pages = v_pages;
   args->lengths = table->lengths();
   args->page_indices = table->page_indices();
+  return Status();
+}
+
+/// The ragged form of `flashinfer_paged_args`, for a chunked-prefill step: FlashInfer's
+/// `qo_indptr` `[batch + 1]` (0, then running query counts) becomes cu_q_lens, the converted
+/// table's lengths kv_lens, and num_seqs is the batch. `q` is `[num_tokens, num_q_heads,
+/// head_dim]`, its rows in `qo_indptr`'s order. `*table` owns the dense table (keep it alive as
+/// long as `*args`). Other fields of `*args` are left as they are; `check_ragged` (run by the
+/// kernels) checks the rest, qo_indptr included.
+template <class Q, class KV, class Index>
+Status flashinfer_ragged_args(const FlashInferPageTable<Index>& t,
+                              TensorView<const Index, 1> qo_indptr, TensorView<const Q, 3> q,
+                              TensorView<const KV, 4> k_pages, TensorView<const KV, 4> v_pages,
+                              DensePageTable<Index>* table,
+                              RaggedPagedAttentionArgs<Q, KV, Index>* args,
+                              const DenseTableOptions& options = {}) {
+  ATTNREF_RETURN_IF_ERROR(check_view(k_pages, "k_pages"));
+  ATTNREF_RETURN_IF_ERROR(
+      flashinfer_to_dense(t, k_pages.extents[2], k_pages.extents[1], table, options));
+  args->q = q;
+  args->k_pages = k_pages;
+  args->v_pages = v_pages;
+  args->kv_lens = table->lengths();
+  args->page_indices = table->page_indices();
+  args->cu_q_lens = qo_indptr;
+  args->num_seqs = {};
+  args->num_seqs_value = table->batch;
   return Status();
 }
 

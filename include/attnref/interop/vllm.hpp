@@ -38,6 +38,7 @@
 #include "attnref/core/tensor_view.hpp"
 #include "attnref/interop/page_table.hpp"
 #include "attnref/validate/paged.hpp"
+#include "attnref/validate/ragged.hpp"
 
 namespace attnref {
 
@@ -93,6 +94,17 @@ struct VllmBlockTable {
   /// What entries past a sequence's live blocks hold: `kReject` (default) demands valid block ids
   /// everywhere; `kSkip` lets them hold anything (vLLM pads with -1 or stale ids).
   PaddingPolicy padding = PaddingPolicy::kReject;
+};
+
+/// vLLM's per-step metadata of a ragged batch (chunked prefill and decode requests together, as
+/// its v1 attention metadata holds them): what `RaggedPagedAttentionArgs` reads besides q and
+/// the cache.
+template <class Index = std::int32_t>
+struct VllmRaggedMetadata {
+  TensorView<const Index, 2> block_table;      ///< [max_num_seqs, max_blocks]; padding may hold -1
+  TensorView<const Index, 1> seq_lens;         ///< [max_num_seqs]: KV tokens, this step's included
+  TensorView<const Index, 1> query_start_loc;  ///< [max_num_seqs + 1]: 0, then running q counts
+  std::int64_t num_seqs = 0;                   ///< live requests (vLLM's num_reqs)
 };
 
 namespace detail {
@@ -269,6 +281,28 @@ Status vllm_paged_args(const VllmKvCache<KV>& cache, const VllmBlockTable<Index>
   args->v_pages = v;
   args->lengths = table.seq_lens;
   args->page_indices = table.block_table;
+  return Status();
+}
+
+/// Fills `*args` with `q` `[num_tokens, num_q_heads, head_size]`, the cache's K/V views (after
+/// `vllm_kv_views`) and the ragged metadata's views (no copies), for a chunked-prefill step over
+/// a separate-K/V vLLM cache. kv_lens are `seq_lens`, cu_q_lens `query_start_loc`, num_seqs the
+/// host count. The metadata is checked where ragged checks it (`check_ragged`, which the kernels
+/// run): only live blocks are read, so padding entries may hold anything. Other fields of `*args`
+/// are left as they are. Writes nothing on error.
+template <class Q, class KV, class Index>
+Status vllm_ragged_args(const VllmKvCache<KV>& cache, const VllmRaggedMetadata<Index>& m,
+                        TensorView<const Q, 3> q, RaggedPagedAttentionArgs<Q, KV, Index>* args) {
+  TensorView<const KV, 4> k, v;
+  ATTNREF_RETURN_IF_ERROR(vllm_kv_views(cache, &k, &v));
+  args->q = q;
+  args->k_pages = k;
+  args->v_pages = v;
+  args->kv_lens = m.seq_lens;
+  args->page_indices = m.block_table;
+  args->cu_q_lens = m.query_start_loc;
+  args->num_seqs = {};
+  args->num_seqs_value = m.num_seqs;
   return Status();
 }
 

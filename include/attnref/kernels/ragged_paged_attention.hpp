@@ -8,10 +8,10 @@
 /// @code
 ///   attnref::RaggedPagedAttentionArgs<float> args;     // views over the engine's buffers
 ///   args.q = {q.data(), {max_tokens, 32, 128}};          // [T, Hq, D]
-///   args.kv_pages = {kv.data(), {pages, 16, 16, 128}};   // [P, S, 2*Hkv, D]
-///   args.kv_lens = {kv_lens.data(), {max_seqs}};
-///   args.page_indices = {table.data(), {max_seqs, pages_per_seq}};
-///   args.cu_q_lens = {cu.data(), {max_seqs + 1}};
+///   attnref::TensorView<const float, 4> kv_pages(kv.data(), {pages, 16, 16, 128});  // [P, S,
+///   2*Hkv, D] attnref::throw_if_error(attnref::ragged_kv_views(kv_pages, &args.k_pages,
+///   &args.v_pages)); args.kv_lens = {kv_lens.data(), {max_seqs}}; args.page_indices =
+///   {table.data(), {max_seqs, pages_per_seq}}; args.cu_q_lens = {cu.data(), {max_seqs + 1}};
 ///   args.num_seqs_value = live_seqs;
 ///   args.sm_scale = 1.0f / std::sqrt(128.0f);
 ///   std::vector<float> out(q.size());
@@ -170,6 +170,9 @@ struct RaggedCall {
   bool k_scaled, v_scaled;
   float k_scale, v_scale;
   bool q_contiguous, kv_contiguous;
+  /// K and V step the same between heads and between slots (JAX's combined pool, any dense
+  /// cache), so one (ld, head_step) pair serves both in place.
+  bool kv_shared_strides;
 
   RaggedCall(const RaggedPagedAttentionArgs<Q, KV, Index>& args, const TensorView<Q, 3>& o)
       : a(args),
@@ -184,7 +187,9 @@ struct RaggedCall {
         k_scale(args.k_scale.value_or(1.0f)),
         v_scale(args.v_scale.value_or(1.0f)),
         q_contiguous(args.q.strides[2] == 1),
-        kv_contiguous(args.kv_pages.strides[3] == 1) {}
+        kv_contiguous(args.k_pages.strides[3] == 1 && args.v_pages.strides[3] == 1),
+        kv_shared_strides(args.k_pages.strides[0] == args.v_pages.strides[0] &&
+                          args.k_pages.strides[2] == args.v_pages.strides[2]) {}
 
   /// The visible keys of the row at position `pos` within [lo, hi).
   KeyRange visible(std::int64_t pos, std::int64_t lo, std::int64_t hi) const noexcept {
@@ -213,14 +218,15 @@ void gather_kv_rows(const RaggedCall<Q, KV, Index>& c, std::int64_t page, std::i
                     std::int64_t count, std::int64_t h, Matrix& kd_buf, Matrix& vd_buf,
                     std::int64_t buf_row0, std::int64_t buf_step) {
   using Acc = typename RaggedCall<Q, KV, Index>::Acc;
-  const auto& kv = c.a.kv_pages;
+  const auto& kp = c.a.k_pages;
+  const auto& vp = c.a.v_pages;
   for (std::int64_t t = 0; t < count; ++t) {
     const Eigen::Index br = static_cast<Eigen::Index>(buf_row0 + t * buf_step);
     Acc* kd = kd_buf.row(br).data();
     Acc* vd = vd_buf.row(br).data();
     if (c.kv_contiguous) {
-      const KV* ks = &kv(page, slot0 + t, 2 * h, 0);
-      const KV* vs = &kv(page, slot0 + t, 2 * h + 1, 0);
+      const KV* ks = &kp(h, page, slot0 + t, 0);
+      const KV* vs = &vp(h, page, slot0 + t, 0);
       if (c.k_scaled) {
         for (std::int64_t d = 0; d < c.dim; ++d) kd[d] = load_kv<Acc, Q>(ks[d], true, c.k_scale);
       } else {
@@ -233,8 +239,8 @@ void gather_kv_rows(const RaggedCall<Q, KV, Index>& c, std::int64_t page, std::i
       }
     } else {
       for (std::int64_t d = 0; d < c.dim; ++d) {
-        kd[d] = load_kv<Acc, Q>(kv(page, slot0 + t, 2 * h, d), c.k_scaled, c.k_scale);
-        vd[d] = load_kv<Acc, Q>(kv(page, slot0 + t, 2 * h + 1, d), c.v_scaled, c.v_scale);
+        kd[d] = load_kv<Acc, Q>(kp(h, page, slot0 + t, d), c.k_scaled, c.k_scale);
+        vd[d] = load_kv<Acc, Q>(vp(h, page, slot0 + t, d), c.v_scaled, c.v_scale);
       }
     }
   }
@@ -260,19 +266,19 @@ Acc ragged_softmax_row(const LogitTransform<Acc>& logits, Row&& x, Eigen::Index 
 
 /// K/V of tokens [lo, hi) of one page for every KV head, as a pointer per head: KV head h's rows
 /// start at `k + h * head_step` (`v` likewise), `ld` apart. In place for an f32 (f64) pool with
-/// contiguous rows and no dequantization; else converted token-major (the page read front to
-/// back) into the scratch rows t * Hkv + h.
+/// contiguous rows, K and V sharing head and slot strides, and no dequantization; else converted
+/// token-major (the page read front to back) into the scratch rows t * Hkv + h.
 template <class Q, class KV, class Index, class Acc>
 void page_kv_all_heads(const RaggedCall<Q, KV, Index>& c, std::int64_t page, std::int64_t lo,
                        std::int64_t hi, RaggedScratch<Acc>& sc, const Acc** k, const Acc** v,
                        std::int64_t* ld, std::int64_t* head_step) {
   const std::int64_t hkv = c.heads.num_kv_heads, slot = lo % c.page_size;
   if constexpr (std::is_same<std::remove_cv_t<KV>, Acc>::value) {
-    if (c.kv_contiguous && !c.k_scaled && !c.v_scaled) {
-      *k = &c.a.kv_pages(page, slot, 0, 0);
-      *v = &c.a.kv_pages(page, slot, 1, 0);
-      *ld = c.a.kv_pages.strides[1];
-      *head_step = 2 * c.a.kv_pages.strides[2];
+    if (c.kv_contiguous && c.kv_shared_strides && !c.k_scaled && !c.v_scaled) {
+      *k = &c.a.k_pages(0, page, slot, 0);
+      *v = &c.a.v_pages(0, page, slot, 0);
+      *ld = c.a.k_pages.strides[2];
+      *head_step = c.a.k_pages.strides[0];
       return;
     }
   }

@@ -2,9 +2,10 @@
 /// @file ragged.hpp
 /// Ragged paged attention (continuous batching: prefill and decode rows in one batch): the
 /// argument descriptor and its checks in three tiers.
-///  - shapes (O(1)): JAX's static checks R12, R13, R1..R11 in JAX's order (R12/R13 are bare
-///    asserts in JAX and get real messages here; R5 and R14 only under `Profile::kJax`), then
-///    attnref's safety checks on views and options;
+///  - shapes (O(1)): JAX's static checks R13, R1..R11 in JAX's order (R13 is a bare assert in
+///    JAX and gets a real message here; R5 and R14 only under `Profile::kJax`), then attnref's
+///    safety checks on views and options. R12 (an even combined head count) belongs to JAX's
+///    combined pool and is checked where that pool becomes views: `ragged_kv_views`;
 ///  - metadata (O(max_num_seqs + pages)): JAX's dynamic checks R15..R18 in JAX's order, plus the
 ///    ones JAX omits: num_seqs >= 0, kv_lens >= 0, cu_q_lens starting at 0 and non-decreasing,
 ///    every page a live sequence reads in [0, total_pages);
@@ -14,7 +15,11 @@
 /// @code
 ///   attnref::RaggedPagedAttentionArgs<float> args;
 ///   args.q = {q.data(), {max_tokens, 32, 128}};                  // [T, Hq, D]
-///   args.kv_pages = {kv.data(), {pages, 16, 2 * 8, 128}};        // [P, S, 2*Hkv, D]
+///   // JAX's combined pool [P, S, 2*Hkv, D] becomes two [Hkv, P, S, D] views (R12 checked):
+///   attnref::TensorView<const float, 4> kv_pages(kv.data(), {pages, 16, 2 * 8, 128});
+///   if (attnref::Status s = attnref::ragged_kv_views(kv_pages, &args.k_pages, &args.v_pages);
+///       !s.ok()) ...
+///   // (or any [Hkv, P, S, D] views, e.g. attnref::kv_pages_view over a vLLM cache)
 ///   args.kv_lens = {kv_lens.data(), {max_seqs}};
 ///   args.page_indices = {table.data(), {max_seqs, pages_per_seq}};
 ///   args.cu_q_lens = {cu_q_lens.data(), {max_seqs + 1}};
@@ -33,6 +38,7 @@
 #include "attnref/core/checked_math.hpp"
 #include "attnref/core/dtype.hpp"
 #include "attnref/core/error.hpp"
+#include "attnref/core/kv_layout.hpp"
 #include "attnref/core/profile.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
@@ -44,7 +50,9 @@ namespace attnref {
 ///
 /// Sequence `i` (for `i < num_seqs`) owns query rows `[cu_q_lens[i], cu_q_lens[i+1])` and
 /// `kv_lens[i]` KV tokens; KV token `t` of sequence `i` is
-/// `kv_pages[page_indices[i, t / S], t % S, 2h (K) or 2h+1 (V), :]` for KV head `h`.
+/// `k_pages[h, page_indices[i, t / S], t % S, :]` (and `v_pages` likewise) for KV head `h`.
+/// K and V are strided views like paged's; `ragged_kv_views` makes them from JAX's combined
+/// `[P, S, 2*Hkv, D]` pool, `kv_pages_view` from a separate-K/V engine cache.
 /// Query rows align to the end of their sequence: row `r` of a sequence with `q_len` rows sits
 /// at position `kv_len - q_len + r` and sees keys `c <= pos` (and `c > pos - sliding_window`).
 ///
@@ -60,9 +68,10 @@ struct RaggedPagedAttentionArgs {
   using kv_type = KV;
   using index_type = Index;
 
-  TensorView<const Q, 3> q;            ///< [max_num_batched_tokens, num_q_heads, head_dim]
-  TensorView<const KV, 4> kv_pages;    ///< [total_pages, page_size, 2 * num_kv_heads, head_dim]
-  TensorView<const Index, 1> kv_lens;  ///< [max_num_seqs]
+  TensorView<const Q, 3> q;                 ///< [max_num_batched_tokens, num_q_heads, head_dim]
+  TensorView<const KV, 4> k_pages;          ///< [num_kv_heads, total_pages, page_size, head_dim]
+  TensorView<const KV, 4> v_pages;          ///< [num_kv_heads, total_pages, page_size, head_dim]
+  TensorView<const Index, 1> kv_lens;       ///< [max_num_seqs]
   TensorView<const Index, 2> page_indices;  ///< [max_num_seqs, pages_per_seq]
   TensorView<const Index, 1> cu_q_lens;     ///< [max_num_seqs + 1]
   TensorView<const Index, 1> num_seqs;      ///< [1] (JAX's R1); leave empty to use num_seqs_value
@@ -83,10 +92,16 @@ struct RaggedPagedAttentionArgs {
   std::int64_t max_num_batched_tokens() const noexcept { return q.extents[0]; }
   std::int64_t num_q_heads() const noexcept { return q.extents[1]; }
   std::int64_t head_dim() const noexcept { return q.extents[2]; }
-  std::int64_t total_pages() const noexcept { return kv_pages.extents[0]; }
-  std::int64_t page_size() const noexcept { return kv_pages.extents[1]; }
-  std::int64_t num_combined_kv_heads() const noexcept { return kv_pages.extents[2]; }
-  std::int64_t num_kv_heads() const noexcept { return kv_pages.extents[2] / 2; }
+  std::int64_t total_pages() const noexcept { return k_pages.extents[1]; }
+  std::int64_t page_size() const noexcept { return k_pages.extents[2]; }
+  std::int64_t num_kv_heads() const noexcept { return k_pages.extents[0]; }
+  /// JAX's `num_combined_kv_heads`: 2 * num_kv_heads (saturated at INT64_MAX for a hostile
+  /// extent), the axis-2 extent of the combined pool JAX would take.
+  std::int64_t num_combined_kv_heads() const noexcept {
+    std::int64_t combined = std::numeric_limits<std::int64_t>::max();
+    return checked_mul(k_pages.extents[0], 2, &combined) ? combined
+                                                         : std::numeric_limits<std::int64_t>::max();
+  }
   std::int64_t max_num_seqs() const noexcept { return page_indices.extents[0]; }
   std::int64_t pages_per_seq() const noexcept { return page_indices.extents[1]; }
   /// The live sequence count: `num_seqs_value` if set, else `num_seqs(0)`. Only meaningful after
@@ -132,14 +147,18 @@ inline Status check_ragged_scale(const std::optional<float>& scale, const char* 
 template <class Q, class KV, class Index>
 Status check_ragged_shapes(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
   const std::int64_t combined = a.num_combined_kv_heads();
-  // R12: JAX's bare `assert num_combined_kv_heads % 2 == 0`.
-  if (combined % 2 != 0) {
-    return Status(ErrorCode::kShapeMismatch, "R12",
-                  "num_combined_kv_heads={0} must be even: kv_pages interleaves K and V of each "
-                  "KV head on axis 2.",
-                  "kv_pages is [total_pages, page_size, 2 * num_kv_heads, head_dim] with K of KV "
-                  "head h at 2h and V at 2h+1",
-                  {combined}, {}, "kv_pages");
+  // R12 (the combined pool's even head count) is checked by `ragged_kv_views`. Separate K and V
+  // views must agree instead (paged's P1 check, without JAX's id: JAX's ragged kernel takes one
+  // pool).
+  const auto& k = a.k_pages.extents;
+  const auto& v = a.v_pages.extents;
+  if (!detail::same_extents(k, v)) {
+    return Status(ErrorCode::kShapeMismatch, "",
+                  "k_pages and v_pages must have the same shape. Got ({0}, {1}, {2}, {3}) and "
+                  "({4}, {5}, {6}, {7})",
+                  "K and V pages share one pool shape [num_kv_heads, total_pages, page_size, "
+                  "head_dim]",
+                  {k[0], k[1], k[2], k[3], v[0], v[1], v[2], v[3]});
   }
   // R13: JAX's bare `assert isinstance(k_scale, float) or k_scale is None` (and v_scale).
   ATTNREF_RETURN_IF_ERROR(detail::check_ragged_scale(a.k_scale, "k_scale"));
@@ -158,11 +177,12 @@ Status check_ragged_shapes(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Prof
                   {a.num_seqs.extents[0]}, {}, "num_seqs");
   }
   // R2.
-  if (a.head_dim() != a.kv_pages.extents[3]) {
+  if (a.head_dim() != k[3]) {
     return Status(ErrorCode::kHeadDimMismatch, "R2",
                   "Q head_dim {0} must be the same as that of K/V {1}.",
-                  "q [..., {0}] and kv_pages [..., {1}] come from different models or layers",
-                  {a.head_dim(), a.kv_pages.extents[3]}, {}, "kv_pages");
+                  "q [..., {0}] and k_pages/v_pages [..., {1}] come from different models or "
+                  "layers",
+                  {a.head_dim(), k[3]}, {}, "k_pages");
   }
   const std::int64_t max_seqs = a.max_num_seqs();
   // R3.
@@ -202,8 +222,8 @@ Status check_ragged_shapes(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Prof
   }
   if (hkv <= 0) {
     return Status(ErrorCode::kInvalidHeadCount, "", "num_kv_heads must be positive. Got {0}.",
-                  "kv_pages' axis 2 holds 2 * num_kv_heads combined heads; got {1}",
-                  {hkv, combined}, {}, "num_kv_heads");
+                  "k_pages and v_pages are [num_kv_heads, total_pages, page_size, head_dim]", {hkv},
+                  {}, "num_kv_heads");
   }
   if (hq % hkv != 0) {
     return Status(ErrorCode::kGqaNotDivisible, "R6",
@@ -247,7 +267,7 @@ Status check_ragged_shapes(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Prof
   if (profile == Profile::kJax) {
     if (std::is_same<Q, double>::value || std::is_same<KV, double>::value) {
       return Status(ErrorCode::kDtypeNotSupported, "",
-                    "float64 q or kv_pages are not supported by JAX's TPU kernel",
+                    "float64 q or K/V pages are not supported by JAX's TPU kernel",
                     "use float32 or bfloat16; the reference profile accepts float64");
     }
     if (!detail::xla_fully_tiled(combined, detail::ragged_kv_packing<KV>())) {
@@ -255,12 +275,13 @@ Status check_ragged_shapes(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Prof
                     "Not implemented: num_combined_kv_heads={0} can not be XLA fully tiled.",
                     "with {1} element(s) per 32-bit word, 2 * num_kv_heads / {1} must be 1, 2, 4, "
                     "8 or a multiple of 8",
-                    {combined, detail::ragged_kv_packing<KV>()}, {}, "kv_pages");
+                    {combined, detail::ragged_kv_packing<KV>()}, {}, "k_pages");
     }
   }
   // attnref's safety checks (no JAX id).
   ATTNREF_RETURN_IF_ERROR(check_view(a.q, "q"));
-  ATTNREF_RETURN_IF_ERROR(check_view(a.kv_pages, "kv_pages"));
+  ATTNREF_RETURN_IF_ERROR(check_view(a.k_pages, "k_pages"));
+  ATTNREF_RETURN_IF_ERROR(check_view(a.v_pages, "v_pages"));
   ATTNREF_RETURN_IF_ERROR(check_view(a.kv_lens, "kv_lens"));
   ATTNREF_RETURN_IF_ERROR(check_view(a.page_indices, "page_indices"));
   ATTNREF_RETURN_IF_ERROR(check_view(a.cu_q_lens, "cu_q_lens"));
@@ -271,9 +292,9 @@ Status check_ragged_shapes(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Prof
   }
   if (a.page_size() <= 0) {
     return Status(ErrorCode::kInvalidPageSize, "", "page_size must be positive. Got {0}.",
-                  "page_size is dimension 1 of kv_pages [total_pages, page_size, 2 * "
-                  "num_kv_heads, head_dim]",
-                  {a.page_size()}, {}, "kv_pages");
+                  "page_size is dimension 2 of the logical [num_kv_heads, total_pages, page_size, "
+                  "head_dim] pages",
+                  {a.page_size()}, {}, "k_pages");
   }
   std::int64_t capacity = 0;
   if (!checked_mul(pps, a.page_size(), &capacity)) {
@@ -424,15 +445,18 @@ Status check_ragged_data(const RaggedPagedAttentionArgs<Q, KV, Index>& a) {
     for (std::int64_t t = 0; t < kv_len; ++t) {
       const std::int64_t page = a.page_indices(i, t / page_size);
       const std::int64_t slot = t % page_size;
-      for (std::int64_t c = 0; c < a.num_combined_kv_heads(); ++c)
-        for (std::int64_t d = 0; d < a.head_dim(); ++d)
-          if (!element_is_finite(a.kv_pages(page, slot, c, d))) {
+      for (std::int64_t h = 0; h < a.num_kv_heads(); ++h)
+        for (std::int64_t d = 0; d < a.head_dim(); ++d) {
+          const bool k_ok = element_is_finite(a.k_pages(h, page, slot, d));
+          const bool v_ok = element_is_finite(a.v_pages(h, page, slot, d));
+          if (!k_ok || !v_ok) {
             return Status(ErrorCode::kNonFiniteData, "",
-                          "kv_pages is not finite at sequence {0}, token {1} (page {2}, slot {3}), "
-                          "combined head {4}, dim {5}",
+                          "{f} is not finite at sequence {0}, token {1} (page {2}, slot {3}), kv "
+                          "head {4}, dim {5}",
                           "a live cache row holds NaN/Inf: an unwritten or corrupted page",
-                          {i, t, page, slot, c, d}, {}, "kv_pages");
+                          {i, t, page, slot, h, d}, {}, k_ok ? "v_pages" : "k_pages");
           }
+        }
     }
   }
   return Status();
