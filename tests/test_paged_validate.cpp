@@ -110,6 +110,14 @@ TEST(PagedValidate, P4BlockDivisibilityOnlyUnderJaxWithCorrectedWording) {
                "", "pages_per_compute_block must be positive. Got 0.");
 }
 
+TEST(PagedValidate, RankTwoLengthsGetJaxP5Text) {
+  static_assert(attnref::paged_lengths_rank_error(3, 1).jax_check()[1] == '5');
+  const Status s = attnref::paged_lengths_rank_error(3, 1);
+  expect_error(s, ErrorCode::kBatchMismatch, "P5",
+               "`lengths` and `q` must have the same batch size");
+  EXPECT_EQ(s.hint(), "lengths has shape (3, 1); it holds one entry per sequence: shape (3,)");
+}
+
 TEST(PagedValidate, RuntimeIndexDtypes) {
   using attnref::check_paged_index_dtypes;
   using attnref::DType;

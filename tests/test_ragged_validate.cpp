@@ -186,6 +186,19 @@ TEST(RaggedValidate, R5Int64OnlyUnderJax) {
   EXPECT_TRUE(check_ragged(f.args, Profile::kReference).ok());
 }
 
+TEST(RaggedValidate, RankTwoMetadataGetsJaxTextsWithTheRealShape) {
+  expect_status(attnref::ragged_metadata_rank_error("R1", 1, 1, 8),
+                {ErrorCode::kShapeMismatch, "R1", "num_seqs.shape=(1, 1) must be (1,)"});
+  expect_status(attnref::ragged_metadata_rank_error("R3", 8, 1, 8),
+                {ErrorCode::kShapeMismatch, "R3",
+                 "Expected kv_lens.shape=(8, 1) to be (8,) where `max_num_seqs` is "
+                 "`page_indices.shape[0]`."});
+  expect_status(attnref::ragged_metadata_rank_error("R4", 9, 1, 8),
+                {ErrorCode::kShapeMismatch, "R4",
+                 "Expected cu_q_lens.shape=(9, 1) to be (9,)  where `max_num_seqs` is "
+                 "`page_indices.shape[0]`."});
+}
+
 TEST(RaggedValidate, RuntimeIndexDtypes) {
   constexpr DType i32 = DType::kInt32, i64 = DType::kInt64, f32 = DType::kFloat32;
   static_assert(check_ragged_index_dtypes(i32, i32, i32, i64, Profile::kJax).ok());

@@ -90,6 +90,13 @@ TEST(SplashValidate, S2MaskRank) {
                "Unexpected mask shape: (64,)");
 }
 
+TEST(SplashValidate, K9MaskDtype) {
+  EXPECT_TRUE(attnref::check_mask_dtype(attnref::DType::kBool).ok());
+  const Status s = attnref::check_mask_dtype(attnref::DType::kInt8);
+  expect_error(s, ErrorCode::kDtypeNotSupported, "K9", "Mask must be a boolean array");
+  EXPECT_EQ(s.hint(), "got int8; save the mask with dtype=bool");
+}
+
 TEST(SplashValidate, S4KeyHeadDim) {
   Fixture f;
   auto a = f.args();

@@ -82,9 +82,7 @@ template <class Q, class KV>
   // A batch extent other than q's makes the shape tier stop at P5 unless it stops earlier.
   const Status shapes = stand_in_shapes<Q, KV, std::int32_t>(in, s[0] == 0 ? 1 : s[0] - 1);
   if (std::string(shapes.jax_check()) != "P5") fail_status(shapes);
-  fail_status(Status(shapes.code(), "P5", "`lengths` and `q` must have the same batch size",
-                     "lengths has shape ({0}, {1}); it holds one entry per sequence: shape ({0},)",
-                     {s[0], s[1]}, {}, "lengths"));
+  fail_status(paged_lengths_rank_error(s[0], s[1]));
 }
 
 /// lengths or page_indices of a dtype other than int32/int64, or of two different dtypes

@@ -137,28 +137,11 @@ template <class Q, class KV>
       in.num_seqs.array.rank() == 2 ? 2 : static_cast<std::size_t>(in.num_seqs.array.shape[0]), 0);
   const Status shapes = stand_in_shapes<Q, KV>(in, stand_in);
   const std::string check = shapes.jax_check();
-  if (check == "R1" && in.num_seqs.array.rank() == 2) {
-    const std::vector<std::int64_t>& s = in.num_seqs.array.shape;
-    fail_status(Status(shapes.code(), "R1", "num_seqs.shape=({0}, {1}) must be (1,)",
-                       "num_seqs is a one-element array holding the live sequence count",
-                       {s[0], s[1]}, {}, "num_seqs"));
-  }
-  if (check == "R3" && in.kv_lens.array.rank() == 2) {
-    const std::vector<std::int64_t>& s = in.kv_lens.array.shape;
-    fail_status(Status(shapes.code(), "R3",
-                       "Expected kv_lens.shape=({0}, {1}) to be ({2},) where `max_num_seqs` is "
-                       "`page_indices.shape[0]`.",
-                       "kv_lens holds one entry per page-table row (padding rows included)",
-                       {s[0], s[1], max_seqs}, {}, "kv_lens"));
-  }
-  if (check == "R4" && in.cu_q_lens.array.rank() == 2) {
-    const std::vector<std::int64_t>& s = in.cu_q_lens.array.shape;
-    // JAX's text has two spaces before "where".
-    fail_status(Status(shapes.code(), "R4",
-                       "Expected cu_q_lens.shape=({0}, {1}) to be ({2},)  where `max_num_seqs` "
-                       "is `page_indices.shape[0]`.",
-                       "cu_q_lens holds max_num_seqs + 1 offsets, starting with 0",
-                       {s[0], s[1], s[0]}, {}, "cu_q_lens"));
+  // JAX's text for such an array names its real (rank-2) shape.
+  for (const Input* x : {&in.num_seqs, &in.kv_lens, &in.cu_q_lens}) {
+    const char* id = x == &in.num_seqs ? "R1" : x == &in.kv_lens ? "R3" : "R4";
+    if (check == id && x->array.rank() == 2)
+      fail_status(ragged_metadata_rank_error(id, x->array.shape[0], x->array.shape[1], max_seqs));
   }
   fail_status(shapes);
 }

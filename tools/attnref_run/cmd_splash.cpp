@@ -300,11 +300,7 @@ int run_splash(int argc, char** argv) {
   if (in.mask.present()) {
     const std::vector<std::int64_t>& s = in.mask.array.shape;
     fail_if_error(check_mask_rank(static_cast<std::int64_t>(s.size()), s.data()));
-    if (in.mask.array.dtype != DType::kBool) {
-      fail_status(Status(ErrorCode::kDtypeNotSupported, "K9", "Mask must be a boolean array",
-                         "got {d0}; save the mask with dtype=bool",
-                         {static_cast<std::int64_t>(in.mask.array.dtype)}, {}, "mask"));
-    }
+    fail_if_error(check_mask_dtype(in.mask.array.dtype));
     if (s[0] != 1 && s[0] != in.q.array.shape[0]) {
       fail_status(
           Status(ErrorCode::kMaskHeadCount, "",

@@ -309,6 +309,16 @@ Status check_paged_data(const PagedAttentionArgs<Q, KV, Index>& a) {
   return Status();
 }
 
+/// P5 for a `lengths` array of run-time rank 2, `[rows, cols]` (e.g. saved as `[batch, 1]`):
+/// JAX compares `lengths.shape` with `(batch,)` and gives P5's text, which names no shape; the
+/// hint does. For callers that hold arrays of run-time rank (attnref-run's .npy files), after
+/// the shape tier reached P5.
+constexpr Status paged_lengths_rank_error(std::int64_t rows, std::int64_t cols) noexcept {
+  return Status(ErrorCode::kBatchMismatch, "P5", "`lengths` and `q` must have the same batch size",
+                "lengths has shape ({0}, {1}); it holds one entry per sequence: shape ({0},)",
+                {rows, cols}, {}, "lengths");
+}
+
 /// Runtime index-dtype check, for callers whose lengths and page table arrive with a dtype known
 /// only at run time (a .npy file, a Python array) and must be rejected before a typed
 /// `PagedAttentionArgs` exists. Under `kJax` a `lengths` dtype other than int32 is JAX's P7 (with

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <string_view>
 #include <type_traits>
 
 #include "attnref/core/checked_math.hpp"
@@ -460,6 +461,33 @@ Status check_ragged_data(const RaggedPagedAttentionArgs<Q, KV, Index>& a) {
     }
   }
   return Status();
+}
+
+/// JAX's R1, R3 or R4 text (`check`) for a metadata array of run-time rank 2, `[rows, cols]`,
+/// with the real shape: num_seqs, kv_lens or cu_q_lens saved with a trailing axis. For callers
+/// that hold arrays of run-time rank (attnref-run's .npy files), after the shape tier reached
+/// that check. `max_num_seqs` is `page_indices.shape[0]`.
+inline Status ragged_metadata_rank_error(const char* check, std::int64_t rows, std::int64_t cols,
+                                         std::int64_t max_num_seqs) {
+  const std::string_view id(check);
+  if (id == "R1") {
+    return Status(ErrorCode::kShapeMismatch, "R1", "num_seqs.shape=({0}, {1}) must be (1,)",
+                  "num_seqs is a one-element array holding the live sequence count", {rows, cols},
+                  {}, "num_seqs");
+  }
+  if (id == "R3") {
+    return Status(ErrorCode::kShapeMismatch, "R3",
+                  "Expected kv_lens.shape=({0}, {1}) to be ({2},) where `max_num_seqs` is "
+                  "`page_indices.shape[0]`.",
+                  "kv_lens holds one entry per page-table row (padding rows included)",
+                  {rows, cols, max_num_seqs}, {}, "kv_lens");
+  }
+  // R4; JAX's text has two spaces before "where".
+  return Status(ErrorCode::kShapeMismatch, "R4",
+                "Expected cu_q_lens.shape=({0}, {1}) to be ({2},)  where `max_num_seqs` is "
+                "`page_indices.shape[0]`.",
+                "cu_q_lens holds max_num_seqs + 1 offsets, starting with 0", {rows, cols, rows}, {},
+                "cu_q_lens");
 }
 
 /// Runtime index-dtype check, for callers whose metadata arrives with a dtype known only at run

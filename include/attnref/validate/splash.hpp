@@ -10,8 +10,9 @@
 ///  - `check_splash_data(args)` (opt-in): no NaN/Inf in q, k, v or sinks;
 ///  - `check_splash_backward(args, mask, profile)`: the forward checks, then S15..S21 (`kJax`);
 ///  - `check_splash_backward_tensors(...)`: shapes of out, logsumexp, dO and the gradients;
-///  - `check_key_rank(rank, is_mqa)` (S3) and `check_mask_rank(shape)` (S2) for callers that
-///    hold arrays of run-time rank (attnref-run's .npy files).
+///  - `check_key_rank(rank, is_mqa)` (S3), `check_mask_rank(shape)` (S2) and
+///    `check_mask_dtype(dtype)` (K9) for callers that hold arrays of run-time rank or dtype
+///    (attnref-run's .npy files).
 /// `check_splash(args, const MaskInfo&, profile)` lives in masks/mask_info.hpp. Masks are
 /// templates here: this header needs only masks/mask_checks.hpp (no containers, no RTTI); the
 /// mask types themselves are in masks/mask.hpp.
@@ -153,6 +154,14 @@ inline Status check_mask_rank(std::int64_t rank, const std::int64_t* shape) {
       return Status(ErrorCode::kMaskShape, "S2", "Unexpected mask shape: ({0}, {1}, {2}, {3}, ...)",
                     hint, v);
   }
+}
+
+/// K9 for arrays of run-time dtype: an explicit mask is boolean.
+inline Status check_mask_dtype(DType dtype) {
+  if (dtype == DType::kBool) return Status();
+  return Status(ErrorCode::kDtypeNotSupported, "K9", "Mask must be a boolean array",
+                "got {d0}; save the mask with dtype=bool", {static_cast<std::int64_t>(dtype)}, {},
+                "mask");
 }
 
 namespace detail {
