@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -42,6 +43,9 @@ const SeqLens kMixed = {{5, 18},    {1, 129},   {120, 597}, {1, 122},  {1, 64}, 
 const char* const kSetNames[] = {"decode_only", "prefill_only", "mixed"};
 
 constexpr std::int64_t kHq = 32, kHkv = 8, kDim = 128, kPage = 16;
+
+// A non-negative int64 index or size as a vector subscript.
+std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
 
 /// Median read bandwidth (GB/s) of five full passes over `buf`, vectorised by Eigen, split in
 /// `executor.concurrency()` chunks run by the same executor as the kernel.
@@ -94,23 +98,23 @@ struct Fixture {
     pages_per_seq = (max_kv + kPage - 1) / kPage;
     std::mt19937 rng(42);
     std::normal_distribution<float> normal;
-    q.resize(tokens * kHq * kDim);
+    q.resize(at(tokens * kHq * kDim));
     for (T& x : q) x = static_cast<T>(normal(rng));
     out.assign(q.size(), T(0));  // preallocated and pre-touched
-    kv.resize(total_pages * kPage * 2 * kHkv * kDim);
+    kv.resize(at(total_pages * kPage * 2 * kHkv * kDim));
     for (T& x : kv) x = static_cast<T>(normal(rng));  // pre-touched
-    std::vector<std::int32_t> pages(total_pages);
+    std::vector<std::int32_t> pages(at(total_pages));
     std::iota(pages.begin(), pages.end(), 0);
     std::shuffle(pages.begin(), pages.end(), rng);
-    kv_lens.assign(max_seqs, 0);
-    table.assign(max_seqs * pages_per_seq, 0);
-    cu_q_lens.assign(max_seqs + 1, 0);
+    kv_lens.assign(at(max_seqs), 0);
+    table.assign(at(max_seqs * pages_per_seq), 0);
+    cu_q_lens.assign(at(max_seqs + 1), 0);
     std::size_t next = 0;
     for (std::int64_t i = 0; i < num_seqs; ++i) {
-      kv_lens[i] = seqs[i].second;
-      cu_q_lens[i + 1] = cu_q_lens[i] + seqs[i].first;
-      for (std::int64_t p = 0; p * kPage < seqs[i].second; ++p)
-        table[i * pages_per_seq + p] = pages[next++];
+      kv_lens[at(i)] = seqs[at(i)].second;
+      cu_q_lens[at(i + 1)] = cu_q_lens[at(i)] + seqs[at(i)].first;
+      for (std::int64_t p = 0; p * kPage < seqs[at(i)].second; ++p)
+        table[at(i * pages_per_seq + p)] = pages[next++];
     }
     args.q = {q.data(), {tokens, kHq, kDim}};
     const TensorView<const T, 4> pool(kv.data(), {total_pages, kPage, 2 * kHkv, kDim});

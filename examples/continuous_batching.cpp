@@ -9,6 +9,7 @@
 #include <attnref/attnref.hpp>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <vector>
@@ -34,6 +35,9 @@ struct Sequence {
   std::int32_t kv_len;  // tokens in the cache after this step's K/V were written
   std::vector<std::int32_t> pages;
 };
+
+// A non-negative int64 index or size as a vector subscript.
+std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
 
 }  // namespace
 
@@ -61,14 +65,14 @@ int main() {
   for (std::int64_t s = 0; s < kPageSize; ++s)
     for (std::int64_t c = 0; c < 2 * kNumKvHeads; ++c)
       for (std::int64_t d = 0; d < kHeadDim; ++d)
-        kv_pool[slot(kSharedPrefixPage, s, c) + d] = rng.next();
+        kv_pool[at(slot(kSharedPrefixPage, s, c) + d)] = rng.next();
   for (const Sequence& seq : seqs)
     for (std::int64_t t = 0; t < seq.kv_len; ++t) {
-      const std::int64_t page = seq.pages[t / kPageSize];
+      const std::int64_t page = seq.pages[at(t / kPageSize)];
       if (page == kSharedPrefixPage) continue;
       for (std::int64_t c = 0; c < 2 * kNumKvHeads; ++c)
         for (std::int64_t d = 0; d < kHeadDim; ++d)
-          kv_pool[slot(page, t % kPageSize, c) + d] = rng.next();
+          kv_pool[at(slot(page, t % kPageSize, c) + d)] = rng.next();
     }
 
   // Step metadata, padded to the engine's fixed maxima (JAX's kernel takes fixed shapes).
@@ -82,11 +86,12 @@ int main() {
       page_indices[i * kPagesPerSeq + p] = seqs[i].pages[p];
     cu_q_lens[i + 1] = cu_q_lens[i] + seqs[i].q_len;
   }
-  for (std::int64_t i = num_seqs; i < kMaxSeqs; ++i) cu_q_lens[i + 1] = cu_q_lens[i];
+  for (std::int64_t i = num_seqs; i < kMaxSeqs; ++i) cu_q_lens[at(i + 1)] = cu_q_lens[at(i)];
 
   // Queries of this step's tokens, concatenated; rows past the last token are padding.
   std::vector<float> q(kMaxTokens * kNumQHeads * kHeadDim, 0.0f);
-  for (std::int64_t i = 0; i < cu_q_lens[num_seqs] * kNumQHeads * kHeadDim; ++i) q[i] = rng.next();
+  for (std::int64_t i = 0; i < cu_q_lens[at(num_seqs)] * kNumQHeads * kHeadDim; ++i)
+    q[at(i)] = rng.next();
 
   attnref::RaggedPagedAttentionArgs<float> args;
   args.q = {q.data(), {kMaxTokens, kNumQHeads, kHeadDim}};
@@ -130,16 +135,16 @@ int main() {
     double sum = 0.0;
     for (std::int64_t t = cu_q_lens[i]; t < cu_q_lens[i + 1]; ++t)
       for (std::int64_t e = 0; e < kNumQHeads * kHeadDim; ++e)
-        sum += std::fabs(out[t * kNumQHeads * kHeadDim + e]);
+        sum += std::fabs(out[at(t * kNumQHeads * kHeadDim + e)]);
     checksum += sum;
     std::printf("%-50s %6d %6d %10.6f %10.4f\n", seqs[i].what, seqs[i].q_len, seqs[i].kv_len,
-                out[cu_q_lens[i] * kNumQHeads * kHeadDim], sum);
+                out[at(cu_q_lens[i] * kNumQHeads * kHeadDim)], sum);
   }
   double padding = 0.0;
-  for (std::int64_t e = cu_q_lens[num_seqs] * kNumQHeads * kHeadDim;
+  for (std::int64_t e = cu_q_lens[at(num_seqs)] * kNumQHeads * kHeadDim;
        e < static_cast<std::int64_t>(out.size()); ++e)
-    padding += std::fabs(out[e]);
-  std::printf("padding rows %d..%lld: sum|out| = %g (defined as zero)\n", cu_q_lens[num_seqs],
+    padding += std::fabs(out[at(e)]);
+  std::printf("padding rows %d..%lld: sum|out| = %g (defined as zero)\n", cu_q_lens[at(num_seqs)],
               static_cast<long long>(kMaxTokens - 1), padding);
   std::printf("checksum (sum of |out| over live rows): %.6f\n", checksum);
   return 0;

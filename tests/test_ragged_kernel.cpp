@@ -10,6 +10,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <numeric>
@@ -29,6 +30,9 @@ namespace {
 using SeqLens = std::vector<std::pair<std::int64_t, std::int64_t>>;  // (q_len, kv_len)
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// A non-negative int64 index or size as a vector subscript (`Batch::at` is the K/V pool offset).
+std::size_t idx(std::int64_t i) { return static_cast<std::size_t>(i); }
 
 struct Options {
   double sm_scale = 1.0;
@@ -66,29 +70,29 @@ struct Batch {
     num_pages += spare_pages;
     tokens = total + 5;                                        // always some padding rows
     pages_per_seq = (max_kv + page_size - 1) / page_size + 1;  // one spare column
-    q.assign(tokens * hq * dim, static_cast<Q>(kNaN));
-    for (std::int64_t i = 0; i < total * hq * dim; ++i) q[i] = static_cast<Q>(normal(rng));
-    kv.assign(num_pages * page_size * 2 * hkv * dim, poison_kv());
-    std::vector<std::int32_t> free_pages(num_pages);
+    q.assign(idx(tokens * hq * dim), static_cast<Q>(kNaN));
+    for (std::int64_t i = 0; i < total * hq * dim; ++i) q[idx(i)] = static_cast<Q>(normal(rng));
+    kv.assign(idx(num_pages * page_size * 2 * hkv * dim), poison_kv());
+    std::vector<std::int32_t> free_pages(idx(num_pages));
     std::iota(free_pages.begin(), free_pages.end(), 0);
     std::shuffle(free_pages.begin(), free_pages.end(), rng);
-    kv_lens.assign(max_seqs, 0);
-    page_indices.assign(max_seqs * pages_per_seq, 1 << 30);
-    cu_q_lens.assign(max_seqs + 1, 0);
+    kv_lens.assign(idx(max_seqs), 0);
+    page_indices.assign(idx(max_seqs * pages_per_seq), 1 << 30);
+    cu_q_lens.assign(idx(max_seqs + 1), 0);
     std::size_t next = 0;
     for (std::int64_t i = 0; i < num_seqs; ++i) {
-      const std::int64_t kv_len = seqs[i].second;
-      kv_lens[i] = static_cast<std::int32_t>(kv_len);
-      cu_q_lens[i + 1] = cu_q_lens[i] + static_cast<std::int32_t>(seqs[i].first);
+      const std::int64_t kv_len = seqs[idx(i)].second;
+      kv_lens[idx(i)] = static_cast<std::int32_t>(kv_len);
+      cu_q_lens[idx(i + 1)] = cu_q_lens[idx(i)] + static_cast<std::int32_t>(seqs[idx(i)].first);
       for (std::int64_t p = 0; p * page_size < kv_len; ++p) {
         const std::int32_t page = free_pages.at(next++);
-        page_indices[i * pages_per_seq + p] = page;
+        page_indices[idx(i * pages_per_seq + p)] = page;
         for (std::int64_t slot = 0; slot < page_size && p * page_size + slot < kv_len; ++slot)
           for (std::int64_t c = 0; c < 2 * hkv; ++c)
             for (std::int64_t d = 0; d < dim; ++d) kv[at(page, slot, c, d)] = make_kv(normal(rng));
       }
     }
-    for (std::int64_t i = num_seqs; i < max_seqs; ++i) cu_q_lens[i + 1] = cu_q_lens[i];
+    for (std::int64_t i = num_seqs; i < max_seqs; ++i) cu_q_lens[idx(i + 1)] = cu_q_lens[idx(i)];
     num_seqs_array = static_cast<std::int32_t>(num_seqs);
   }
 
@@ -106,8 +110,8 @@ struct Batch {
       return static_cast<KV>(x);
     }
   }
-  std::int64_t at(std::int64_t page, std::int64_t slot, std::int64_t c, std::int64_t d) const {
-    return ((page * page_size + slot) * 2 * hkv + c) * dim + d;
+  std::size_t at(std::int64_t page, std::int64_t slot, std::int64_t c, std::int64_t d) const {
+    return idx(((page * page_size + slot) * 2 * hkv + c) * dim + d);
   }
 
   RaggedPagedAttentionArgs<Q, KV> args() const {
@@ -163,7 +167,7 @@ void expect_matches_reference(const Batch<Q, KV>& b, double tol = tolerance<Q>()
   }
   EXPECT_EQ(bad, 0) << "worst abs error " << worst;
   // Padding rows are exactly zero.
-  const std::int64_t live = b.cu_q_lens[b.num_seqs];
+  const std::int64_t live = b.cu_q_lens[idx(b.num_seqs)];
   for (std::size_t i = static_cast<std::size_t>(live * b.hq * b.dim); i < out.size(); ++i)
     ASSERT_EQ(static_cast<double>(static_cast<float>(out[i])), 0.0) << "padding element " << i;
 }
@@ -197,7 +201,8 @@ constexpr std::int64_t kDim = 128, kPageSize = 16;
 template <class T>
 class RaggedKernelTyped : public ::testing::Test {};
 using FloatTypes = ::testing::Types<float, Eigen::bfloat16>;
-TYPED_TEST_SUITE(RaggedKernelTyped, FloatTypes);
+// The empty third argument keeps the default type names and clang's -Wpedantic quiet.
+TYPED_TEST_SUITE(RaggedKernelTyped, FloatTypes, );
 
 TYPED_TEST(RaggedKernelTyped, Basic) {
   Batch<TypeParam, TypeParam> b(kBasic, 32, 8, kDim, kPageSize, 1);
@@ -286,10 +291,10 @@ TEST_P(RaggedKernelWindow, MixedSkipsPagesBeforeTheWindow) {
   if (w > 0) {
     // Poison every K/V token no row of its sequence can see: before the first row's window.
     for (std::int64_t i = 0; i < b.num_seqs; ++i) {
-      const std::int64_t q_len = b.cu_q_lens[i + 1] - b.cu_q_lens[i];
-      const std::int64_t lo = std::max<std::int64_t>(0, b.kv_lens[i] - q_len - w + 1);
+      const std::int64_t q_len = b.cu_q_lens[idx(i + 1)] - b.cu_q_lens[idx(i)];
+      const std::int64_t lo = std::max<std::int64_t>(0, b.kv_lens[idx(i)] - q_len - w + 1);
       for (std::int64_t c = 0; c < lo; ++c) {
-        const std::int64_t page = b.page_indices[i * b.pages_per_seq + c / b.page_size];
+        const std::int64_t page = b.page_indices[idx(i * b.pages_per_seq + c / b.page_size)];
         for (std::int64_t h = 0; h < 2 * b.hkv; ++h)
           for (std::int64_t d = 0; d < b.dim; ++d)
             b.kv[b.at(page, c % b.page_size, h, d)] = std::numeric_limits<float>::quiet_NaN();
@@ -448,18 +453,19 @@ TEST(RaggedKernel, StridedViewsGiveTheSameNumbers) {
 
   // kv: physical [P, S, D + 5, 2 * Hkv] (dim-major inside a slot, padded).
   const std::int64_t P = b.num_pages, S = b.page_size, C = 2 * b.hkv, D = b.dim, Dp = D + 5;
-  std::vector<float> kv2(P * S * Dp * C, std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> kv2(idx(P * S * Dp * C), std::numeric_limits<float>::quiet_NaN());
   for (std::int64_t p = 0; p < P; ++p)
     for (std::int64_t s = 0; s < S; ++s)
       for (std::int64_t c = 0; c < C; ++c)
         for (std::int64_t d = 0; d < D; ++d)
-          kv2[((p * S + s) * Dp + d) * C + c] = b.kv[b.at(p, s, c, d)];
+          kv2[idx(((p * S + s) * Dp + d) * C + c)] = b.kv[b.at(p, s, c, d)];
   // q: physical [Hq, T, D].
   const std::int64_t T = b.tokens, H = b.hq;
   std::vector<float> q2(b.q.size());
   for (std::int64_t t = 0; t < T; ++t)
     for (std::int64_t h = 0; h < H; ++h)
-      for (std::int64_t d = 0; d < D; ++d) q2[(h * T + t) * D + d] = b.q[(t * H + h) * D + d];
+      for (std::int64_t d = 0; d < D; ++d)
+        q2[idx((h * T + t) * D + d)] = b.q[idx((t * H + h) * D + d)];
   auto strided = dense;
   const TensorView<const float, 4> pool2(kv2.data(), {P, S, C, D}, {S * Dp * C, Dp * C, 1, C},
                                          static_cast<std::int64_t>(kv2.size()));
@@ -472,7 +478,7 @@ TEST(RaggedKernel, StridedViewsGiveTheSameNumbers) {
   for (std::int64_t t = 0; t < T; ++t)
     for (std::int64_t h = 0; h < H; ++h)
       for (std::int64_t d = 0; d < D; ++d)
-        ASSERT_NEAR(out2[(h * T + t) * D + d], out_dense[(t * H + h) * D + d], 1e-6f);
+        ASSERT_NEAR(out2[idx((h * T + t) * D + d)], out_dense[idx((t * H + h) * D + d)], 1e-6f);
 }
 
 // ---- Entry points and the output check.

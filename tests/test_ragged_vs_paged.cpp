@@ -8,6 +8,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <numeric>
@@ -20,6 +21,9 @@
 
 namespace attnref {
 namespace {
+
+// A non-negative int64 index or size as a vector subscript.
+std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
 
 // JAX's decode-only set (spec §5.5), plus lengths at page edges (1, 16, 17).
 const std::vector<std::int32_t> kKvLens = {18, 129, 597,  122, 64, 322,  463, 181, 1107, 123,
@@ -39,23 +43,23 @@ void expect_same_numbers(std::int64_t hq, std::int64_t hkv, std::int64_t dim,
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
   // Everything unused is NaN; both kernels must ignore it.
-  std::vector<T> kv(total_pages * page_size * 2 * hkv * dim, T(std::nanf("")));
-  std::vector<T> q(batch * hq * dim);
+  std::vector<T> kv(at(total_pages * page_size * 2 * hkv * dim), T(std::nanf("")));
+  std::vector<T> q(at(batch * hq * dim));
   for (T& x : q) x = T(normal(rng));
-  std::vector<std::int32_t> pages(total_pages);
+  std::vector<std::int32_t> pages(at(total_pages));
   std::iota(pages.begin(), pages.end(), 0);
   std::shuffle(pages.begin(), pages.end(), rng);
-  std::vector<std::int32_t> table(batch * pps, 1 << 30), cu(batch + 1, 0);
+  std::vector<std::int32_t> table(at(batch * pps), 1 << 30), cu(at(batch + 1), 0);
   std::size_t next = 0;
   for (std::int64_t b = 0; b < batch; ++b) {
-    cu[b + 1] = cu[b] + 1;
-    for (std::int64_t p = 0; p * page_size < kKvLens[b]; ++p) {
+    cu[at(b + 1)] = cu[at(b)] + 1;
+    for (std::int64_t p = 0; p * page_size < kKvLens[at(b)]; ++p) {
       const std::int32_t page = pages[next++];
-      table[b * pps + p] = page;
-      for (std::int64_t s = 0; s < page_size && p * page_size + s < kKvLens[b]; ++s)
+      table[at(b * pps + p)] = page;
+      for (std::int64_t s = 0; s < page_size && p * page_size + s < kKvLens[at(b)]; ++s)
         for (std::int64_t c = 0; c < 2 * hkv; ++c)
           for (std::int64_t d = 0; d < dim; ++d)
-            kv[((page * page_size + s) * 2 * hkv + c) * dim + d] = T(normal(rng));
+            kv[at(((page * page_size + s) * 2 * hkv + c) * dim + d)] = T(normal(rng));
     }
   }
 
