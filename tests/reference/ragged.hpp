@@ -63,13 +63,32 @@ std::vector<double> ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV,
     bounds->v_max.assign(static_cast<size_t>(tokens * hq), 0.0);
   }
   const double scale = static_cast<double>(a.sm_scale);
-  std::vector<double> w;
+  const std::int64_t hkv = a.num_kv_heads();
+  std::vector<double> w, k_seq, v_seq;
   for (std::int64_t i = 0; i < a.num_seqs_count(); ++i) {
     const std::int64_t row0 = static_cast<std::int64_t>(a.cu_q_lens(i));
     const std::int64_t q_len = static_cast<std::int64_t>(a.cu_q_lens(i + 1)) - row0;
     const std::int64_t kv_len = static_cast<std::int64_t>(a.kv_lens(i));
-    auto page_of = [&](std::int64_t c) {
-      return static_cast<std::int64_t>(a.page_indices(i, c / page_size));
+    if (q_len <= 0) continue;
+    // K and V of the keys some row sees, [key_lo, kv_len), dequantized once per sequence
+    // ([key, Hkv, D]): the loops below then cost plain array reads.
+    std::int64_t key_lo = 0;
+    if (a.sliding_window && kv_len - q_len - *a.sliding_window + 1 > 0)
+      key_lo = kv_len - q_len - *a.sliding_window + 1;
+    const std::int64_t keys = kv_len - key_lo;
+    k_seq.assign(static_cast<size_t>(keys * hkv * dim), 0.0);
+    v_seq.assign(k_seq.size(), 0.0);
+    for (std::int64_t c = key_lo; c < kv_len; ++c) {
+      const std::int64_t page = static_cast<std::int64_t>(a.page_indices(i, c / page_size));
+      for (std::int64_t h = 0; h < hkv; ++h)
+        for (std::int64_t d = 0; d < dim; ++d) {
+          const size_t at = static_cast<size_t>(((c - key_lo) * hkv + h) * dim + d);
+          k_seq[at] = ragged_kv_value(a, false, page, c % page_size, h, d);
+          v_seq[at] = ragged_kv_value(a, true, page, c % page_size, h, d);
+        }
+    }
+    auto kv_at = [&](std::int64_t c, std::int64_t h, std::int64_t d) {
+      return static_cast<size_t>(((c - key_lo) * hkv + h) * dim + d);
     };
     for (std::int64_t r = 0; r < q_len; ++r) {
       const std::int64_t t = row0 + r, pos = kv_len - q_len + r;
@@ -83,8 +102,7 @@ std::vector<double> ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV,
         for (std::int64_t c = first; c <= pos; ++c) {
           double dot = 0.0, mag = 0.0;
           for (std::int64_t d = 0; d < dim; ++d) {
-            const double term = to_double(a.q(t, qh, d)) *
-                                ragged_kv_value(a, false, page_of(c), c % page_size, h, d);
+            const double term = to_double(a.q(t, qh, d)) * k_seq[kv_at(c, h, d)];
             dot += term;
             mag += std::fabs(term);
           }
@@ -107,7 +125,7 @@ std::vector<double> ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV,
           const double p = w[static_cast<size_t>(c - first)] / sum;
           for (std::int64_t d = 0; d < dim; ++d) {
             const size_t at = row * static_cast<size_t>(dim) + static_cast<size_t>(d);
-            const double v = ragged_kv_value(a, true, page_of(c), c % page_size, h, d);
+            const double v = v_seq[kv_at(c, h, d)];
             out[at] += p * v;
             if (bounds) {
               bounds->add(at, v, c == first);
