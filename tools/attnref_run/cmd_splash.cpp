@@ -67,7 +67,12 @@ MultiHeadMask make_mask(const SplashInputs& in, std::int64_t sq, std::int64_t sk
     case MaskKind::kFile: {
       const std::vector<std::int64_t>& s = in.mask.array.shape;
       const bool* data = in.mask.array.data<bool>();
+      // Heads of no element are all the same empty mask: one shared head, so a (2^34, 0, 0) file
+      // of 128 bytes does not become 2^34 mask objects (the caller checked the head count).
+      if (s[1] == 0 || s[2] == 0)
+        return MultiHeadMask{DenseMask{TensorView<const bool, 2>(data, {s[1], s[2]})}};
       std::vector<AnyMask> heads;
+      heads.reserve(static_cast<std::size_t>(s[0]));
       for (std::int64_t h = 0; h < s[0]; ++h) {
         heads.emplace_back(
             DenseMask{TensorView<const bool, 2>(data + h * s[1] * s[2], {s[1], s[2]})});

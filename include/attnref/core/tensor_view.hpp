@@ -91,6 +91,14 @@ struct TensorView {
     return n;
   }
 
+  /// True when some extent is 0: the view holds no elements, however large the others are.
+  /// Kernels and scans test this before looping over the other extents.
+  constexpr bool holds_no_elements() const noexcept {
+    for (size_t i = 0; i < Rank; ++i)
+      if (extents[i] == 0) return true;
+    return false;
+  }
+
   /// Element offset of an index tuple. Unchecked: validate the view and the indices first.
   template <class... I>
   constexpr std::int64_t offset(I... idx) const noexcept {

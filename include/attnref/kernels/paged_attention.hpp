@@ -229,6 +229,7 @@ template <class Q, class KV, class Index, class Executor = SerialExecutor>
 void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, TensorView<Q, 3> out,
                                Executor&& executor = Executor{}) {
   using Acc = detail::AccumulatorOf<Q, KV>;
+  if (out.holds_no_elements()) return;  // batch 0: O(1), whatever the head or page counts
   const std::int64_t batch = a.batch(), num_kv_heads = a.num_kv_heads();
   const detail::HeadGroups heads{a.num_q_heads(), num_kv_heads};
   const std::int64_t group = heads.group();

@@ -462,6 +462,8 @@ template <class Q, class KV, class Index, class Executor>
 void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
                                  const TensorView<Q, 3>& out, Executor&& executor) {
   using Acc = AccumulatorOf<Q, KV>;
+  // No token row (max_num_batched_tokens 0): nothing to write, O(1) whatever the head counts.
+  if (out.holds_no_elements()) return;
   const RaggedCall<Q, KV, Index> call(a, out);
   // Padding rows are defined as zero.
   for (std::int64_t t = a.cu_q_lens(a.num_seqs_count()); t < a.max_num_batched_tokens(); ++t)

@@ -262,6 +262,7 @@ void splash_forward_run(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& inf
                         const TensorView<Q, 3>& out, const TensorView<float, 2>& lse,
                         Executor&& executor) {
   using Acc = AccumulatorOf<Q, KV>;
+  if (a.q_seq_len() == 0) return;  // out and lse hold no element: O(1), whatever the head count
   const std::int64_t num_kv = splash_heads(a).num_kv_heads;
   executor.parallel_for(num_kv * info.num_q_blocks, [&](std::int64_t item) {
     thread_local SplashForwardScratch<Acc> scratch;
@@ -356,6 +357,15 @@ void splash_backward_kv_head(const SplashBackwardInputs<Q, KV>& in, const std::v
         grads.dq(heads.q_head(kv, g), r, d) = store_as<Q>(sc.dq_acc(g * sq + r, d));
 }
 
+/// Writes 0 to every element of `view`; nothing (O(1)) when it holds no elements.
+template <class T>
+void fill_zero(const TensorView<T, 3>& view) {
+  if (view.holds_no_elements()) return;
+  for (std::int64_t h = 0; h < view.extents[0]; ++h)
+    for (std::int64_t r = 0; r < view.extents[1]; ++r)
+      for (std::int64_t d = 0; d < view.extents[2]; ++d) view(h, r, d) = store_as<T>(0.0f);
+}
+
 /// The fused backward pass: di = rowsum(o * dO) per query head, then KV-head items on the
 /// executor, then dsinks.
 template <class Q, class KV, class Executor>
@@ -364,6 +374,15 @@ void splash_backward_run(const SplashBackwardInputs<Q, KV>& in, const SplashGrad
   using Acc = AccumulatorOf<Q, KV>;
   const SplashAttentionArgs<Q, KV>& a = in.a;
   const std::int64_t hq = a.num_q_heads(), sq = a.q_seq_len(), dvd = a.head_dim_v();
+  if (sq == 0) {
+    // No query row: every gradient is 0. Written per element of the gradients themselves, so the
+    // work never follows a head count with no rows behind it (2^40 query heads of 0 rows).
+    fill_zero(grads.dk);
+    fill_zero(grads.dv);
+    if (!grads.dsinks.empty_view())
+      for (std::int64_t h = 0; h < hq; ++h) grads.dsinks(h) = 0.0f;
+    return;
+  }
   std::vector<Acc> di(static_cast<size_t>(hq * sq));
   executor.parallel_for(hq, [&](std::int64_t h) {
     for (std::int64_t r = 0; r < sq; ++r) {
