@@ -5,6 +5,9 @@
 // dequantize as JAX does (w * scale / 127.5, one scale per token or per element); float pages
 // round to bf16 when `round_kv_to_bf16` asks for it. Independent of the kernels: plain loops over
 // the views' own indexing.
+// Non-finite inputs (docs/hostile-inputs.md): a row whose largest logit is NaN (any NaN logit),
+// +inf, or -inf (all logits -inf: 0/0) is NaN; otherwise IEEE arithmetic, so a -inf logit has
+// weight 0 and NaN/Inf in a live V row reach the sum (0 * NaN = NaN).
 #pragma once
 
 #include <algorithm>
@@ -73,7 +76,12 @@ std::vector<double> paged_attention(const PagedAttentionArgs<Q, KV, Index>& a,
           x = cap * std::tanh(x / cap);
         }
         w[static_cast<size_t>(t)] = x;
-        max_w = std::max(max_w, x);
+        max_w = (std::isnan(x) || std::isnan(max_w)) ? std::nan("") : std::max(max_w, x);
+      }
+      if (len > 0 && !std::isfinite(max_w)) {  // NaN / +inf logit, or all -inf: a NaN row
+        for (std::int64_t d = 0; d < dim; ++d)
+          out[row * static_cast<size_t>(dim) + static_cast<size_t>(d)] = std::nan("");
+        continue;
       }
       double sum = 0.0;
       for (double& x : w) sum += (x = std::exp(x - max_w));

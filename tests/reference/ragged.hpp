@@ -7,6 +7,9 @@
 // rows past cu_q_lens[num_seqs] are 0. With k_scale / v_scale K/V dequantize as the spec writes
 // it, q_dtype(f32(x) * scale) (f64 for double q). Independent of the kernels: plain loops over
 // the views' own indexing.
+// Non-finite inputs (docs/hostile-inputs.md): a row whose largest visible logit is NaN (any NaN
+// logit), +inf, or -inf (all -inf: 0/0) is NaN; otherwise IEEE arithmetic, so a -inf logit has
+// weight 0 and NaN/Inf in a visible V row reach the sum (0 * NaN = NaN).
 #pragma once
 
 #include <algorithm>
@@ -117,7 +120,12 @@ std::vector<double> ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV,
             x = cap * std::tanh(x / cap);
           }
           w.push_back(x);
-          max_w = std::max(max_w, x);
+          max_w = (std::isnan(x) || std::isnan(max_w)) ? std::nan("") : std::max(max_w, x);
+        }
+        if (!std::isfinite(max_w)) {  // NaN / +inf logit, or all -inf (a row sees >= 1 key)
+          for (std::int64_t d = 0; d < dim; ++d)
+            out[row * static_cast<size_t>(dim) + static_cast<size_t>(d)] = std::nan("");
+          continue;
         }
         double sum = 0.0;
         for (double& x : w) sum += (x = std::exp(x - max_w));

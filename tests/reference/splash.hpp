@@ -8,6 +8,10 @@
 //   out[h, r]   = sum_t exp(x - lse) v[kv(h), t],     0 when nothing is visible
 // Gradients are those of sum(out * dout), with di = sum_d out * dout over the caller's `out`
 // (the flash form the kernel uses). Independent of the kernels: plain loops over dense copies.
+// Non-finite inputs (docs/hostile-inputs.md): a row whose largest logit (visible keys and sink)
+// is NaN (any NaN), +inf, or -inf (all -inf: 0/0) has out and lse NaN; otherwise IEEE
+// arithmetic: a -inf logit has weight 0, NaN/Inf in a visible V row reach the sum. Masked pairs
+// take no part at all. The backward runs the formula as written (a NaN lse gives NaN terms).
 #pragma once
 
 #include <algorithm>
@@ -126,10 +130,17 @@ SplashForwardResult splash_forward(const SplashAttentionArgs<Q, KV>& a, const Al
         double th = 0.0, mag = 0.0;
         x[static_cast<size_t>(t)] = p.logit(h, r, t, &th, &mag);
         f.max_logit_mag = std::max(f.max_logit_mag, mag);
-        m = std::max(m, x[static_cast<size_t>(t)]);
+        const double xt = x[static_cast<size_t>(t)];
+        m = (std::isnan(xt) || std::isnan(m)) ? std::nan("") : std::max(m, xt);
         any = true;
       }
       if (!any && !sink) continue;  // nothing visible: out 0, lse -inf
+      if (!std::isfinite(m)) {      // NaN / +inf logit, or all -inf: a NaN row
+        for (std::int64_t d = 0; d < p.dv; ++d)
+          f.out[static_cast<size_t>((h * p.sq + r) * p.dv + d)] = std::nan("");
+        f.lse[static_cast<size_t>(h * p.sq + r)] = std::nan("");
+        continue;
+      }
       double l = sink ? std::exp(p.sinks[static_cast<size_t>(h)] - m) : 0.0;
       for (std::int64_t t = 0; t < p.skv; ++t)
         if (p.visible(h, r, t)) l += std::exp(x[static_cast<size_t>(t)] - m);

@@ -370,6 +370,8 @@ std::vector<OptionSpec> with_common_options(std::vector<OptionSpec> own) {
       {"--sm-scale", "S", "scale of q.k (default 1.0)"},
       {"--profile", "P", "jax or reference (default reference)"},
       {"--check-only", nullptr, "validate only and print ok"},
+      {"--check-data", nullptr,
+       "also scan what the kernel reads for NaN/Inf (the data tier) and report where"},
       kOutOption,
       kExpectOption,
       kAtolOption,
@@ -386,6 +388,7 @@ CommonOptions parse_common_options(const ParsedArgs& args) {
                   ? Profile::kJax
                   : Profile::kReference;
   o.check_only = args.has("--check-only");
+  o.check_data = args.has("--check-data");
   if (o.check_only) {
     // The result options this subcommand has.
     std::vector<std::string> results;

@@ -194,10 +194,12 @@ struct CommonOptions {
   float mask_value;  ///< JAX's default unless --mask-value is given
   float sm_scale = 1.0f;
   bool check_only = false;
+  /// Run the family's data tier (check_*_data) after the shape and metadata tiers.
+  bool check_data = false;
 };
 
 /// A kernel subcommand's options: `own`, then the shared ones (--soft-cap, --mask-value,
-/// --sm-scale, --profile, --check-only, --out, --expect, --atol, --rtol).
+/// --sm-scale, --profile, --check-only, --check-data, --out, --expect, --atol, --rtol).
 std::vector<OptionSpec> with_common_options(std::vector<OptionSpec> own);
 
 /// Parses the shared options before any file is read. `--check-only` excludes every result

@@ -102,6 +102,7 @@ template <class Q, class KV, class Index>
 int run_typed(const ParsedArgs& args, const PagedInputs& in) {
   const PagedAttentionArgs<Q, KV, Index> a = make_args<Q, KV, Index>(in);
   fail_if_error(check_paged(a, in.common.profile));
+  if (in.common.check_data) fail_if_error(check_paged_data(a));
   if (in.common.check_only) {
     std::cout << "ok\n";
     return kExitOk;
@@ -169,7 +170,7 @@ int run_paged(int argc, char** argv) {
       "--q Q.npy --k-pages K.npy --v-pages V.npy --lengths L.npy --page-indices PI.npy\n"
       "       [--k-scales KS.npy --v-scales VS.npy] [--soft-cap C] [--mask-value M]\n"
       "       [--sm-scale S] [--pages-per-compute-block N] [--kv-layout jax|nhd|hnd]\n"
-      "       [--profile jax|reference] [--check-only] [--out OUT.npy]\n"
+      "       [--profile jax|reference] [--check-only] [--check-data] [--out OUT.npy]\n"
       "       [--expect EXP.npy [--atol A] [--rtol R]]",
       "Paged attention (decode): out[b, h] = softmax over t < lengths[b] of\n"
       "cap(sm_scale * q[b, h] . k_t) applied to v_t, with k_t on page page_indices[b, t / S].\n"

@@ -172,6 +172,7 @@ int run_typed(const ParsedArgs& args, const RaggedInputs& in) {
     a.num_seqs_value = ints_as<std::int64_t>(n)[0];
   }
   fail_if_error(check_ragged(a, in.common.profile));
+  if (in.common.check_data) fail_if_error(check_ragged_data(a));
   if (in.common.check_only) {
     std::cout << "ok\n";
     return kExitOk;
@@ -228,7 +229,7 @@ int run_ragged(int argc, char** argv) {
       "--q Q.npy --kv-pages KV.npy --kv-lens L.npy --page-indices PI.npy\n"
       "       --cu-q-lens C.npy --num-seqs N.npy [--sm-scale S] [--sliding-window W]\n"
       "       [--soft-cap C] [--mask-value M] [--k-scale S] [--v-scale S]\n"
-      "       [--profile jax|reference] [--check-only] [--out OUT.npy]\n"
+      "       [--profile jax|reference] [--check-only] [--check-data] [--out OUT.npy]\n"
       "       [--expect EXP.npy [--atol A] [--rtol R]]\n"
       "   or: --k-pages K.npy --v-pages V.npy [--kv-layout jax|nhd|hnd] in place of --kv-pages",
       "Ragged paged attention (continuous batching): sequence i owns query rows\n"

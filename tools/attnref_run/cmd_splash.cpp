@@ -122,6 +122,7 @@ int run_typed(const ParsedArgs& args, const SplashInputs& in) {
   fail_if_error(check_splash(a, mask, in.common.profile));
   const bool backward = in.dout.present();
   if (backward) fail_if_error(check_splash_backward(a, mask, in.common.profile));
+  if (in.common.check_data) fail_if_error(check_splash_data(a));
   if (in.common.check_only) {
     std::cout << "ok\n";
     return kExitOk;
@@ -185,7 +186,7 @@ int run_splash(int argc, char** argv) {
       "       [--mask M.npy | --causal | --local LEFT,RIGHT | --chunked C] [--offset N]\n"
       "       [--q-segment-ids A.npy --kv-segment-ids B.npy] [--sinks S.npy] [--soft-cap C]\n"
       "       [--mask-value M] [--sm-scale S] [--block-q N] [--block-kv N]\n"
-      "       [--block-kv-compute N] [--profile jax|reference] [--check-only]\n"
+      "       [--block-kv-compute N] [--profile jax|reference] [--check-only] [--check-data]\n"
       "       [--out OUT.npy] [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]]\n"
       "       [--dout DO.npy --dq-out DQ.npy --dk-out DK.npy --dv-out DV.npy\n"
       "        [--dsinks-out DS.npy]]",

@@ -7,6 +7,11 @@
 /// with k_t = k_pages[kv_head_of(qh), page_indices[b, t / S], t % S, :], cap(x) = c tanh(x / c)
 /// when a soft cap c is set, and a zero row when lengths[b] == 0.
 ///
+/// Non-finite inputs (docs/hostile-inputs.md): NaN or +inf in q[b, qh] or in the K row (or its
+/// int8 scales) of a token t < lengths[b] makes that output row NaN (a NaN or +inf logit, or
+/// logits all -inf); NaN/Inf in a live V row (or its scales) go through the weighted sum as IEEE
+/// does. Nothing past lengths[b] is read, so it never affects the result.
+///
 /// The grouped-head inner loop: for each (sequence, KV head) the G query heads sharing the KV
 /// head are processed together, page by page, with an online softmax, so every K/V page is read
 /// once per group. Nothing past `lengths[b]` is read: not the rest of the last page, not the
@@ -250,8 +255,9 @@ void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, Tensor
       const std::int64_t b = item / num_kv_heads, h = item % num_kv_heads;
       detail::attend_pages(a, b, h, 0, a.pages_per_sequence(), scratch);
       const auto& st = scratch.state;
+      const bool has_logits = a.lengths(b) > 0;
       for (std::int64_t g = 0; g < group; ++g)
-        write_row(b, h, g, st.o.data() + g * dim, st.inverse_sum_of(g));
+        write_row(b, h, g, st.o.data() + g * dim, st.inverse_sum_of(g, has_logits));
     });
     return;
   }
@@ -280,21 +286,27 @@ void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, Tensor
     thread_local std::vector<Acc> merged;
     merged.assign(static_cast<size_t>(dim), Acc(0));
     const std::int64_t b = item / num_kv_heads, h = item % num_kv_heads;
+    const std::int64_t length = a.lengths(b), pps = a.pages_per_sequence();
+    // Split s read tokens iff its first page starts before the length (an all -inf split has
+    // l = 0 too, and its o may hold 0 * NaN from a live V row: it is merged, not skipped).
+    const auto has_tokens = [&](std::int64_t s) {
+      return std::min(s * per_split, pps) * a.page_size() < length;
+    };
     for (std::int64_t g = 0; g < group; ++g) {
       Acc m = -std::numeric_limits<Acc>::infinity();
       for (std::int64_t s = 0; s < splits; ++s)
-        m = std::max(m, partial[(item * splits + s) * stride + g]);
+        if (has_tokens(s)) m = detail::max_or_nan(m, partial[(item * splits + s) * stride + g]);
       Acc l = 0;
       std::fill(merged.begin(), merged.end(), Acc(0));
-      for (std::int64_t s = 0; s < splits; ++s) {
+      for (std::int64_t s = 0; s < splits && std::isfinite(m); ++s) {
+        if (!has_tokens(s)) continue;
         const Acc* src = partial + (item * splits + s) * stride;
-        if (src[group + g] == Acc(0)) continue;  // this split saw no token
-        const Acc w = std::exp(src[g] - m);
+        const Acc w = std::exp(src[g] - m);  // 0 for an all -inf split
         l += w * src[group + g];
         const Acc* o = src + 2 * group + g * dim;
         for (std::int64_t d = 0; d < dim; ++d) merged[static_cast<size_t>(d)] += w * o[d];
       }
-      write_row(b, h, g, merged.data(), detail::inverse_sum(l));
+      write_row(b, h, g, merged.data(), detail::inverse_sum(m, l, length > 0));
     }
   });
 }

@@ -29,6 +29,12 @@
 /// heads with register-blocked tiles, a larger one (`ragged_prefill_item`) gathers 128-token
 /// blocks per KV head for matrix products and skips the rows a block cannot affect. Work items
 /// go to an executor (serial by default; see core/executor.hpp).
+///
+/// Non-finite inputs (docs/hostile-inputs.md; the rule of every family): NaN or +inf in a live q
+/// row, or in the K row of a key the row sees, makes that output row NaN (as do logits all -inf:
+/// every live row sees at least its own position); NaN/Inf in the V row of a key the row sees go
+/// through the weighted sum as IEEE does, and never reach a row that does not see that key.
+/// Nothing past kv_len, before the earliest window, or in padding rows is read.
 #pragma once
 
 #include <algorithm>
@@ -291,6 +297,36 @@ void page_kv_all_heads(const RaggedCall<Q, KV, Index>& c, std::int64_t page, std
   *head_step = c.dim;
 }
 
+/// Whether `rows` rows of `dim` elements, `ld` apart, are all finite (vectorised).
+template <class Acc>
+bool kv_rows_finite(const Acc* v, std::int64_t ld, Eigen::Index rows, std::int64_t dim) {
+  using Rows = Eigen::Matrix<Acc, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  return Eigen::Map<const Rows, Eigen::Unaligned, Eigen::OuterStride<>>(
+             v, rows, static_cast<Eigen::Index>(dim), Eigen::OuterStride<>(ld))
+      .allFinite();
+}
+
+/// acc.row(acc0 + k) += the probabilities of the keys row k sees (probs.row(p0 + k)) times
+/// their V rows, for the `n` rows of a block whose V rows [lo, hi) (at `v`, `ld` apart) hold
+/// NaN/Inf: the block product would add 0 * NaN for the keys a row does not see. Row k is query
+/// row r0 + k / group of the item. Only taken for bad data; the all-finite path keeps its one
+/// product.
+template <class Q, class KV, class Index, class Matrix, class Acc>
+void add_visible_products(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem& it,
+                          const Matrix& probs, Eigen::Index p0, Matrix& acc, Eigen::Index acc0,
+                          Eigen::Index n, std::int64_t group, std::int64_t r0, std::int64_t lo,
+                          std::int64_t hi, const Acc* v, std::int64_t ld) {
+  const Eigen::Index dim = static_cast<Eigen::Index>(c.dim);
+  for (Eigen::Index k = 0; k < n; ++k) {
+    const KeyRange vis =
+        c.visible(it.first_pos + r0 + static_cast<std::int64_t>(k) / group, lo, hi);
+    for (std::int64_t t = vis.lo; t < vis.hi; ++t) {
+      const Eigen::Map<const Eigen::Matrix<Acc, 1, Eigen::Dynamic>> vrow(v + (t - lo) * ld, dim);
+      acc.row(acc0 + k) += probs(p0 + k, static_cast<Eigen::Index>(t - lo)) * vrow;
+    }
+  }
+}
+
 /// Few rows (decode): all KV heads of the item together, page by page, so a token-major page is
 /// read front to back once, with register-blocked tile products. Row h * rows + r * G + g holds
 /// query head q_head(h, g) of row r.
@@ -331,8 +367,10 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
                    sc.logits_s.row(base).data(), lds);
     }
     auto logits = sc.logits_s.topLeftCorner(all, nk);
+    bool partial = false;  // some row does not see every key of the chunk
     for (Eigen::Index row = 0; row < all; ++row) {
       const KeyRange vis = c.visible(it.first_pos + (row % rows) / group, lo, hi);
+      partial = partial || vis.size() < nk;
       sc.alpha_s[row] =
           ragged_softmax_row(c.logits, logits.row(row), static_cast<Eigen::Index>(vis.lo - lo),
                              static_cast<Eigen::Index>(vis.hi - vis.lo), sc.m_s[row], sc.l_s[row]);
@@ -340,6 +378,11 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
     sc.acc_s.topRows(all) = sc.alpha_s.head(all).asDiagonal() * sc.acc_s.topRows(all);
     for (std::int64_t h = 0; h < hkv; ++h) {
       const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
+      if (partial && !kv_rows_finite(v + h * head_step, ld, nk, dim)) {
+        add_visible_products(c, it, sc.logits_s, base, sc.acc_s, base, rows, group, 0, lo, hi,
+                             v + h * head_step, ld);
+        continue;
+      }
       pv_rows<Acc>(sc.logits_s.row(base).data(), lds, rows, v + h * head_step, ld, nk, dim,
                    sc.acc_s.row(base).data(), dim);
     }
@@ -347,7 +390,7 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
   for (std::int64_t r = 0; r < it.q_len; ++r)
     for (std::int64_t qh = 0; qh < c.heads.num_q_heads; ++qh) {
       const Eigen::Index row = row_of(r, qh);
-      const Acc inv = inverse_sum(sc.l_s[row]);
+      const Acc inv = inverse_sum(sc.m_s[row], sc.l_s[row], true);  // every row sees a key
       for (std::int64_t d = 0; d < dim; ++d)
         c.out(it.row0 + r, qh, d) = store_as<Q>(sc.acc_s(row, static_cast<Eigen::Index>(d)) * inv);
     }
@@ -407,22 +450,29 @@ void ragged_prefill_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem
     }
     auto logits = sc.s.block(0, 0, nr, nk);
     logits.noalias() = sc.q_block.middleRows(br, nr) * sc.k_block.topRows(nk).transpose();
+    bool partial = false;  // some row does not see every key of the block
     for (Eigen::Index row = 0; row < nr; ++row) {
       const KeyRange vis =
           c.visible(it.first_pos + r_lo + static_cast<std::int64_t>(row) / group, lo, hi);
+      partial = partial || vis.size() < nk;
       sc.alpha[row] =
           ragged_softmax_row(c.logits, logits.row(row), static_cast<Eigen::Index>(vis.lo - lo),
                              static_cast<Eigen::Index>(vis.size()), sc.m[br + row], sc.l[br + row]);
     }
     auto acc_rows = sc.acc.middleRows(br, nr);
     acc_rows = sc.alpha.head(nr).asDiagonal() * acc_rows;
-    acc_rows.noalias() += logits * sc.v_block.topRows(nk);
+    if (partial && !kv_rows_finite(sc.v_block.data(), dim, nk, dim)) {
+      add_visible_products(c, it, sc.s, 0, sc.acc, br, nr, group, r_lo, lo, hi, sc.v_block.data(),
+                           dim);
+    } else {
+      acc_rows.noalias() += logits * sc.v_block.topRows(nk);
+    }
   }
   // Normalize and store. Every row sees at least its own position (q_len <= kv_len).
   for (std::int64_t r = 0; r < it.q_len; ++r)
     for (std::int64_t g = 0; g < group; ++g) {
       const Eigen::Index row = static_cast<Eigen::Index>(r * group + g);
-      const Acc inv = inverse_sum(sc.l[row]);
+      const Acc inv = inverse_sum(sc.m[row], sc.l[row], true);
       const std::int64_t qh = c.heads.q_head(h, g);
       for (std::int64_t d = 0; d < dim; ++d)
         c.out(it.row0 + r, qh, d) = store_as<Q>(sc.acc(row, static_cast<Eigen::Index>(d)) * inv);

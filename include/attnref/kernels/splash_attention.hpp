@@ -11,6 +11,12 @@
 ///    JAX's result on every row with an allowed key; `mask_value` is validated only;
 ///  - a sink `s_h` is one extra logit with a zero value vector;
 ///  - a row with no allowed key and no sink gives output 0 and logsumexp -inf (JAX: undefined);
+///  - non-finite inputs (docs/hostile-inputs.md; the rule of every family): NaN or +inf in a q
+///    row, in the K row of a key the row sees, or in the sink makes the row NaN (output and
+///    logsumexp), as do logits (visible keys' and sink) that are all -inf; NaN/Inf in the V row of
+///    a key the row sees go through the weighted sum as IEEE does and never reach a row that does
+///    not see that key, also inside a partly masked tile. The backward gives the gradients of the
+///    same formula: NaN where a NaN row or value enters, finite elsewhere;
 ///  - accumulation in f32 (f64 when an input is double); out in q's dtype, logsumexp f32;
 ///  - results depend on the block sizes only through rounding, and not at all on the executor.
 ///    Empty tiles are skipped without reading K/V; full tiles evaluate no mask; the query heads
@@ -158,30 +164,84 @@ HeadGroups splash_heads(const SplashAttentionArgs<Q, KV>& a) {
   return HeadGroups{a.num_q_heads(), a.is_mqa ? 1 : a.num_kv_heads()};
 }
 
-/// Sets the masked logits of `s` [rows, cols] of tile (i, j) of query head h to -inf: the
-/// partial tile's pattern, then the segment ids. Columns start at absolute kv position `t0`,
-/// which is column `tile_col0` of the tile.
-template <class Acc, class Q, class KV>
-void mask_tile(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, std::int64_t h,
-               std::int64_t i, std::int64_t j, std::int64_t r0, std::int64_t t0,
-               std::int64_t tile_col0, SplashMatrix<Acc>& s) {
-  const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
-  const auto rows = s.rows(), cols = s.cols();
+/// Calls fn(r, c) for each masked element of a [rows, cols] block of tile (i, j) of query head
+/// h: the partial tile's pattern, then the segment ids (an element may come twice). Rows start
+/// at absolute q row `r0`; columns at absolute kv position `t0`, column `tile_col0` of the tile.
+template <class Q, class KV, class Fn>
+void for_each_masked(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, std::int64_t h,
+                     std::int64_t i, std::int64_t j, std::int64_t r0, std::int64_t t0,
+                     std::int64_t tile_col0, Eigen::Index rows, Eigen::Index cols, Fn&& fn) {
   if (info.kind(h, i, j) == BlockKind::kPartial) {
     const std::uint8_t* p = info.partial_block(h, i, j);
     for (Eigen::Index r = 0; r < rows; ++r) {
       const std::uint8_t* pr = p + r * info.pattern_cols + tile_col0;
       for (Eigen::Index c = 0; c < cols; ++c)
-        if (!pr[c]) s(r, c) = neg_inf;
+        if (!pr[c]) fn(r, c);
     }
   }
   if (a.has_segment_ids()) {
     for (Eigen::Index r = 0; r < rows; ++r) {
       const std::int32_t qs = a.q_segment_ids(r0 + r);
       for (Eigen::Index c = 0; c < cols; ++c)
-        if (a.kv_segment_ids(t0 + c) != qs) s(r, c) = neg_inf;
+        if (a.kv_segment_ids(t0 + c) != qs) fn(r, c);
     }
   }
+}
+
+/// Whether some element of tile (i, j) of query head h may be masked (a partial tile, or
+/// segment ids): then its K/V rows are read for rows that do not see them.
+template <class Q, class KV>
+bool tile_may_mask(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, std::int64_t h,
+                   std::int64_t i, std::int64_t j) {
+  return info.kind(h, i, j) == BlockKind::kPartial || a.has_segment_ids();
+}
+
+/// Sets the masked logits of `s` [rows, cols] of tile (i, j) of query head h to -inf.
+template <class Acc, class Q, class KV>
+void mask_tile(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, std::int64_t h,
+               std::int64_t i, std::int64_t j, std::int64_t r0, std::int64_t t0,
+               std::int64_t tile_col0, SplashMatrix<Acc>& s) {
+  const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
+  for_each_masked(a, info, h, i, j, r0, t0, tile_col0, s.rows(), s.cols(),
+                  [&](Eigen::Index r, Eigen::Index c) { s(r, c) = neg_inf; });
+}
+
+/// The visibility of a [rows, cols] block of tile (i, j) of query head h (1: the key is seen).
+template <class Q, class KV>
+void tile_visibility(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, std::int64_t h,
+                     std::int64_t i, std::int64_t j, std::int64_t r0, std::int64_t t0,
+                     std::int64_t tile_col0, Eigen::Index rows, Eigen::Index cols,
+                     Eigen::Array<bool, Eigen::Dynamic, Eigen::Dynamic>& vis) {
+  vis.setConstant(rows, cols, true);
+  for_each_masked(a, info, h, i, j, r0, t0, tile_col0, rows, cols,
+                  [&](Eigen::Index r, Eigen::Index c) { vis(r, c) = false; });
+}
+
+/// Whether row r (of q block i) of query head h sees any key. Only asked for rows whose logits
+/// were all -inf (rare), to tell a row with no visible key (0) from one with -inf logits (NaN).
+template <class Q, class KV>
+bool row_sees_a_key(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, std::int64_t h,
+                    std::int64_t i, std::int64_t r) {
+  const std::int64_t r0 = i * info.block_q;
+  Eigen::Array<bool, Eigen::Dynamic, Eigen::Dynamic> vis;
+  for (std::int64_t j = 0; j < info.num_kv_blocks; ++j) {
+    if (info.kind(h, i, j) == BlockKind::kEmpty) continue;
+    const Eigen::Index cols = static_cast<Eigen::Index>(info.kv_cols(j));
+    if (!tile_may_mask(a, info, h, i, j) && cols > 0) return true;
+    // One row of the tile: the pattern row r - r0, q row r.
+    vis.setConstant(1, cols, true);
+    if (info.kind(h, i, j) == BlockKind::kPartial) {
+      const std::uint8_t* pr = info.partial_block(h, i, j) + (r - r0) * info.pattern_cols;
+      for (Eigen::Index c = 0; c < cols; ++c)
+        if (!pr[c]) vis(0, c) = false;
+    }
+    if (a.has_segment_ids()) {
+      for (Eigen::Index c = 0; c < cols; ++c)
+        if (a.kv_segment_ids(j * info.block_kv + c) != a.q_segment_ids(r)) vis(0, c) = false;
+    }
+    if (vis.any()) return true;
+  }
+  return false;
 }
 
 /// Per-thread scratch of the forward: one softmax state and scaled q block per query head of a
@@ -191,7 +251,15 @@ struct SplashForwardScratch {
   std::vector<OnlineSoftmax<Acc>> state;
   std::vector<SplashMatrix<Acc>> q;
   SplashMatrix<Acc> kc, vc, s;
+  Eigen::Array<bool, Eigen::Dynamic, Eigen::Dynamic> vis;  // only for V rows with NaN/Inf
 };
+
+/// Whether `v` is all finite, computed once per block (`state`: -1 unknown, 0 no, 1 yes).
+template <class Matrix>
+bool v_finite(const Matrix& v, int& state) {
+  if (state < 0) state = v.allFinite() ? 1 : 0;
+  return state == 1;
+}
 
 /// Whether tile (i, j) is non-empty for any query head of KV head `kv`.
 inline bool any_tile(const MaskInfo& info, const HeadGroups& heads, std::int64_t kv, std::int64_t i,
@@ -232,6 +300,7 @@ void splash_forward_item(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& in
       const std::int64_t n = std::min(bc, cols - c0);
       load_rows<Acc>(a.k, kv, t0, n, Acc(1), sc.kc);
       load_rows<Acc>(a.v, kv, t0, n, Acc(1), sc.vc);
+      int v_state = -1;  // whether sc.vc is all finite: -1 not yet known (asked only when needed)
       for (std::int64_t g = 0; g < group; ++g) {
         const std::int64_t h = heads.q_head(kv, g);
         if (info.kind(h, i, j) == BlockKind::kEmpty) continue;
@@ -240,7 +309,15 @@ void splash_forward_item(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& in
         logits.cap_only(sc.s);  // the scale is in q
         mask_tile<Acc>(a, info, h, i, j, r0, t0, c0, sc.s);
         st.template fold<true>(sc.s);
-        st.o.noalias() += sc.s * sc.vc;
+        if (tile_may_mask(a, info, h, i, j) && !v_finite(sc.vc, v_state)) {
+          // A V row holds NaN/Inf: add it only to the rows that see it (0 * NaN elsewhere).
+          tile_visibility(a, info, h, i, j, r0, t0, c0, sc.s.rows(), sc.s.cols(), sc.vis);
+          for (Eigen::Index r = 0; r < sc.s.rows(); ++r)
+            for (Eigen::Index c = 0; c < sc.s.cols(); ++c)
+              if (sc.vis(r, c)) st.o.row(r) += sc.s(r, c) * sc.vc.row(c);
+        } else {
+          st.o.noalias() += sc.s * sc.vc;
+        }
       }
     }
   }
@@ -248,10 +325,13 @@ void splash_forward_item(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& in
     const OnlineSoftmax<Acc>& st = sc.state[static_cast<size_t>(g)];
     const std::int64_t h = heads.q_head(kv, g);
     for (std::int64_t r = 0; r < rows; ++r) {
-      const Acc inv = st.inverse_sum_of(r);
+      // Logits all -inf (or none): a sink, or any visible key, makes it a NaN row.
+      const bool has_logits = st.m[r] != -std::numeric_limits<Acc>::infinity() || a.has_sinks() ||
+                              row_sees_a_key(a, info, h, i, r0 + r);
+      const Acc inv = st.inverse_sum_of(r, has_logits);
       Q* dst = out.data + out.offset(h, r0 + r, 0);
       for (std::int64_t d = 0; d < dv; ++d) dst[d * out.strides[2]] = store_as<Q>(st.o(r, d) * inv);
-      if (!lse.empty_view()) lse(h, r0 + r) = st.logsumexp(r);
+      if (!lse.empty_view()) lse(h, r0 + r) = st.logsumexp(r, has_logits);
     }
   }
 }
@@ -276,6 +356,7 @@ void splash_forward_run(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& inf
 template <class Acc>
 struct SplashBackwardScratch {
   SplashMatrix<Acc> kj, vj, dk_acc, dv_acc, qi, doi, s, t, p, dp, dq_acc;
+  Eigen::Array<bool, Eigen::Dynamic, Eigen::Dynamic> vis;  // only for NaN/Inf operands
 };
 
 /// The backward's read-only inputs of one call.
@@ -287,6 +368,33 @@ struct SplashBackwardInputs {
   const TensorView<const float, 2>& lse;
   const TensorView<const Q, 3>& dout;
 };
+
+/// Tile (i, j) of splash_backward_tile pair by pair, over the visible (row, key) pairs only:
+/// for a partly masked tile with a NaN/Inf operand (q, dout, K, V rows, or a NaN row's lse and
+/// di), where the tile's products would add 0 * NaN for masked pairs. `sc.s` holds the capped,
+/// masked logits and `sc.p` the probabilities; only taken for bad data.
+template <class Acc, class Q, class KV>
+void splash_backward_visible_pairs(const SplashBackwardInputs<Q, KV>& in,
+                                   const std::vector<Acc>& di, std::int64_t h, std::int64_t g,
+                                   std::int64_t i, std::int64_t j, SplashBackwardScratch<Acc>& sc) {
+  const SplashAttentionArgs<Q, KV>& a = in.a;
+  const std::int64_t sq = a.q_seq_len(), t0 = j * in.info.block_kv;
+  const std::int64_t r0 = i * in.info.block_q;
+  const LogitTransform<Acc> logits(a.sm_scale, a.soft_cap);
+  tile_visibility(a, in.info, h, i, j, r0, t0, 0, sc.s.rows(), sc.s.cols(), sc.vis);
+  for (Eigen::Index r = 0; r < sc.s.rows(); ++r) {
+    const Acc di_r = di[static_cast<size_t>(h * sq + r0 + r)];
+    for (Eigen::Index c = 0; c < sc.s.cols(); ++c) {
+      if (!sc.vis(r, c)) continue;
+      const Acc p = sc.p(r, c);
+      sc.dv_acc.row(c) += p * sc.doi.row(r);
+      Acc ds = p * (sc.doi.row(r).dot(sc.vj.row(c)) - di_r);
+      if (logits.capped) ds *= Acc(1) - sc.t(r, c) * sc.t(r, c);
+      sc.dk_acc.row(c) += ds * sc.qi.row(r);
+      sc.dq_acc.row(g * sq + r0 + r) += (ds * logits.scale) * sc.kj.row(c);
+    }
+  }
+}
 
 /// Adds tile (i, j) of query head h (row g of the group) to dk_acc, dv_acc and dq_acc.
 template <class Acc, class Q, class KV>
@@ -304,8 +412,31 @@ void splash_backward_tile(const SplashBackwardInputs<Q, KV>& in, const std::vect
   logits.cap_only(sc.s);
   mask_tile<Acc>(a, in.info, h, i, j, r0, t0, 0, sc.s);
   sc.p.resize(rows, sc.s.cols());
-  for (Eigen::Index r = 0; r < rows; ++r)
-    probabilities_from_lse(sc.s.row(r), static_cast<Acc>(in.lse(h, r0 + r)), sc.p.row(r));
+  // lse (finite, or -inf: no visible key) and di of the rows; a NaN row has both NaN.
+  bool finite = true, nan_row = false;
+  for (Eigen::Index r = 0; r < rows; ++r) {
+    const Acc lse = static_cast<Acc>(in.lse(h, r0 + r));
+    probabilities_from_lse(sc.s.row(r), lse, sc.p.row(r));
+    nan_row = nan_row || std::isnan(lse);
+    finite = finite && lse < std::numeric_limits<Acc>::infinity() &&
+             std::isfinite(di[static_cast<size_t>(h * sq + r0 + r)]);
+  }
+  const bool may_mask = tile_may_mask(a, in.info, h, i, j);
+  if (nan_row) {
+    // A NaN row's probabilities are NaN at every key it sees, one with a -inf logit too: in s
+    // the mask's -inf and the data's look alike, so the mask decides.
+    if (may_mask) tile_visibility(a, in.info, h, i, j, r0, t0, 0, rows, sc.s.cols(), sc.vis);
+    for (Eigen::Index r = 0; r < rows; ++r) {
+      if (!std::isnan(in.lse(h, r0 + r))) continue;
+      for (Eigen::Index c = 0; c < sc.s.cols(); ++c)
+        if (!may_mask || sc.vis(r, c)) sc.p(r, c) = std::numeric_limits<Acc>::quiet_NaN();
+    }
+  }
+  if (may_mask && !(finite && sc.qi.allFinite() && sc.doi.allFinite() && sc.kj.allFinite() &&
+                    sc.vj.allFinite())) {
+    splash_backward_visible_pairs(in, di, h, g, i, j, sc);
+    return;
+  }
   sc.dv_acc.noalias() += sc.p.transpose() * sc.doi;
   sc.dp.noalias() = sc.doi * sc.vj.transpose();
   for (Eigen::Index r = 0; r < rows; ++r)

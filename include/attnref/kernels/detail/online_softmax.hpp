@@ -8,6 +8,15 @@
 ///  - `OnlineSoftmax`: m, l and the unnormalised output o of a block of rows, started empty or
 ///    from a sink logit (m = sink, l = 1), with its normalisation and logsumexp;
 ///  - `probabilities_from_lse`: the backward's recomputation of a row of probabilities.
+///
+/// Non-finite inputs (docs/hostile-inputs.md, "NaN and Inf in live inputs"; the same rule in
+/// every family): a row's result is what the plain float64 formula gives under IEEE arithmetic.
+/// A NaN or +inf among the row's logits (its visible keys' and its sink) makes the row NaN
+/// (output and logsumexp); a -inf logit is a key of weight exactly 0; a row whose logits are all
+/// -inf is 0/0, NaN; a row with no logit at all (no visible key, no sink) is 0 with logsumexp
+/// -inf. NaN/Inf in a visible V row go through the weighted sum as IEEE does (0 * NaN = NaN).
+/// The max below propagates NaN (std::max(m, NaN) is m, which used to zero such rows), and the
+/// row's final (m, l) decides: `inverse_sum` and `logsumexp_of`.
 #pragma once
 
 #include <algorithm>
@@ -81,15 +90,23 @@ inline void exp_shifted(Row&& x, Acc shift) {
   }
 }
 
+/// max(a, b), NaN when either is NaN (std::max(a, NaN) is a: a NaN logit would be dropped).
+template <class Acc>
+inline Acc max_or_nan(Acc a, Acc b) noexcept {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<Acc>::quiet_NaN();
+  return std::max(a, b);
+}
+
 /// One online-softmax step of one row: folds the logits `x` into the running max `m` and sum
 /// `l`, leaves exp(x - m_new) in `x` and returns the factor by which the row's old output must
 /// be scaled. With `kMayMask` a logit of -inf is a masked key with probability exactly 0 (splash
-/// masks inside a tile); the paged and ragged kernels pass only visible keys. A row with nothing
-/// visible so far is left as it is (factor 1).
+/// masks inside a tile); the paged and ragged kernels pass only visible keys. A row whose logits
+/// so far are all -inf (or none) is left as it is (factor 1). A NaN or +inf logit makes m NaN or
+/// +inf for good (the max propagates NaN, vectorised), which `inverse_sum` turns into a NaN row.
 template <bool kMayMask, class Acc, class Row>
 inline Acc fold_logits(Row&& x, Acc& m, Acc& l) {
   const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
-  const Acc m_new = std::max(m, x.maxCoeff());
+  const Acc m_new = max_or_nan(m, x.template maxCoeff<Eigen::PropagateNaN>());
   if (m_new == neg_inf) {
     x.setZero();
     return Acc(1);
@@ -101,25 +118,42 @@ inline Acc fold_logits(Row&& x, Acc& m, Acc& l) {
   return alpha;
 }
 
-/// 1 / l, or 0 for a row that saw nothing (its output is 0).
+/// The factor that normalises a row with final running max m and sum l: 1 / l when m is
+/// finite; 0 for a row without logits (`has_logits` false: no visible key and no sink; its
+/// output is 0); NaN when m is NaN or +inf (a NaN or +inf logit), or -inf for a row that had
+/// logits (all -inf: 0/0). Decided on m, not l, so no step of the fold needs a branch per
+/// element.
 template <class Acc>
-inline Acc inverse_sum(Acc l) noexcept {
-  return l > Acc(0) ? Acc(1) / l : Acc(0);
+inline Acc inverse_sum(Acc m, Acc l, bool has_logits) noexcept {
+  if (std::isfinite(m)) return Acc(1) / l;
+  if (m == -std::numeric_limits<Acc>::infinity() && !has_logits) return Acc(0);
+  return std::numeric_limits<Acc>::quiet_NaN();
 }
 
-/// The natural logsumexp m + log(l), or -inf for a row that saw nothing (and no sink).
+/// The natural logsumexp m + log(l) when m is finite; -inf for a row without logits; NaN
+/// otherwise (as `inverse_sum`).
 template <class Acc>
-inline float logsumexp_of(Acc m, Acc l) noexcept {
-  return l > Acc(0) ? static_cast<float>(m + std::log(l)) : -std::numeric_limits<float>::infinity();
+inline float logsumexp_of(Acc m, Acc l, bool has_logits) noexcept {
+  if (std::isfinite(m)) return static_cast<float>(m + std::log(l));
+  if (m == -std::numeric_limits<Acc>::infinity() && !has_logits)
+    return -std::numeric_limits<float>::infinity();
+  return std::numeric_limits<float>::quiet_NaN();
 }
 
 /// The backward's probabilities of one row from the forward's logsumexp: exp(x - lse), 0 where
-/// masked (-inf) and for a row with no visible key (lse = -inf: no gradient).
+/// masked (-inf) and for a row with no visible key (lse = -inf: no gradient); NaN where not
+/// -inf for a NaN row (lse NaN), written out rather than left to the vectorised exp (the caller
+/// knows which -inf are masked and which came from the data).
 template <class Acc, class Row, class Out>
 inline void probabilities_from_lse(const Row& x, Acc lse, Out&& p) {
   const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
   if (lse == neg_inf) {
     p.setZero();
+    return;
+  }
+  if (std::isnan(lse)) {
+    for (Eigen::Index c = 0; c < x.size(); ++c)
+      p(c) = x(c) == neg_inf ? Acc(0) : std::numeric_limits<Acc>::quiet_NaN();
     return;
   }
   p = x;
@@ -155,8 +189,13 @@ struct OnlineSoftmax {
       if (alpha != Acc(1)) o.row(r) *= alpha;
     }
   }
-  Acc inverse_sum_of(Eigen::Index r) const noexcept { return inverse_sum(l[r]); }
-  float logsumexp(Eigen::Index r) const noexcept { return logsumexp_of(m[r], l[r]); }
+  /// See `inverse_sum`; `has_logits`: row r had a visible key or a sink.
+  Acc inverse_sum_of(Eigen::Index r, bool has_logits) const noexcept {
+    return inverse_sum(m[r], l[r], has_logits);
+  }
+  float logsumexp(Eigen::Index r, bool has_logits) const noexcept {
+    return logsumexp_of(m[r], l[r], has_logits);
+  }
 };
 
 }  // namespace detail
