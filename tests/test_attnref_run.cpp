@@ -564,8 +564,8 @@ TEST_F(Cli, PagedCheckOnly) {
       run(in_dir(*this, std::string("paged ") + kInputs + " --check-only --out o.npy"));
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.err_line(0),
-            "attnref-run paged: --check-only runs nothing, so it takes neither "
-            "--out nor --expect");
+            "attnref-run paged: --check-only runs nothing, so it takes no --out, --lse-out or "
+            "--expect");
 }
 
 TEST_F(Cli, PagedShapeOnlyJaxRejects) {

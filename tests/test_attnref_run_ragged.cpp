@@ -297,7 +297,7 @@ TEST_F(RaggedCli, CheckOnlyBothProfiles) {
   const Result r = run(std::string(kInputs) + " --check-only --out o.npy");
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.err_line(0),
-            "attnref-run ragged: --check-only runs nothing, so it takes neither --out nor "
+            "attnref-run ragged: --check-only runs nothing, so it takes no --out, --lse-out or "
             "--expect");
 }
 

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Test-only float64 oracle of paged attention (decode), read straight from the arguments:
 //   out[b, qh, :] = sum_{t < lengths[b]} softmax_t(cap(sm_scale * q[b, qh] . k_t)) v_t,
-// k_t / v_t the K/V row of token t through the page table, a zero row for length 0. Int8 pages
+// k_t / v_t the K/V row of token t through the page table, a zero row for length 0, and
+//   lse[b, qh] = log sum_{t < lengths[b]} exp(cap(sm_scale * q[b, qh] . k_t)), -inf for length 0
+// (when asked for). Int8 pages
 // dequantize as JAX does (w * scale / 127.5, one scale per token or per element); float pages
 // round to bf16 when `round_kv_to_bf16` asks for it. Independent of the kernels: plain loops over
 // the views' own indexing.
@@ -44,10 +46,11 @@ double paged_kv_value(const PagedAttentionArgs<Q, KV, Index>& a, bool is_v, std:
 }
 
 /// Plain float64 paged attention: [B, Hq, D] row-major. `bounds`, when given, gets the error
-/// scales of every row.
+/// scales of every row; `lse`, when given, the natural logsumexp of every row [B, Hq].
 template <class Q, class KV, class Index>
 std::vector<double> paged_attention(const PagedAttentionArgs<Q, KV, Index>& a,
-                                    PagedBounds* bounds = nullptr) {
+                                    PagedBounds* bounds = nullptr,
+                                    std::vector<double>* lse = nullptr) {
   const std::int64_t batch = a.batch(), hq = a.num_q_heads(), dim = a.head_dim();
   const std::int64_t page_size = a.page_size(), group = hq / a.num_kv_heads();
   const auto n = static_cast<size_t>(batch * hq * dim);
@@ -56,6 +59,7 @@ std::vector<double> paged_attention(const PagedAttentionArgs<Q, KV, Index>& a,
     bounds->reset(n);
     bounds->max_logit.assign(static_cast<size_t>(batch * hq), 0.0);
   }
+  if (lse) lse->assign(static_cast<size_t>(batch * hq), -std::numeric_limits<double>::infinity());
   std::vector<double> w;
   for (std::int64_t b = 0; b < batch; ++b) {
     const std::int64_t len = static_cast<std::int64_t>(a.lengths(b));
@@ -85,6 +89,7 @@ std::vector<double> paged_attention(const PagedAttentionArgs<Q, KV, Index>& a,
       }
       double sum = 0.0;
       for (double& x : w) sum += (x = std::exp(x - max_w));
+      if (lse && len > 0) (*lse)[row] = max_w + std::log(sum);
       for (std::int64_t t = 0; t < len; ++t) {
         const std::int64_t page = static_cast<std::int64_t>(a.page_indices(b, t / page_size));
         for (std::int64_t d = 0; d < dim; ++d) {

@@ -4,7 +4,9 @@
 // query row r sits at position pos = kv_len - q_len + r and sees keys c in
 // (pos - sliding_window, pos]; per query head qh (KV head qh / (Hq / Hkv)):
 //   out[cu_q_lens[i] + r, qh] = sum_c softmax_c(cap(sm_scale * q . k_c)) v_c,
-// rows past cu_q_lens[num_seqs] are 0. With k_scale / v_scale K/V dequantize as the spec writes
+// rows past cu_q_lens[num_seqs] are 0; the logsumexp (when asked for) is
+//   lse[cu_q_lens[i] + r, qh] = log sum_c exp(cap(sm_scale * q . k_c)), -inf past
+// cu_q_lens[num_seqs]. With k_scale / v_scale K/V dequantize as the spec writes
 // it, q_dtype(f32(x) * scale) (f64 for double q). Independent of the kernels: plain loops over
 // the views' own indexing.
 // Non-finite inputs (docs/hostile-inputs.md): a row whose largest visible logit is NaN (any NaN
@@ -51,10 +53,11 @@ double ragged_kv_value(const RaggedPagedAttentionArgs<Q, KV, Index>& a, bool is_
 }
 
 /// Plain float64 ragged paged attention: [T, Hq, D] row-major. `bounds`, when given, gets the
-/// error scales of every row.
+/// error scales of every row; `lse`, when given, the natural logsumexp of every row [T, Hq].
 template <class Q, class KV, class Index>
 std::vector<double> ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
-                                           RaggedBounds* bounds = nullptr) {
+                                           RaggedBounds* bounds = nullptr,
+                                           std::vector<double>* lse = nullptr) {
   const std::int64_t tokens = a.max_num_batched_tokens(), hq = a.num_q_heads();
   const std::int64_t dim = a.head_dim(), page_size = a.page_size();
   const std::int64_t group = hq / a.num_kv_heads();
@@ -65,6 +68,7 @@ std::vector<double> ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV,
     bounds->logit_mag.assign(static_cast<size_t>(tokens * hq), 0.0);
     bounds->v_max.assign(static_cast<size_t>(tokens * hq), 0.0);
   }
+  if (lse) lse->assign(static_cast<size_t>(tokens * hq), -std::numeric_limits<double>::infinity());
   const double scale = static_cast<double>(a.sm_scale);
   const std::int64_t hkv = a.num_kv_heads();
   std::vector<double> w, k_seq, v_seq;
@@ -129,6 +133,7 @@ std::vector<double> ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV,
         }
         double sum = 0.0;
         for (double& x : w) sum += (x = std::exp(x - max_w));
+        if (lse && !w.empty()) (*lse)[row] = max_w + std::log(sum);
         for (std::int64_t c = first; c <= pos; ++c) {
           const double p = w[static_cast<size_t>(c - first)] / sum;
           for (std::int64_t d = 0; d < dim; ++d) {

@@ -634,6 +634,16 @@ void OutputFiles::commit() {
   staged_.clear();
 }
 
+void stage_option_output(const ParsedArgs& args, OutputFiles* outputs, const char* option,
+                         const std::vector<std::int64_t>& shape,
+                         const std::vector<double>& values) {
+  const std::optional<std::string> path = args.value(option);
+  if (!path) return;
+  outputs->stage(*path, shape, values,
+                 "wrote " + *path + " (float32, " + std::string(option + 2) + ", shape " +
+                     shape_string(shape) + ")");
+}
+
 int finish_output(const ParsedArgs& args, const std::vector<std::int64_t>& shape,
                   const std::vector<double>& values, const Input& expect, Tolerance tol,
                   OutputFiles* outputs) {

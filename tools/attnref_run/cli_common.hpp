@@ -347,6 +347,11 @@ class OutputFiles {
   std::vector<Staged> staged_;
 };
 
+/// Stages `values` [shape] as float32 for the file that `option` (an output option such as
+/// `--lse-out`) names, if it was given; `outputs` commits it with the run's other outputs.
+void stage_option_output(const ParsedArgs& args, OutputFiles* outputs, const char* option,
+                         const std::vector<std::int64_t>& shape, const std::vector<double>& values);
+
 /// Handles a result of `shape`: `--out` writes it as float32 (staged in `outputs` with the
 /// run's other outputs, then all committed; exit 1 on I/O error); `--expect` (loaded and
 /// checked before the run with `load_expect`) compares it with `--atol`/`--rtol` (defaults

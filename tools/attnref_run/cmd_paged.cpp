@@ -118,9 +118,14 @@ int run_typed(const ParsedArgs& args, const PagedInputs& in) {
   const std::int64_t numel = in.q.array.numel();
   std::vector<Q> out(static_cast<std::size_t>(numel));
   TensorView<Q, 3> out_view(out.data(), a.q.extents, numel);
-  fail_if_error(try_paged_attention(run_args, out_view));
+  const std::int64_t batch = a.batch(), heads = a.num_q_heads();
+  std::vector<float> lse(static_cast<std::size_t>(batch * heads));
+  fail_if_error(
+      try_paged_attention(run_args, out_view, TensorView<float, 2>(lse.data(), {batch, heads})));
+  OutputFiles outputs;  // all written, or none
+  stage_option_output(args, &outputs, "--lse-out", {batch, heads}, to_doubles(lse));
   return finish_output(args, in.q.array.shape, to_doubles(out), in.expect,
-                       default_tolerance(in.q.array.dtype));
+                       default_tolerance(in.q.array.dtype), &outputs);
 }
 
 template <class Q, class KV>
@@ -171,9 +176,11 @@ int run_paged(int argc, char** argv) {
       "       [--k-scales KS.npy --v-scales VS.npy] [--soft-cap C] [--mask-value M]\n"
       "       [--sm-scale S] [--pages-per-compute-block N] [--kv-layout jax|nhd|hnd]\n"
       "       [--profile jax|reference] [--check-only] [--check-data] [--out OUT.npy]\n"
-      "       [--expect EXP.npy [--atol A] [--rtol R]]",
+      "       [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]]",
       "Paged attention (decode): out[b, h] = softmax over t < lengths[b] of\n"
       "cap(sm_scale * q[b, h] . k_t) applied to v_t, with k_t on page page_indices[b, t / S].\n"
+      "--lse-out writes the softmax's natural logsumexp [batch, num_q_heads] (-inf for a\n"
+      "sequence of length 0): results over disjoint pages then merge (attnref-run merge).\n"
       "Validates the inputs under the chosen profile (jax: every check JAX's Pallas TPU kernel\n"
       "makes; reference: what the math and memory safety need), then runs attnref's kernel.\n"
       "q, K and V are float16/float32/float64 (K/V of q's dtype), or K/V int8 with float32\n"
@@ -188,6 +195,7 @@ int run_paged(int argc, char** argv) {
             "float32 scales of int8 key pages, in the --kv-layout order, last dim 1 or head_dim"},
            {"--v-scales", "VS.npy", "float32 scales of int8 value pages"},
            {"--pages-per-compute-block", "N", "JAX's blocking (default 1; no numerical effect)"},
+           {"--lse-out", "LSE.npy", "write logsumexp [batch, num_q_heads] as float32 .npy"},
            {"--kv-layout", "L",
             "physical page layout: jax [Hkv,P,S,D] (default), nhd [P,S,Hkv,D], "
             "hnd [P,Hkv,S,D]"}})};

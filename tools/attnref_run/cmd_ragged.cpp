@@ -200,10 +200,15 @@ int run_typed(const ParsedArgs& args, const RaggedInputs& in) {
   run_args.v_scale = a.v_scale;
   const std::int64_t numel = in.q.array.numel();
   std::vector<Q> out(static_cast<std::size_t>(numel));
-  fail_if_error(
-      try_ragged_paged_attention(run_args, TensorView<Q, 3>(out.data(), a.q.extents, numel)));
+  const std::int64_t tokens = a.max_num_batched_tokens(), heads = a.num_q_heads();
+  std::vector<float> lse(static_cast<std::size_t>(tokens * heads));
+  fail_if_error(try_ragged_paged_attention(run_args,
+                                           TensorView<Q, 3>(out.data(), a.q.extents, numel),
+                                           TensorView<float, 2>(lse.data(), {tokens, heads})));
+  OutputFiles outputs;  // all written, or none
+  stage_option_output(args, &outputs, "--lse-out", {tokens, heads}, to_doubles(lse));
   return finish_output(args, in.q.array.shape, to_doubles(out), in.expect,
-                       default_tolerance(in.q.array.dtype));
+                       default_tolerance(in.q.array.dtype), &outputs);
 }
 
 template <class Q, class KV>
@@ -230,7 +235,7 @@ int run_ragged(int argc, char** argv) {
       "       --cu-q-lens C.npy --num-seqs N.npy [--sm-scale S] [--sliding-window W]\n"
       "       [--soft-cap C] [--mask-value M] [--k-scale S] [--v-scale S]\n"
       "       [--profile jax|reference] [--check-only] [--check-data] [--out OUT.npy]\n"
-      "       [--expect EXP.npy [--atol A] [--rtol R]]\n"
+      "       [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]]\n"
       "   or: --k-pages K.npy --v-pages V.npy [--kv-layout jax|nhd|hnd] in place of --kv-pages",
       "Ragged paged attention (continuous batching): sequence i owns query rows\n"
       "[cu_q_lens[i], cu_q_lens[i+1]) and kv_lens[i] cached tokens; row r of a sequence with\n"
@@ -238,7 +243,8 @@ int run_ragged(int argc, char** argv) {
       "sliding window) to its sequence's keys. K and V share one pool [P, S, 2 * Hkv, D]: K of\n"
       "KV head h at combined head 2h, V at 2h + 1 (JAX's form); or, with --k-pages and\n"
       "--v-pages instead of --kv-pages, two pools in the --kv-layout order (an engine's cache).\n"
-      "Output rows past cu_q_lens[num_seqs] are 0.\n"
+      "Output rows past cu_q_lens[num_seqs] are 0. --lse-out writes each row's natural\n"
+      "logsumexp [max_num_batched_tokens, num_q_heads], -inf on those padding rows.\n"
       "Validates the inputs under the chosen profile (jax: every check JAX's Pallas TPU kernel\n"
       "makes; reference: what the math and memory safety need), then runs attnref's kernel.\n"
       "q and the pages are float16/float32/float64 (pages of q's dtype) or the pages int8;\n"
@@ -258,7 +264,9 @@ int run_ragged(int argc, char** argv) {
            {"--num-seqs", "N.npy", "live sequence count, a one-element integer array [1]"},
            {"--sliding-window", "W", "attend to the last W positions only (W > 0)"},
            {"--k-scale", "S", "K dequantization: k = q_dtype(float(k) * S)"},
-           {"--v-scale", "S", "V dequantization: v = q_dtype(float(v) * S)"}})};
+           {"--v-scale", "S", "V dequantization: v = q_dtype(float(v) * S)"},
+           {"--lse-out", "LSE.npy",
+            "write logsumexp [max_num_batched_tokens, num_q_heads] as float32 .npy"}})};
   const ParsedArgs args(kSpec, argc, argv);
   if (args.help_requested()) return print_help(kSpec);
 

@@ -19,6 +19,7 @@
   X(paged, "validate and run paged attention (decode) on .npy files")                      \
   X(splash, "validate and run splash attention (prefill/training) on .npy files")          \
   X(ragged, "validate and run ragged paged attention (continuous batching) on .npy files") \
+  X(merge, "merge two results over disjoint key sets (out + logsumexp) into one")          \
   /* add a subcommand above this line */
 
 namespace attnref {

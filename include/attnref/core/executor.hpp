@@ -28,6 +28,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -222,5 +223,19 @@ template <class ParallelFor>
 ExternalExecutor<ParallelFor> make_executor(int concurrency, ParallelFor parallel_for) {
   return ExternalExecutor<ParallelFor>(concurrency, std::move(parallel_for));
 }
+
+namespace detail {
+
+/// Whether `E` is an executor (has `concurrency()`). The kernels' `(args, out, executor)`
+/// overloads take only executors, so they never compete with `(args, out, logsumexp)`.
+template <class E, class = void>
+struct IsExecutor : std::false_type {};
+template <class E>
+struct IsExecutor<E, std::void_t<decltype(std::declval<std::decay_t<E>&>().concurrency())>>
+    : std::true_type {};
+template <class E>
+using EnableIfExecutor = std::enable_if_t<IsExecutor<E>::value, int>;
+
+}  // namespace detail
 
 }  // namespace attnref

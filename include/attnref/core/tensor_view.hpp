@@ -196,4 +196,35 @@ Status check_output_view(const TensorView<T, Rank>& v, const char* name) noexcep
   return Status();
 }
 
+/// Whether two views reach a common byte: compares the address ranges [first byte, last byte]
+/// they span, so two views interleaved in one buffer count as sharing too. A view with no
+/// elements shares nothing. Precondition: both passed `check_view`.
+template <class A, size_t RankA, class B, size_t RankB>
+bool views_share_memory(const TensorView<A, RankA>& a, const TensorView<B, RankB>& b) noexcept {
+  if (a.numel_or_zero() == 0 || b.numel_or_zero() == 0) return false;
+  const auto span_end = [](const auto& v) {  // one past the last byte
+    std::uintptr_t last = 0;
+    for (size_t i = 0; i < v.extents.size(); ++i)
+      last += static_cast<std::uintptr_t>((v.extents[i] - 1) * v.strides[i]);
+    using T = typename std::decay_t<decltype(v)>::element_type;
+    return reinterpret_cast<std::uintptr_t>(v.data) + (last + 1) * sizeof(T);
+  };
+  const std::uintptr_t a_lo = reinterpret_cast<std::uintptr_t>(a.data);
+  const std::uintptr_t b_lo = reinterpret_cast<std::uintptr_t>(b.data);
+  return a_lo < span_end(b) && b_lo < span_end(a);
+}
+
+/// `kOverlappingOutput` when the output `second` (named `name`) shares memory with the output
+/// `first` (`views_share_memory`): one would overwrite the other. `message_format` (a string
+/// literal) names both, e.g. "{f} and out share memory". Precondition: both passed `check_view`.
+template <class A, size_t RankA, class B, size_t RankB>
+Status check_disjoint_outputs(const TensorView<A, RankA>& first, const TensorView<B, RankB>& second,
+                              const char* name, const char* message_format) noexcept {
+  if (!views_share_memory(first, second)) return Status();
+  return Status(ErrorCode::kOverlappingOutput, "", message_format,
+                "give each output its own buffer (address ranges are compared, so outputs "
+                "interleaved in one buffer are refused too)",
+                {}, {}, name);
+}
+
 }  // namespace attnref

@@ -5,7 +5,10 @@
 ///
 /// out[b, qh, :] = sum_{t < lengths[b]} softmax_t(cap(sm_scale * q[b, qh] . k_t)) v_t,
 /// with k_t = k_pages[kv_head_of(qh), page_indices[b, t / S], t % S, :], cap(x) = c tanh(x / c)
-/// when a soft cap c is set, and a zero row when lengths[b] == 0.
+/// when a soft cap c is set, and a zero row when lengths[b] == 0. The optional logsumexp
+/// [batch, num_q_heads] (f32) is the natural log of the softmax's denominator,
+/// log sum_{t < lengths[b]} exp(cap(sm_scale * q[b, qh] . k_t)), and -inf when lengths[b] == 0;
+/// with it, results over disjoint pages merge exactly (kernels/merge_attention_states.hpp).
 ///
 /// Non-finite inputs (docs/hostile-inputs.md): NaN or +inf in q[b, qh] or in the K row (or its
 /// int8 scales) of a token t < lengths[b] makes that output row NaN (a NaN or +inf logit, or
@@ -24,6 +27,9 @@
 ///   std::vector<float> out_buf(batch * num_q_heads * head_dim);
 ///   attnref::TensorView<float, 3> out(out_buf.data(), {batch, num_q_heads, head_dim});
 ///   attnref::paged_attention(args, out);  // validates (reference profile), then runs
+///   std::vector<float> lse_buf(batch * num_q_heads);  // optional: the logsumexp too
+///   attnref::paged_attention(args, out, attnref::TensorView<float, 2>(lse_buf.data(),
+///                                                                     {batch, num_q_heads}));
 /// @endcode
 #pragma once
 
@@ -47,6 +53,7 @@
 #include "attnref/kernels/detail/head_groups.hpp"
 #include "attnref/kernels/detail/online_softmax.hpp"
 #include "attnref/kernels/detail/tile_products.hpp"
+#include "attnref/kernels/merge_attention_states.hpp"
 #include "attnref/validate/paged.hpp"
 
 namespace attnref {
@@ -224,14 +231,16 @@ inline std::int64_t kv_splits(std::int64_t items, int concurrency, std::int64_t 
 }  // namespace detail
 
 /// Runs paged attention without validating. Precondition: `check_paged(args, profile).ok()` for
-/// some profile, and `out` a valid `[batch, num_q_heads, head_dim]` view (see
-/// `check_paged_output`). Use it to validate once and run many times.
+/// some profile, and `out` a valid `[batch, num_q_heads, head_dim]` view and `logsumexp` empty
+/// or a valid `[batch, num_q_heads]` one (see `check_paged_output`). Use it to validate once and
+/// run many times.
 ///
 /// Work is split over (sequence, KV head) pairs and run on `executor`; when there are fewer pairs
 /// than threads, each sequence's pages are split too and the partial softmax states merged by
 /// log-sum-exp. Any thread count gives the same result up to rounding.
 template <class Q, class KV, class Index, class Executor = SerialExecutor>
 void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, TensorView<Q, 3> out,
+                               TensorView<float, 2> logsumexp = {},
                                Executor&& executor = Executor{}) {
   using Acc = detail::AccumulatorOf<Q, KV>;
   if (out.holds_no_elements()) return;  // batch 0: O(1), whatever the head or page counts
@@ -243,9 +252,10 @@ void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, Tensor
   const std::int64_t splits =
       detail::kv_splits(items, executor.concurrency(), a.pages_per_sequence());
   const auto write_row = [&](std::int64_t b, std::int64_t h, std::int64_t g, const Acc* o,
-                             Acc scale) {
+                             Acc scale, float lse) {
     for (std::int64_t d = 0; d < dim; ++d)
       out(b, heads.q_head(h, g), d) = detail::store_as<Q>(o[d] * scale);
+    if (!logsumexp.empty_view()) logsumexp(b, heads.q_head(h, g)) = lse;
   };
 
   if (splits == 1) {
@@ -257,7 +267,8 @@ void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, Tensor
       const auto& st = scratch.state;
       const bool has_logits = a.lengths(b) > 0;
       for (std::int64_t g = 0; g < group; ++g)
-        write_row(b, h, g, st.o.data() + g * dim, st.inverse_sum_of(g, has_logits));
+        write_row(b, h, g, st.o.data() + g * dim, st.inverse_sum_of(g, has_logits),
+                  st.logsumexp(g, has_logits));
     });
     return;
   }
@@ -293,27 +304,30 @@ void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, Tensor
       return std::min(s * per_split, pps) * a.page_size() < length;
     };
     for (std::int64_t g = 0; g < group; ++g) {
-      Acc m = -std::numeric_limits<Acc>::infinity();
-      for (std::int64_t s = 0; s < splits; ++s)
-        if (has_tokens(s)) m = detail::max_or_nan(m, partial[(item * splits + s) * stride + g]);
-      Acc l = 0;
-      std::fill(merged.begin(), merged.end(), Acc(0));
-      for (std::int64_t s = 0; s < splits && std::isfinite(m); ++s) {
-        if (!has_tokens(s)) continue;
+      const auto state_of = [&](std::int64_t s) {
         const Acc* src = partial + (item * splits + s) * stride;
-        const Acc w = std::exp(src[g] - m);  // 0 for an all -inf split
-        l += w * src[group + g];
-        const Acc* o = src + 2 * group + g * dim;
-        for (std::int64_t d = 0; d < dim; ++d) merged[static_cast<size_t>(d)] += w * o[d];
-      }
-      write_row(b, h, g, merged.data(), detail::inverse_sum(m, l, length > 0));
+        return detail::PartialState<Acc>{src[g], src[group + g], src + 2 * group + g * dim,
+                                         !has_tokens(s)};
+      };
+      const detail::MergedState<Acc> m =
+          detail::merge_partial_states<Acc>(splits, dim, state_of, merged.data());
+      write_row(b, h, g, merged.data(), m.inverse_sum(), m.logsumexp());
     }
   });
 }
 
-/// Checks that `out` is a valid `[batch, num_q_heads, head_dim]` view with distinct elements.
+/// `paged_attention_unchecked(args, out, {}, executor)`.
+template <class Q, class KV, class Index, class Executor, detail::EnableIfExecutor<Executor> = 0>
+void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, TensorView<Q, 3> out,
+                               Executor&& executor) {
+  paged_attention_unchecked(a, out, TensorView<float, 2>{}, std::forward<Executor>(executor));
+}
+
+/// Checks that `out` is a valid `[batch, num_q_heads, head_dim]` view with distinct elements,
+/// and `logsumexp` (when not empty) a valid `[batch, num_q_heads]` one apart from `out`.
 template <class Q, class KV, class Index>
-Status check_paged_output(const PagedAttentionArgs<Q, KV, Index>& a, const TensorView<Q, 3>& out) {
+Status check_paged_output(const PagedAttentionArgs<Q, KV, Index>& a, const TensorView<Q, 3>& out,
+                          const TensorView<float, 2>& logsumexp = {}) {
   ATTNREF_RETURN_IF_ERROR(check_output_view(out, "out"));
   if (!detail::same_extents(out.extents, a.q.extents)) {
     return Status(ErrorCode::kShapeMismatch, "",
@@ -323,25 +337,51 @@ Status check_paged_output(const PagedAttentionArgs<Q, KV, Index>& a, const Tenso
                    a.q.extents[2]},
                   {}, "out");
   }
+  if (!logsumexp.empty_view()) {
+    const auto& l = logsumexp.extents;
+    if (l[0] != a.batch() || l[1] != a.num_q_heads()) {
+      return Status(ErrorCode::kShapeMismatch, "", "{f} has shape ({0}, {1}); expected ({2}, {3})",
+                    "logsumexp is [batch, num_q_heads]", {l[0], l[1], a.batch(), a.num_q_heads()},
+                    {}, "logsumexp");
+    }
+    ATTNREF_RETURN_IF_ERROR(check_output_view(logsumexp, "logsumexp"));
+    ATTNREF_RETURN_IF_ERROR(
+        check_disjoint_outputs(out, logsumexp, "logsumexp", "{f} and out share memory"));
+  }
   return Status();
 }
 
-/// Validates with `Profile::kReference` (shapes, metadata, output view), then runs. Returns the
-/// first error without touching `out`.
+/// Validates with `Profile::kReference` (shapes, metadata, output views), then runs. Returns
+/// the first error without touching `out` or `logsumexp`.
 template <class Q, class KV, class Index, class Executor = SerialExecutor>
 Status try_paged_attention(const PagedAttentionArgs<Q, KV, Index>& a, TensorView<Q, 3> out,
-                           Executor&& executor = Executor{}) {
+                           TensorView<float, 2> logsumexp = {}, Executor&& executor = Executor{}) {
   ATTNREF_RETURN_IF_ERROR(check_paged(a, Profile::kReference));
-  ATTNREF_RETURN_IF_ERROR(check_paged_output(a, out));
-  paged_attention_unchecked(a, out, std::forward<Executor>(executor));
+  ATTNREF_RETURN_IF_ERROR(check_paged_output(a, out, logsumexp));
+  paged_attention_unchecked(a, out, logsumexp, std::forward<Executor>(executor));
   return Status();
+}
+
+/// `try_paged_attention(args, out, {}, executor)`.
+template <class Q, class KV, class Index, class Executor, detail::EnableIfExecutor<Executor> = 0>
+Status try_paged_attention(const PagedAttentionArgs<Q, KV, Index>& a, TensorView<Q, 3> out,
+                           Executor&& executor) {
+  return try_paged_attention(a, out, TensorView<float, 2>{}, std::forward<Executor>(executor));
 }
 
 /// Validates, then runs; throws `ShapeError` (or calls the error handler) on invalid input.
 template <class Q, class KV, class Index, class Executor = SerialExecutor>
 void paged_attention(const PagedAttentionArgs<Q, KV, Index>& a, TensorView<Q, 3> out,
-                     Executor&& executor = Executor{}) {
-  throw_if_error(try_paged_attention(a, out, std::forward<Executor>(executor)));
+                     TensorView<float, 2> logsumexp = {}, Executor&& executor = Executor{}) {
+  throw_if_error(try_paged_attention(a, out, logsumexp, std::forward<Executor>(executor)));
+}
+
+/// `paged_attention(args, out, {}, executor)`.
+template <class Q, class KV, class Index, class Executor, detail::EnableIfExecutor<Executor> = 0>
+void paged_attention(const PagedAttentionArgs<Q, KV, Index>& a, TensorView<Q, 3> out,
+                     Executor&& executor) {
+  throw_if_error(
+      try_paged_attention(a, out, TensorView<float, 2>{}, std::forward<Executor>(executor)));
 }
 
 }  // namespace attnref

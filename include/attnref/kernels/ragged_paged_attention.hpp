@@ -16,7 +16,15 @@
 ///   args.sm_scale = 1.0f / std::sqrt(128.0f);
 ///   std::vector<float> out(q.size());
 ///   attnref::ragged_paged_attention(args, {out.data(), {max_tokens, 32, 128}});  // throws
+///   std::vector<float> lse(max_tokens * 32);  // optional: the logsumexp of every row too
+///   attnref::ragged_paged_attention(args, {out.data(), {max_tokens, 32, 128}},
+///                                   {lse.data(), {max_tokens, 32}});
 /// @endcode
+///
+/// The optional logsumexp [max_num_batched_tokens, num_q_heads] (f32) is the natural log of each
+/// row's softmax denominator over its visible keys; padding rows (at or past
+/// `cu_q_lens[num_seqs]`) get -inf, as a row with no visible key. Results over disjoint key sets
+/// merge exactly with it (kernels/merge_attention_states.hpp).
 ///
 /// How it runs: for each live sequence and each KV head, the G query heads sharing that KV head
 /// and all q_len rows of the sequence form one (q_len * G) x D row block. K/V are read a block
@@ -64,10 +72,12 @@
 namespace attnref {
 
 /// Checks that `out` is a valid view with q's shape `[max_num_batched_tokens, num_q_heads,
-/// head_dim]` (padding rows included).
+/// head_dim]` (padding rows included), and `logsumexp` (when not empty) a valid
+/// `[max_num_batched_tokens, num_q_heads]` one apart from `out`.
 template <class Q, class KV, class Index>
 Status check_ragged_output(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
-                           const TensorView<Q, 3>& out) {
+                           const TensorView<Q, 3>& out,
+                           const TensorView<float, 2>& logsumexp = {}) {
   const auto& e = out.extents;
   const auto& q = a.q.extents;
   if (e[0] != q[0] || e[1] != q[1] || e[2] != q[2]) {
@@ -76,7 +86,20 @@ Status check_ragged_output(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
                   "the output has one row per q row, padding rows included (they are zeroed)",
                   {e[0], e[1], e[2], q[0], q[1], q[2]}, {}, "out");
   }
-  return check_output_view(out, "out");
+  ATTNREF_RETURN_IF_ERROR(check_output_view(out, "out"));
+  if (!logsumexp.empty_view()) {
+    const auto& l = logsumexp.extents;
+    if (l[0] != q[0] || l[1] != q[1]) {
+      return Status(ErrorCode::kShapeMismatch, "", "{f} has shape ({0}, {1}); expected ({2}, {3})",
+                    "logsumexp is [max_num_batched_tokens, num_q_heads], padding rows included "
+                    "(they get -inf)",
+                    {l[0], l[1], q[0], q[1]}, {}, "logsumexp");
+    }
+    ATTNREF_RETURN_IF_ERROR(check_output_view(logsumexp, "logsumexp"));
+    ATTNREF_RETURN_IF_ERROR(
+        check_disjoint_outputs(out, logsumexp, "logsumexp", "{f} and out share memory"));
+  }
+  return Status();
 }
 
 namespace detail {
@@ -169,6 +192,7 @@ struct RaggedCall {
   using Acc = AccumulatorOf<Q, KV>;
   const RaggedPagedAttentionArgs<Q, KV, Index>& a;
   const TensorView<Q, 3>& out;
+  const TensorView<float, 2>& lse;  ///< empty: not written
   HeadGroups heads;
   std::int64_t dim, page_size;
   LogitTransform<Acc> logits;
@@ -180,9 +204,11 @@ struct RaggedCall {
   /// cache), so one (ld, head_step) pair serves both in place.
   bool kv_shared_strides;
 
-  RaggedCall(const RaggedPagedAttentionArgs<Q, KV, Index>& args, const TensorView<Q, 3>& o)
+  RaggedCall(const RaggedPagedAttentionArgs<Q, KV, Index>& args, const TensorView<Q, 3>& o,
+             const TensorView<float, 2>& logsumexp)
       : a(args),
         out(o),
+        lse(logsumexp),
         heads{args.num_q_heads(), args.num_kv_heads()},
         dim(args.head_dim()),
         page_size(args.page_size()),
@@ -393,6 +419,7 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
       const Acc inv = inverse_sum(sc.m_s[row], sc.l_s[row], true);  // every row sees a key
       for (std::int64_t d = 0; d < dim; ++d)
         c.out(it.row0 + r, qh, d) = store_as<Q>(sc.acc_s(row, static_cast<Eigen::Index>(d)) * inv);
+      if (!c.lse.empty_view()) c.lse(it.row0 + r, qh) = logsumexp_of(sc.m_s[row], sc.l_s[row], true);
     }
 }
 
@@ -476,6 +503,7 @@ void ragged_prefill_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem
       const std::int64_t qh = c.heads.q_head(h, g);
       for (std::int64_t d = 0; d < dim; ++d)
         c.out(it.row0 + r, qh, d) = store_as<Q>(sc.acc(row, static_cast<Eigen::Index>(d)) * inv);
+      if (!c.lse.empty_view()) c.lse(it.row0 + r, qh) = logsumexp_of(sc.m[row], sc.l[row], true);
     }
 }
 
@@ -510,15 +538,18 @@ std::vector<RaggedWorkItem> ragged_work_items(const RaggedCall<Q, KV, Index>& c)
 
 template <class Q, class KV, class Index, class Executor>
 void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
-                                 const TensorView<Q, 3>& out, Executor&& executor) {
+                                 const TensorView<Q, 3>& out, const TensorView<float, 2>& lse,
+                                 Executor&& executor) {
   using Acc = AccumulatorOf<Q, KV>;
   // No token row (max_num_batched_tokens 0): nothing to write, O(1) whatever the head counts.
   if (out.holds_no_elements()) return;
-  const RaggedCall<Q, KV, Index> call(a, out);
-  // Padding rows are defined as zero.
+  const RaggedCall<Q, KV, Index> call(a, out, lse);
+  // Padding rows are defined as zero, their logsumexp as -inf (no visible key).
   for (std::int64_t t = a.cu_q_lens(a.num_seqs_count()); t < a.max_num_batched_tokens(); ++t)
-    for (std::int64_t h = 0; h < a.num_q_heads(); ++h)
+    for (std::int64_t h = 0; h < a.num_q_heads(); ++h) {
       for (std::int64_t d = 0; d < call.dim; ++d) out(t, h, d) = store_as<Q>(Acc(0));
+      if (!lse.empty_view()) lse(t, h) = -std::numeric_limits<float>::infinity();
+    }
   const std::vector<RaggedWorkItem> items = ragged_work_items(call);
   executor.parallel_for(static_cast<std::int64_t>(items.size()), [&](std::int64_t k) {
     thread_local RaggedScratch<Acc> scratch;
@@ -535,33 +566,62 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
 }  // namespace detail
 
 /// Runs ragged paged attention without validating: for callers that ran `check_ragged` (any
-/// profile) and `out`'s shape check once and reuse the same metadata. Inputs that fail the
+/// profile) and `check_ragged_output` once and reuse the same metadata. Inputs that fail the
 /// checks are undefined behaviour (out-of-range reads).
 /// `out`: [max_num_batched_tokens, num_q_heads, head_dim]; rows at or past
-/// `cu_q_lens[num_seqs]` are written as zero. `executor` (see core/executor.hpp) runs the
-/// (sequence, KV head) items; the result does not depend on it.
+/// `cu_q_lens[num_seqs]` are written as zero. `logsumexp` (empty: not written):
+/// [max_num_batched_tokens, num_q_heads], -inf on those padding rows. `executor` (see
+/// core/executor.hpp) runs the (sequence, KV head) items; the result does not depend on it.
 template <class Q, class KV, class Index, class Executor = SerialExecutor>
 void ragged_paged_attention_unchecked(const RaggedPagedAttentionArgs<Q, KV, Index>& args,
-                                      TensorView<Q, 3> out, Executor&& executor = Executor{}) {
-  detail::ragged_paged_attention_impl(args, out, std::forward<Executor>(executor));
+                                      TensorView<Q, 3> out, TensorView<float, 2> logsumexp = {},
+                                      Executor&& executor = Executor{}) {
+  detail::ragged_paged_attention_impl(args, out, logsumexp, std::forward<Executor>(executor));
 }
 
-/// Validates (`check_ragged` with `Profile::kReference`, then `out`'s shape), then runs.
-/// Returns the first failed check; `out` is untouched on error.
+/// `ragged_paged_attention_unchecked(args, out, {}, executor)`.
+template <class Q, class KV, class Index, class Executor, detail::EnableIfExecutor<Executor> = 0>
+void ragged_paged_attention_unchecked(const RaggedPagedAttentionArgs<Q, KV, Index>& args,
+                                      TensorView<Q, 3> out, Executor&& executor) {
+  detail::ragged_paged_attention_impl(args, out, TensorView<float, 2>{},
+                                      std::forward<Executor>(executor));
+}
+
+/// Validates (`check_ragged` with `Profile::kReference`, then `check_ragged_output`), then runs.
+/// Returns the first failed check; `out` and `logsumexp` are untouched on error.
 template <class Q, class KV, class Index, class Executor = SerialExecutor>
 Status try_ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV, Index>& args,
-                                  TensorView<Q, 3> out, Executor&& executor = Executor{}) {
+                                  TensorView<Q, 3> out, TensorView<float, 2> logsumexp = {},
+                                  Executor&& executor = Executor{}) {
   ATTNREF_RETURN_IF_ERROR(check_ragged(args, Profile::kReference));
-  ATTNREF_RETURN_IF_ERROR(check_ragged_output(args, out));
-  detail::ragged_paged_attention_impl(args, out, std::forward<Executor>(executor));
+  ATTNREF_RETURN_IF_ERROR(check_ragged_output(args, out, logsumexp));
+  detail::ragged_paged_attention_impl(args, out, logsumexp, std::forward<Executor>(executor));
   return Status();
+}
+
+/// `try_ragged_paged_attention(args, out, {}, executor)`.
+template <class Q, class KV, class Index, class Executor, detail::EnableIfExecutor<Executor> = 0>
+Status try_ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV, Index>& args,
+                                  TensorView<Q, 3> out, Executor&& executor) {
+  return try_ragged_paged_attention(args, out, TensorView<float, 2>{},
+                                    std::forward<Executor>(executor));
 }
 
 /// Validates, then runs; throws `ShapeError` (or calls the error handler) on invalid input.
 template <class Q, class KV, class Index, class Executor = SerialExecutor>
 void ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV, Index>& args,
-                            TensorView<Q, 3> out, Executor&& executor = Executor{}) {
-  throw_if_error(try_ragged_paged_attention(args, out, std::forward<Executor>(executor)));
+                            TensorView<Q, 3> out, TensorView<float, 2> logsumexp = {},
+                            Executor&& executor = Executor{}) {
+  throw_if_error(
+      try_ragged_paged_attention(args, out, logsumexp, std::forward<Executor>(executor)));
+}
+
+/// `ragged_paged_attention(args, out, {}, executor)`.
+template <class Q, class KV, class Index, class Executor, detail::EnableIfExecutor<Executor> = 0>
+void ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV, Index>& args,
+                            TensorView<Q, 3> out, Executor&& executor) {
+  throw_if_error(try_ragged_paged_attention(args, out, TensorView<float, 2>{},
+                                            std::forward<Executor>(executor)));
 }
 
 }  // namespace attnref

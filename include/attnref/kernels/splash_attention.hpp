@@ -29,7 +29,7 @@
 ///    `check_splash(args, mask, Profile::kJax)` (or `check_splash_backward`) first;
 ///  - forward: `try_splash_attention(plan, out, lse, exec) -> Status`, `splash_attention(...)`
 ///    (throws), `splash_attention_unchecked(...)`, and `(args, mask, out, lse, exec)` overloads
-///    that build the plan;
+///    that build the plan; each also as `(..., out, exec)` without the logsumexp;
 ///  - backward: `try_splash_attention_backward(plan, out, lse, dout, grads, exec)`,
 ///    `splash_attention_backward(...)`, `splash_attention_backward_unchecked(...)`, and the
 ///    `(args, mask, ...)` overloads;
@@ -103,7 +103,7 @@ struct SplashPlan {
 };
 
 /// Checks that `out` is a valid `[num_q_heads, q_seq_len, head_dim_v]` view and `logsumexp`
-/// (when not empty) a valid `[num_q_heads, q_seq_len]` one.
+/// (when not empty) a valid `[num_q_heads, q_seq_len]` one apart from `out`.
 template <class Q, class KV>
 Status check_splash_output(const SplashAttentionArgs<Q, KV>& a, const TensorView<Q, 3>& out,
                            const TensorView<float, 2>& logsumexp = {}) {
@@ -123,6 +123,8 @@ Status check_splash_output(const SplashAttentionArgs<Q, KV>& a, const TensorView
                     {l[0], l[1], a.num_q_heads(), a.q_seq_len()}, {}, "logsumexp");
     }
     ATTNREF_RETURN_IF_ERROR(check_output_view(logsumexp, "logsumexp"));
+    ATTNREF_RETURN_IF_ERROR(
+        check_disjoint_outputs(out, logsumexp, "logsumexp", "{f} and out share memory"));
   }
   return Status();
 }
@@ -619,6 +621,13 @@ void splash_attention_unchecked(const SplashPlan<Q, KV>& plan, TensorView<Q, 3> 
   detail::splash_forward_run(plan.args, plan.info, out, logsumexp, executor);
 }
 
+/// `splash_attention_unchecked(plan, out, {}, executor)`.
+template <class Q, class KV, class Executor, detail::EnableIfExecutor<Executor> = 0>
+void splash_attention_unchecked(const SplashPlan<Q, KV>& plan, TensorView<Q, 3> out,
+                                Executor&& executor) {
+  splash_attention_unchecked(plan, out, TensorView<float, 2>{}, std::forward<Executor>(executor));
+}
+
 /// Validates (the plan's args against its MaskInfo, O(1), and the outputs), then runs. Returns
 /// the first error without touching `out` or `logsumexp`.
 template <class Q, class KV, class Executor = SerialExecutor>
@@ -636,6 +645,20 @@ template <class Q, class KV, class Executor = SerialExecutor>
 void splash_attention(const SplashPlan<Q, KV>& plan, TensorView<Q, 3> out,
                       TensorView<float, 2> logsumexp = {}, Executor&& executor = Executor{}) {
   throw_if_error(try_splash_attention(plan, out, logsumexp, std::forward<Executor>(executor)));
+}
+
+/// `try_splash_attention(plan, out, {}, executor)`.
+template <class Q, class KV, class Executor, detail::EnableIfExecutor<Executor> = 0>
+Status try_splash_attention(const SplashPlan<Q, KV>& plan, TensorView<Q, 3> out,
+                            Executor&& executor) {
+  return try_splash_attention(plan, out, TensorView<float, 2>{}, std::forward<Executor>(executor));
+}
+
+/// `splash_attention(plan, out, {}, executor)`.
+template <class Q, class KV, class Executor, detail::EnableIfExecutor<Executor> = 0>
+void splash_attention(const SplashPlan<Q, KV>& plan, TensorView<Q, 3> out, Executor&& executor) {
+  throw_if_error(
+      try_splash_attention(plan, out, TensorView<float, 2>{}, std::forward<Executor>(executor)));
 }
 
 /// Forward from the mask: builds the forward plan (checks under `Profile::kReference`, classifies
@@ -660,6 +683,22 @@ void splash_attention(const SplashAttentionArgs<Q, KV>& args, const M& mask, Ten
                       TensorView<float, 2> logsumexp = {}, Executor&& executor = Executor{}) {
   throw_if_error(
       try_splash_attention(args, mask, out, logsumexp, std::forward<Executor>(executor)));
+}
+
+/// `try_splash_attention(args, mask, out, {}, executor)`.
+template <class Q, class KV, class M, class Executor, detail::EnableIfExecutor<Executor> = 0>
+Status try_splash_attention(const SplashAttentionArgs<Q, KV>& args, const M& mask,
+                            TensorView<Q, 3> out, Executor&& executor) {
+  return try_splash_attention(args, mask, out, TensorView<float, 2>{},
+                              std::forward<Executor>(executor));
+}
+
+/// `splash_attention(args, mask, out, {}, executor)`.
+template <class Q, class KV, class M, class Executor, detail::EnableIfExecutor<Executor> = 0>
+void splash_attention(const SplashAttentionArgs<Q, KV>& args, const M& mask, TensorView<Q, 3> out,
+                      Executor&& executor) {
+  throw_if_error(try_splash_attention(args, mask, out, TensorView<float, 2>{},
+                                      std::forward<Executor>(executor)));
 }
 
 /// Runs the fused backward without validating. Precondition: `plan.backward_status.ok()` and

@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file merge_attention_states.hpp
+/// Merging attention states: two results (out, logsumexp) of the same query rows over disjoint
+/// key sets A and B give the exact result over A ∪ B (the split-KV / flash-decoding reduction,
+/// cascade attention over a shared prefix and a private suffix). Per row and head:
+///
+///   m = max(lse_a, lse_b),  w_a = exp(lse_a - m),  w_b = exp(lse_b - m),
+///   out = (w_a out_a + w_b out_b) / (w_a + w_b),  lse = m + log(w_a + w_b).
+///
+/// A state with lse -inf saw no key: it adds nothing and its out row is not read, so merging it
+/// with another gives that other exactly; both -inf give a zero row and -inf. A NaN lse gives a
+/// NaN row and NaN lse (bad data is not hidden); so does +inf (an overflowed state). The weights
+/// and sums are taken in f32 (f64 for double states); lse is f32 as every kernel writes it.
+///
+/// An output may be its input exactly (the same view: merging in place), or apart from every
+/// input; a partial overlap is refused (`kOverlappingOutput`).
+///
+/// Example (in place: the second half of the keys merged into the first half's result):
+/// @code
+///   attnref::MergeStatesArgs<float> m;
+///   m.out_a = {out_a.data(), {batch, heads, dim}};   // e.g. paged attention over keys [0, t)
+///   m.lse_a = {lse_a.data(), {batch, heads}};
+///   m.out_b = {out_b.data(), {batch, heads, dim}};   // ... and over keys [t, length)
+///   m.lse_b = {lse_b.data(), {batch, heads}};
+///   attnref::TensorView<float, 3> out(out_a.data(), {batch, heads, dim});  // a's own views
+///   attnref::TensorView<float, 2> lse(lse_a.data(), {batch, heads});
+///   attnref::merge_attention_states(m, out, lse);  // throws on invalid views
+/// @endcode
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "attnref/core/dtype.hpp"
+#include "attnref/core/error.hpp"
+#include "attnref/core/executor.hpp"
+#include "attnref/core/status.hpp"
+#include "attnref/core/tensor_view.hpp"
+#include "attnref/kernels/detail/convert.hpp"
+#include "attnref/kernels/detail/online_softmax.hpp"
+
+namespace attnref {
+
+/// Two attention states of the same `[rows, heads]` query rows over disjoint key sets.
+template <class T>
+struct MergeStatesArgs {
+  static_assert(is_float_dtype<T>, "states must be float, double, Eigen::half or Eigen::bfloat16");
+  using value_type = T;
+
+  TensorView<const T, 3> out_a;      ///< [rows, heads, head_dim] result over the keys A
+  TensorView<const float, 2> lse_a;  ///< [rows, heads] its natural logsumexp (-inf: no key)
+  TensorView<const T, 3> out_b;      ///< [rows, heads, head_dim] result over the keys B
+  TensorView<const float, 2> lse_b;  ///< [rows, heads]
+
+  std::int64_t rows() const noexcept { return out_a.extents[0]; }
+  std::int64_t heads() const noexcept { return out_a.extents[1]; }
+  std::int64_t head_dim() const noexcept { return out_a.extents[2]; }
+};
+
+namespace detail {
+
+/// One partial softmax state of a row over some keys: running max `m`, sum `l` of
+/// exp(logit - m) and the unnormalised output `o` [dim] (sum of exp(logit - m) v). A normalised
+/// result (out, lse) is the state (lse, 1, out). An `empty` state saw no key (no logit at all):
+/// it adds nothing and its `o` is not read. A state that saw keys whose logits were all -inf
+/// (only an infinite input makes one) is not empty: the merged row is NaN (the rule of
+/// docs/hostile-inputs.md, "NaN and Inf in live inputs").
+template <class Acc>
+struct PartialState {
+  Acc m;
+  Acc l;
+  const Acc* o;
+  bool empty;
+};
+
+/// The merged running max and sum of `merge_partial_states`, and whether any state saw a key.
+template <class Acc>
+struct MergedState {
+  Acc m;
+  Acc l;
+  bool has_logits;
+
+  Acc inverse_sum() const noexcept { return detail::inverse_sum(m, l, has_logits); }
+  float logsumexp() const noexcept { return detail::logsumexp_of(m, l, has_logits); }
+};
+
+/// Merges `count` partial states `partial(s)` of one row over disjoint key sets into `o` [dim]
+/// (unnormalised, relative to the returned max) and returns the merged (m, l): the paged
+/// kernel's split-KV reduction and `merge_attention_states`. Empty states are skipped; a NaN
+/// max makes the result NaN (std::max would drop it), and so does a non-finite merged max of
+/// states that saw keys (+inf, or all -inf).
+template <class Acc, class PartialAt>
+MergedState<Acc> merge_partial_states(std::int64_t count, std::int64_t dim, PartialAt&& partial,
+                                      Acc* o) {
+  MergedState<Acc> r{-std::numeric_limits<Acc>::infinity(), Acc(0), false};
+  for (std::int64_t s = 0; s < count; ++s) {
+    const PartialState<Acc> p = partial(s);
+    if (p.empty) continue;
+    r.has_logits = true;
+    r.m = max_or_nan(r.m, p.m);
+  }
+  std::fill(o, o + dim, Acc(0));
+  if (!std::isfinite(r.m)) return r;  // no key, or a NaN row: o is not used
+  for (std::int64_t s = 0; s < count; ++s) {
+    const PartialState<Acc> p = partial(s);
+    if (p.empty) continue;
+    const Acc w = std::exp(p.m - r.m);  // 0 for an all -inf split
+    r.l += w * p.l;
+    for (std::int64_t d = 0; d < dim; ++d) o[d] += w * p.o[d];
+  }
+  return r;
+}
+
+/// True when two views are the same elements in the same order (an in-place operand).
+template <class A, class B, size_t Rank>
+bool same_view(const TensorView<A, Rank>& a, const TensorView<B, Rank>& b) noexcept {
+  return std::is_same<std::remove_const_t<A>, std::remove_const_t<B>>::value &&
+         static_cast<const void*>(a.data) == static_cast<const void*>(b.data) &&
+         a.extents == b.extents && a.strides == b.strides;
+}
+
+/// `kOverlappingOutput` when the output `output` (named `name`) shares memory with an input
+/// without being that input's exact view. `message_format` (a literal) names the input.
+template <class O, size_t RankO, class I, size_t RankI>
+Status check_output_against_input(const TensorView<O, RankO>& output, const char* name,
+                                  const TensorView<I, RankI>& input, const char* message_format) {
+  if constexpr (RankO == RankI) {
+    if (same_view(output, input)) return Status();
+  }
+  if (!views_share_memory(output, input)) return Status();
+  return Status(ErrorCode::kOverlappingOutput, "", message_format,
+                "merge in place with the input's own view, or write to a separate buffer", {}, {},
+                name);
+}
+
+/// kShapeMismatch for an out_b or out of a shape other than out_a's.
+inline Status check_merge_out_shape(const std::array<std::int64_t, 3>& e,
+                                    const std::array<std::int64_t, 3>& ea, const char* name) {
+  if (e == ea) return Status();
+  return Status(ErrorCode::kShapeMismatch, "",
+                "{f} has shape ({0}, {1}, {2}); expected out_a's shape ({3}, {4}, {5})",
+                "both states and the output are [rows, heads, head_dim]",
+                {e[0], e[1], e[2], ea[0], ea[1], ea[2]}, {}, name);
+}
+
+/// kShapeMismatch for a [rows, heads] logsumexp view of another shape.
+inline Status check_merge_lse_shape(const std::array<std::int64_t, 2>& e, std::int64_t rows,
+                                    std::int64_t heads, const char* name) {
+  if (e[0] == rows && e[1] == heads) return Status();
+  return Status(ErrorCode::kShapeMismatch, "",
+                "{f} has shape ({0}, {1}); expected ({2}, {3}) (out_a's first two dimensions)",
+                "a logsumexp is [rows, heads], one value per row and head of its out",
+                {e[0], e[1], rows, heads}, {}, name);
+}
+
+}  // namespace detail
+
+/// Checks the states and the outputs: every view valid, out_b and `out` of out_a's shape
+/// `[rows, heads, head_dim]`, lse_a, lse_b and `lse` (when not empty) `[rows, heads]`, `out`
+/// and `lse` apart from each other and each either an input's exact view or apart from it.
+template <class T>
+Status check_merge_states(const MergeStatesArgs<T>& a, const TensorView<T, 3>& out,
+                          const TensorView<float, 2>& lse = {}) {
+  ATTNREF_RETURN_IF_ERROR(check_view(a.out_a, "out_a"));
+  ATTNREF_RETURN_IF_ERROR(check_view(a.lse_a, "lse_a"));
+  ATTNREF_RETURN_IF_ERROR(check_view(a.out_b, "out_b"));
+  ATTNREF_RETURN_IF_ERROR(check_view(a.lse_b, "lse_b"));
+  ATTNREF_RETURN_IF_ERROR(detail::check_merge_out_shape(a.out_b.extents, a.out_a.extents, "out_b"));
+  ATTNREF_RETURN_IF_ERROR(detail::check_merge_out_shape(out.extents, a.out_a.extents, "out"));
+  ATTNREF_RETURN_IF_ERROR(
+      detail::check_merge_lse_shape(a.lse_a.extents, a.rows(), a.heads(), "lse_a"));
+  ATTNREF_RETURN_IF_ERROR(
+      detail::check_merge_lse_shape(a.lse_b.extents, a.rows(), a.heads(), "lse_b"));
+  ATTNREF_RETURN_IF_ERROR(check_output_view(out, "out"));
+  if (!lse.empty_view()) {
+    ATTNREF_RETURN_IF_ERROR(detail::check_merge_lse_shape(lse.extents, a.rows(), a.heads(), "lse"));
+    ATTNREF_RETURN_IF_ERROR(check_output_view(lse, "lse"));
+    ATTNREF_RETURN_IF_ERROR(check_disjoint_outputs(out, lse, "lse", "{f} and out share memory"));
+  }
+  using detail::check_output_against_input;
+  ATTNREF_RETURN_IF_ERROR(check_output_against_input(
+      out, "out", a.out_a, "{f} shares memory with out_a but is not the same view"));
+  ATTNREF_RETURN_IF_ERROR(check_output_against_input(
+      out, "out", a.out_b, "{f} shares memory with out_b but is not the same view"));
+  ATTNREF_RETURN_IF_ERROR(check_output_against_input(
+      out, "out", a.lse_a, "{f} shares memory with lse_a but is not the same view"));
+  ATTNREF_RETURN_IF_ERROR(check_output_against_input(
+      out, "out", a.lse_b, "{f} shares memory with lse_b but is not the same view"));
+  if (!lse.empty_view()) {
+    ATTNREF_RETURN_IF_ERROR(check_output_against_input(
+        lse, "lse", a.out_a, "{f} shares memory with out_a but is not the same view"));
+    ATTNREF_RETURN_IF_ERROR(check_output_against_input(
+        lse, "lse", a.out_b, "{f} shares memory with out_b but is not the same view"));
+    ATTNREF_RETURN_IF_ERROR(check_output_against_input(
+        lse, "lse", a.lse_a, "{f} shares memory with lse_a but is not the same view"));
+    ATTNREF_RETURN_IF_ERROR(check_output_against_input(
+        lse, "lse", a.lse_b, "{f} shares memory with lse_b but is not the same view"));
+  }
+  return Status();
+}
+
+/// Merges without validating. Precondition: `check_merge_states(args, out, lse).ok()`. Writes
+/// `out` [rows, heads, head_dim] and, when not empty, `lse` [rows, heads]; rows run on
+/// `executor` (the result does not depend on it).
+template <class T, class Executor = SerialExecutor>
+void merge_attention_states_unchecked(const MergeStatesArgs<T>& a, TensorView<T, 3> out,
+                                      TensorView<float, 2> lse = {},
+                                      Executor&& executor = Executor{}) {
+  using Acc = detail::AccumulatorOf<T, T>;
+  const std::int64_t heads = a.heads(), dim = a.head_dim();
+  const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
+  executor.parallel_for(a.rows(), [&](std::int64_t n) {
+    thread_local std::vector<Acc> buf;  // out_a row, out_b row, merged row
+    buf.resize(static_cast<size_t>(3 * dim));
+    Acc* row_a = buf.data();
+    Acc* row_b = row_a + dim;
+    Acc* merged = row_b + dim;
+    for (std::int64_t h = 0; h < heads; ++h) {
+      const Acc la = static_cast<Acc>(a.lse_a(n, h)), lb = static_cast<Acc>(a.lse_b(n, h));
+      // Read every input of (n, h) before writing: `out` or `lse` may be an input's own view.
+      if (la != neg_inf)
+        for (std::int64_t d = 0; d < dim; ++d) row_a[d] = detail::load_as<Acc>(a.out_a(n, h, d));
+      if (lb != neg_inf)
+        for (std::int64_t d = 0; d < dim; ++d) row_b[d] = detail::load_as<Acc>(a.out_b(n, h, d));
+      const detail::PartialState<Acc> states[2] = {{la, Acc(1), row_a, la == neg_inf},
+                                                   {lb, Acc(1), row_b, lb == neg_inf}};
+      const detail::MergedState<Acc> m = detail::merge_partial_states<Acc>(
+          2, dim, [&](std::int64_t s) { return states[s]; }, merged);
+      // Both empty: 0 and -inf; a NaN or +inf lse: NaN; else l is in [1, 2].
+      const Acc inv = m.inverse_sum();
+      for (std::int64_t d = 0; d < dim; ++d) out(n, h, d) = detail::store_as<T>(merged[d] * inv);
+      if (!lse.empty_view()) lse(n, h) = m.logsumexp();
+    }
+  });
+}
+
+/// `merge_attention_states_unchecked(args, out, {}, executor)`.
+template <class T, class Executor, detail::EnableIfExecutor<Executor> = 0>
+void merge_attention_states_unchecked(const MergeStatesArgs<T>& a, TensorView<T, 3> out,
+                                      Executor&& executor) {
+  merge_attention_states_unchecked(a, out, TensorView<float, 2>{},
+                                   std::forward<Executor>(executor));
+}
+
+/// Validates (`check_merge_states`), then merges. Returns the first error without touching
+/// `out` or `lse`.
+template <class T, class Executor = SerialExecutor>
+Status try_merge_attention_states(const MergeStatesArgs<T>& a, TensorView<T, 3> out,
+                                  TensorView<float, 2> lse = {}, Executor&& executor = Executor{}) {
+  ATTNREF_RETURN_IF_ERROR(check_merge_states(a, out, lse));
+  merge_attention_states_unchecked(a, out, lse, std::forward<Executor>(executor));
+  return Status();
+}
+
+/// `try_merge_attention_states(args, out, {}, executor)`.
+template <class T, class Executor, detail::EnableIfExecutor<Executor> = 0>
+Status try_merge_attention_states(const MergeStatesArgs<T>& a, TensorView<T, 3> out,
+                                  Executor&& executor) {
+  return try_merge_attention_states(a, out, TensorView<float, 2>{},
+                                    std::forward<Executor>(executor));
+}
+
+/// Validates, then merges; throws `ShapeError` (or calls the error handler) on invalid input.
+template <class T, class Executor = SerialExecutor>
+void merge_attention_states(const MergeStatesArgs<T>& a, TensorView<T, 3> out,
+                            TensorView<float, 2> lse = {}, Executor&& executor = Executor{}) {
+  throw_if_error(try_merge_attention_states(a, out, lse, std::forward<Executor>(executor)));
+}
+
+/// `merge_attention_states(args, out, {}, executor)`.
+template <class T, class Executor, detail::EnableIfExecutor<Executor> = 0>
+void merge_attention_states(const MergeStatesArgs<T>& a, TensorView<T, 3> out,
+                            Executor&& executor) {
+  throw_if_error(
+      try_merge_attention_states(a, out, TensorView<float, 2>{}, std::forward<Executor>(executor)));
+}
+
+}  // namespace attnref
