@@ -225,23 +225,20 @@ template <class Q, class KV>
 bool row_sees_a_key(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, std::int64_t h,
                     std::int64_t i, std::int64_t r) {
   const std::int64_t r0 = i * info.block_q;
-  Eigen::Array<bool, Eigen::Dynamic, Eigen::Dynamic> vis;
   for (std::int64_t j = 0; j < info.num_kv_blocks; ++j) {
     if (info.kind(h, i, j) == BlockKind::kEmpty) continue;
-    const Eigen::Index cols = static_cast<Eigen::Index>(info.kv_cols(j));
+    const std::int64_t cols = info.kv_cols(j);
     if (!tile_may_mask(a, info, h, i, j) && cols > 0) return true;
     // One row of the tile: the pattern row r - r0, q row r.
-    vis.setConstant(1, cols, true);
-    if (info.kind(h, i, j) == BlockKind::kPartial) {
-      const std::uint8_t* pr = info.partial_block(h, i, j) + (r - r0) * info.pattern_cols;
-      for (Eigen::Index c = 0; c < cols; ++c)
-        if (!pr[c]) vis(0, c) = false;
+    const bool partial = info.kind(h, i, j) == BlockKind::kPartial;
+    const std::uint8_t* pr =
+        partial ? info.partial_block(h, i, j) + (r - r0) * info.pattern_cols : nullptr;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      if (partial && !pr[c]) continue;
+      if (a.has_segment_ids() && a.kv_segment_ids(j * info.block_kv + c) != a.q_segment_ids(r))
+        continue;
+      return true;
     }
-    if (a.has_segment_ids()) {
-      for (Eigen::Index c = 0; c < cols; ++c)
-        if (a.kv_segment_ids(j * info.block_kv + c) != a.q_segment_ids(r)) vis(0, c) = false;
-    }
-    if (vis.any()) return true;
   }
   return false;
 }
