@@ -62,8 +62,8 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
   std::int64_t pps = r.range(0, 6);
   std::int64_t total_pages = r.range(0, 10);
   bool stride0_slots = false;  // K/V slot stride 0: a page size past int32 over a small pool
-  if (w.many_heads()) {        // up to 2^14 KV heads, q and pages still small
-    hkv = r.range(1, 1 << 14);
+  if (w.many_heads()) {        // up to 2^12 KV heads, q and pages still small
+    hkv = r.range(1, 1 << 12);
     group = r.range(1, 4);
     dim = r.range(1, 4);
     page_size = r.range(1, 4);

@@ -18,9 +18,12 @@
 # -timeout-* / -leak-* (artifacts), OUT_DIR/<harness>/new/ (inputs found), and a summary table
 # on stdout and in OUT_DIR/summary.md. Exit status: 0 when no worker found anything, 1 when
 # one did, 2 on a usage error.
+# ATTNREF_FUZZ_FLAGS adds libFuzzer flags to every worker, e.g. "-fork=1 -ignore_crashes=1
+# -ignore_timeouts=1 -ignore_ooms=1" to go on past a known bug (the table then counts every
+# artifact a worker left).
 set -uo pipefail
 if [ $# -lt 3 ]; then
-  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 fi
 bin_dir=$(cd "$1" && pwd) || exit 2
@@ -59,9 +62,10 @@ for h in "${harnesses[@]}"; do
     seed=$(random_seed)
     echo "$seed" >"$out_dir/$h/w$i.seed"
     # Absolute paths: fuzz_cli_args works inside its own sandbox directory.
+    # shellcheck disable=SC2086 # ATTNREF_FUZZ_FLAGS is a list of flags
     "$bin_dir/$h" -seed="$seed" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
       -malloc_limit_mb=512 -print_final_stats=1 -artifact_prefix="$out_dir/$h/w$i-" \
-      "$out_dir/$h/new" "${corpus[@]}" >"$out_dir/$h/w$i.log" 2>&1 &
+      ${ATTNREF_FUZZ_FLAGS:-} "$out_dir/$h/new" "${corpus[@]}" >"$out_dir/$h/w$i.log" 2>&1 &
     pids+=($!)
   done
 done
