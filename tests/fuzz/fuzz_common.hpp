@@ -76,10 +76,12 @@ class Reader {
   bool flag() noexcept { return (u8() & 1) != 0; }
   /// True with probability about k/256.
   bool chance(int k) noexcept { return u8() < k; }
-  /// An integer in [lo, hi] (hi - lo < 2^16).
+  /// An integer in [lo, hi], within 2^16 of lo (any lo <= hi: widened draws pass huge ones).
   std::int64_t range(std::int64_t lo, std::int64_t hi) noexcept {
     if (hi <= lo) return lo;
-    return lo + static_cast<std::int64_t>(u16() % static_cast<std::uint64_t>(hi - lo + 1));
+    const std::uint64_t span = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo) + 1;
+    const std::uint64_t x = span == 0 ? u16() : u16() % span;  // (span 0: all of int64)
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(lo) + x);
   }
   /// A byte string of length in [0, max_len].
   std::string bytes(std::size_t max_len) {

@@ -107,7 +107,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
           len = std::min(capacity, page_size);
           break;
         case 3:
-          len = std::min(capacity, page_size + 1);
+          len = std::min(capacity, sat_add(page_size, 1));
           break;
         default:
           len = r.range(0, capacity);

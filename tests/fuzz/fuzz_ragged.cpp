@@ -120,7 +120,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
           kv_len = capacity;  // (past int32 with stride0_slots)
           break;
         case 1:
-          kv_len = std::min(capacity, page_size + 1);
+          kv_len = std::min(capacity, sat_add(page_size, 1));
           break;
         default:
           kv_len =
