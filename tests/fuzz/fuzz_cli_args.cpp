@@ -12,9 +12,17 @@
 // '/', so every path a subcommand opens or writes (--out) stays in that directory; files a run
 // creates are deleted after it. stdout is discarded.
 //
+// Widened draws: a second byte (after the command byte; 0 decodes as before it existed) adds
+// files and values to the dictionaries: int64 .npy metadata past int32 (lengths, page indices,
+// kv_lens, cu_q_lens, num_seqs), arrays with a zero extent next to extents of 2^34 or 2^40,
+// 65536 query heads with 65536 1x1 mask heads, and option values such as 1e39, 1e-40 (denormal
+// in float32), 2^32 and 2^40.
+//
 // Invariants: a subcommand returns 0 or ends with cli::Exit carrying exit code 1, 2 or 3 and a
 // non-empty text; no other exception escapes (main.cpp would turn one into exit 1, but here it
-// means a parsing path that forgot to validate: std::out_of_range, std::length_error, ...).
+// means a parsing path that forgot to validate: std::out_of_range, std::length_error, ...);
+// work proportional to input bytes: a subcommand's allocations stay within the BudgetScope
+// budget (fuzz_common.hpp) of the bytes of the files it may read plus what it may write.
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,6 +33,8 @@
 #include <cstring>
 #include <iostream>
 #include <limits>
+#include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -122,6 +132,41 @@ void write_pool() {
   put<std::int32_t>("ns", {1}, {2});
   put<std::int32_t>("nsbad", {1}, {4});
   put<std::int32_t>("rp", {3, 2}, {1, 2, 0, -1, -1, -1});
+  // Widened pool (only the Wide dictionaries name these).
+  constexpr std::int64_t k32 = std::int64_t{1} << 32, k34 = std::int64_t{1} << 34;
+  constexpr std::int64_t k40 = std::int64_t{1} << 40;
+  put<std::int64_t>("l64big", {B}, {k32 + 5, 0});
+  put<std::int64_t>("p64big", {B, 3}, {k32 + 1, 1, -1, -1, -1, -1});
+  put<std::int64_t>("kvl64big", {3}, {k32 + 5, 2, 0});
+  put<std::int64_t>("cu64big", {4}, {0, k32, k32, k32});
+  put<std::int64_t>("ns64big", {1}, {k32 + 1});
+  put<std::int64_t>("rp64big", {3, 2}, {k32, 2, 0, -1, -1, -1});
+  put<std::int64_t>("cu64", {4}, {0, 1, 2, 2});
+  put<std::int64_t>("kvl64", {3}, {5, 2, 0});
+  put<std::int64_t>("ns64", {1}, {2});
+  put<float>("q0huge", {0, k40, D}, {});
+  put<float>("qhuge0", {k34, Hq, 0}, {});
+  put<float>("k0huge", {k40, 0, S, D}, {});
+  put<float>("kvp0huge", {0, k40, 2 * Hkv, D}, {});
+  put<std::int32_t>("pzhuge", {0, k40}, {});
+  put<float>("sq0huge", {k34, 0, D}, {});
+  put<float>("sk0huge", {k34, 0, D}, {});
+  put<float>("sk0", {1, 0, D}, {});
+  const std::int64_t many = 65536;
+  std::vector<float> qm(static_cast<std::size_t>(many * 2));
+  for (std::size_t i = 0; i < qm.size(); ++i) qm[i] = static_cast<float>(i % 5) / 4.0f - 0.5f;
+  put<float>("qmany", {many, 1, 2}, qm);
+  put<float>("kmany1", {1, 1, 2}, {0.5f, -0.25f});
+  put<float>("sinksmany", {many}, std::vector<float>(static_cast<std::size_t>(many), 0.5f));
+  {
+    std::vector<unsigned char> mm(static_cast<std::size_t>(many));
+    for (std::size_t i = 0; i < mm.size(); ++i) mm[i] = static_cast<unsigned char>(i % 3 != 0);
+    std::unique_ptr<bool[]> mb(new bool[mm.size()]);
+    for (std::size_t i = 0; i < mm.size(); ++i) mb[i] = mm[i] != 0;
+    if (!write_npy("maskmany", make_npy_array<bool>({many, 1, 1}, mb.get())).ok())
+      attnref_fuzz::fail("pool");
+    pool_files().insert("maskmany");
+  }
   std::FILE* f = std::fopen("junk", "wb");
   if (f != nullptr) {
     std::fputs("\x93NUMPY\x01\x00\xff\x00{'descr': '<f4', 'shape': (1,), }", f);
@@ -237,9 +282,27 @@ const char* const kValues[] = {"0",
                                "08",
                                "1e-320"};
 
-std::string token(attnref_fuzz::Reader& r) {
+const char* const kWideFiles[] = {
+    "l64big",  "p64big",  "kvl64big", "cu64big", "ns64big", "rp64big",   "cu64",
+    "kvl64",   "ns64",    "q0huge",   "qhuge0",  "k0huge",  "kvp0huge",  "pzhuge",
+    "sq0huge", "sk0huge", "sk0",      "qmany",   "kmany1",  "sinksmany", "maskmany"};
+const char* const kWideValues[] = {
+    "1e39",        "-1e39",       "1e-40",      "-1e-40", "1099511627776", "4294967296",
+    "-4294967296", "17179869184", "0.0",        "-0.0",   "1e-45",         "3.4028236e38",
+    "9e18",        "-2147483649", "4294967297", "65536",  "none,0",        "0,none"};
+
+template <size_t N, size_t M>
+std::string pick_from(attnref_fuzz::Reader& r, const char* const (&table)[N],
+                      const char* const (&wide)[M], bool widened) {
+  const size_t i = r.u8() % (widened ? N + M : N);
+  return std::string(i < N ? table[i] : wide[i - N]);
+}
+
+std::string token(attnref_fuzz::Reader& r, bool widened) {
   const std::uint8_t kind = r.u8();
   auto pick = [&](const auto& table) {
+    if (&table[0] == &kFiles[0]) return pick_from(r, kFiles, kWideFiles, widened);
+    if (&table[0] == &kValues[0]) return pick_from(r, kValues, kWideValues, widened);
     return std::string(table[r.u8() % (sizeof(table) / sizeof(table[0]))]);
   };
   switch (kind % 8) {
@@ -331,9 +394,10 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   attnref_fuzz::Reader r(data, size);
   const int command = r.u8() % 5;  // config, paged, splash, ParsedArgs, ragged
+  const bool widened = r.u8() != 0;
   std::vector<std::string> tokens;
   const int n = static_cast<int>(r.range(0, 24));
-  for (int i = 0; i < n && !r.empty(); ++i) tokens.push_back(token(r));
+  for (int i = 0; i < n && !r.empty(); ++i) tokens.push_back(token(r, widened));
   std::vector<char*> argv;
   for (std::string& t : tokens) argv.push_back(&t[0]);
   argv.push_back(nullptr);
@@ -345,6 +409,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   int code = -1;
   std::string what;
+  // Budget: the pool files the arguments name (each read once; a token may be `--opt=file`),
+  // plus 1 MiB for the tool's own state and messages. --out files hold what was read.
+  static const std::map<std::string, std::int64_t> file_bytes = [] {
+    std::map<std::string, std::int64_t> sizes;
+    for (const std::string& name : pool_files()) {
+      struct stat st;
+      if (stat(name.c_str(), &st) == 0) sizes[name] = static_cast<std::int64_t>(st.st_size);
+    }
+    return sizes;
+  }();
+  std::set<std::string> named;
+  for (const std::string& t : tokens) {
+    const size_t eq = t.find('=');
+    const auto it = file_bytes.find(eq == std::string::npos ? t : t.substr(eq + 1));
+    if (it != file_bytes.end()) named.insert(it->first);
+  }
+  attnref_fuzz::DataSize budget_data;
+  budget_data.add_raw(1 << 20, 1);
+  for (const std::string& name : named) budget_data.add_raw(file_bytes.at(name), 1);
+  attnref_fuzz::BudgetScope budget("attnref-run subcommand", budget_data);
   try {
     switch (command) {
       case 0:

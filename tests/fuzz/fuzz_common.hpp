@@ -3,11 +3,17 @@
 // (returning zeros once the bytes run out, so every input decodes to something), a table of
 // hostile integers and reals, a small PRNG for bulk tensor data, a check that ends the run with
 // a readable report (libFuzzer then saves the input as a crash), and the view geometries and
-// exactly-sized buffers the family harnesses build their calls from.
+// exactly-sized buffers the family harnesses build their calls from; the widened draws (huge
+// extents next to zero-size dimensions, many heads, int64 metadata past int32, special option
+// values); and the work budget: allocations and executor items during a library call stay
+// proportional to the bytes of its inputs and outputs.
 #pragma once
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -25,6 +31,14 @@
 #include <attnref/core/executor.hpp>
 #include <attnref/core/status.hpp>
 #include <attnref/core/tensor_view.hpp>
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#include <sanitizer/allocator_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#define ATTNREF_FUZZ_COUNT_ALLOCATIONS 1
+#endif
+#endif
 
 namespace attnref_fuzz {
 
@@ -62,10 +76,12 @@ class Reader {
   bool flag() noexcept { return (u8() & 1) != 0; }
   /// True with probability about k/256.
   bool chance(int k) noexcept { return u8() < k; }
-  /// An integer in [lo, hi] (hi - lo < 2^16).
+  /// An integer in [lo, hi], within 2^16 of lo (any lo <= hi: widened draws pass huge ones).
   std::int64_t range(std::int64_t lo, std::int64_t hi) noexcept {
     if (hi <= lo) return lo;
-    return lo + static_cast<std::int64_t>(u16() % static_cast<std::uint64_t>(hi - lo + 1));
+    const std::uint64_t span = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo) + 1;
+    const std::uint64_t x = span == 0 ? u16() : u16() % span;  // (span 0: all of int64)
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(lo) + x);
   }
   /// A byte string of length in [0, max_len].
   std::string bytes(std::size_t max_len) {
@@ -94,9 +110,9 @@ inline std::int64_t hostile_int(Reader& r, std::int64_t near) {
     case 3:
       return near;
     case 4:
-      return near + 1;
+      return near == kMax ? kMax : near + 1;  // (saturating: `near` may be huge)
     case 5:
-      return near - 1;
+      return near == kMin ? kMin : near - 1;
     case 6:
       return std::numeric_limits<std::int32_t>::max();
     case 7:
@@ -116,9 +132,9 @@ inline std::int64_t hostile_int(Reader& r, std::int64_t near) {
     case 14:
       return std::int64_t{3037000500};  // ~sqrt(INT64_MAX): squares overflow
     case 15:
-      return -near;
+      return near == kMin ? kMax : -near;
     case 16:
-      return 2 * near;
+      return near > kMax / 2 ? kMax : near < kMin / 2 ? kMin : 2 * near;
     case 17:
       return std::int64_t{1} << 20;
     case 18:
@@ -181,17 +197,142 @@ class Rng {
   std::uint64_t s_;
 };
 
-/// A harness's cases, one per dtype combination: each reads the rest of the input.
-using CaseFn = void (*)(Reader&, Rng&);
+/// Which widened draws an input asks for (issue 16 item 10). Each is a bit of the "wide" byte
+/// that follows the case byte and the seed; 0 decodes exactly as the harnesses did before the
+/// byte existed, so the committed corpora keep their meaning (they were converted by inserting
+/// a 0 there).
+struct Wide {
+  std::uint8_t bits = 0;
+  /// Huge extents (past int32, up to 2^40 and beyond) next to a zero-size dimension, so every
+  /// tensor stays empty or small: work must follow the data, not the largest extent.
+  bool huge_zero() const noexcept { return (bits & 1) != 0; }
+  /// Many query / KV heads and many per-head masks within a bounded input.
+  bool many_heads() const noexcept { return (bits & 2) != 0; }
+  /// int64 metadata (lengths, page indices, cu_q_lens, num_seqs, mask offsets) past int32.
+  bool int64_meta() const noexcept { return (bits & 4) != 0; }
+  /// Special option values: 0, negative, denormal, FLT_MAX, inf, nan; windows 0, negative,
+  /// INT64_MAX; block sizes 0 or huge.
+  bool special_options() const noexcept { return (bits & 8) != 0; }
+};
 
-/// One fuzz input: the first byte picks the case, the next eight seed the bulk-data PRNG.
+/// A harness's cases, one per dtype combination: each reads the rest of the input.
+using CaseFn = void (*)(Reader&, Rng&, const Wide&);
+
+/// One fuzz input: the first byte picks the case, the next eight seed the bulk-data PRNG, the
+/// next one is the Wide byte.
 template <size_t N>
 int run_one(const std::uint8_t* data, std::size_t size, const CaseFn (&cases)[N]) {
   Reader r(data, size);
   const std::uint8_t kind = r.u8();
   Rng rng(r.u64());
-  cases[kind % N](r, rng);
+  Wide wide;
+  wide.bits = r.u8();
+  cases[kind % N](r, rng, wide);
   return 0;
+}
+
+/// An extent past int32 (2^31 .. 2^40 and beyond), for a tensor that also has a zero extent.
+inline std::int64_t huge_extent(Reader& r) {
+  switch (r.u8() % 10) {
+    case 0:
+      return std::int64_t{1} << 31;
+    case 1:
+      return std::int64_t{1} << 32;
+    case 2:
+      return (std::int64_t{1} << 32) + 1;
+    case 3:
+      return std::int64_t{1} << 34;
+    case 4:
+      return std::int64_t{1} << 40;
+    case 5:
+      return (std::int64_t{1} << 40) + 3;
+    case 6:
+      return std::int64_t{1} << 48;
+    case 7:
+      return std::int64_t{1} << 62;
+    case 8:
+      return std::numeric_limits<std::int64_t>::max();
+    default:
+      return std::int64_t{1} << r.range(20, 62);
+  }
+}
+
+/// An int64 metadata value just past int32, or far past it.
+inline std::int64_t past_int32(Reader& r) {
+  constexpr std::int64_t k31 = std::int64_t{1} << 31, k32 = std::int64_t{1} << 32;
+  switch (r.u8() % 8) {
+    case 0:
+      return k31;
+    case 1:
+      return k32;
+    case 2:
+      return k32 + r.range(0, 8);
+    case 3:
+      return -k32 + r.range(-1, 1);
+    case 4:
+      return k31 + r.range(0, 8);
+    case 5:
+      return std::int64_t{1} << 40;
+    case 6:
+      return std::numeric_limits<std::int64_t>::max() - r.range(0, 2);
+    default:
+      return static_cast<std::int64_t>(r.u64() | (std::uint64_t{1} << 33));
+  }
+}
+
+/// Option reals at the edges: 0, -0, negative, denormal, FLT_MAX, inf, nan (both signs).
+inline float special_real(Reader& r) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  switch (r.u8() % 14) {
+    case 0:
+      return 0.0f;
+    case 1:
+      return -0.0f;
+    case 2:
+      return -1.0f;
+    case 3:
+      return -std::numeric_limits<float>::denorm_min();
+    case 4:
+      return std::numeric_limits<float>::denorm_min();
+    case 5:
+      return 1e-40f;  // denormal
+    case 6:
+      return std::numeric_limits<float>::min();
+    case 7:
+      return std::numeric_limits<float>::max();  // float's nearest to 1e39 is inf
+    case 8:
+      return kInf;
+    case 9:
+      return -kInf;
+    case 10:
+      return std::numeric_limits<float>::quiet_NaN();
+    case 11:
+      return -std::numeric_limits<float>::quiet_NaN();
+    case 12:
+      return -std::numeric_limits<float>::max();
+    default:
+      return hostile_real(r);
+  }
+}
+
+/// Block sizes, windows and counts at the edges: 0, negative, 1, huge, INT64_MAX / MIN.
+inline std::int64_t special_int(Reader& r, std::int64_t near) {
+  switch (r.u8() % 8) {
+    case 0:
+      return 0;
+    case 1:
+      return -1;
+    case 2:
+      return std::numeric_limits<std::int64_t>::max();
+    case 3:
+      return std::numeric_limits<std::int64_t>::min();
+    case 4:
+      return huge_extent(r);
+    case 5:
+      return 1;
+    default:
+      return hostile_int(r, near);
+  }
 }
 
 /// Every error must render: a code with a name, a message and a hint that format without
@@ -367,8 +508,8 @@ inline Geometry<3> layout3(Reader& r, std::int64_t a, std::int64_t b, std::int64
   Geometry<3> g;
   g.extents = {a, b, c};
   if (r.u8() % 3 == 0) {
-    const std::int64_t row = c + r.range(0, 2);
-    g.strides = {row, std::max<std::int64_t>(a, 1) * row, 1};
+    const std::int64_t row = sat_add(c, r.range(0, 2));  // (saturating: widened extents)
+    g.strides = {row, sat_mul(std::max<std::int64_t>(a, 1), row), 1};
   } else {
     g.strides = padded_strides<3>(g.extents, r.range(0, 3));
   }
@@ -448,5 +589,155 @@ inline attnref::ThreadPoolExecutor& pool() {
   static attnref::ThreadPoolExecutor p(2);
   return p;
 }
+
+// --- the work budget ----------------------------------------------------------------------------
+// Invariant "work proportional to input bytes": while a library call runs under a BudgetScope,
+// the bytes it holds allocated at once (counted by ASan's malloc/free hooks: operator new,
+// malloc, Eigen's aligned allocations, on every thread) stay under
+//   kBudgetFixedBytes + kBudgetBytesPerByte * (bytes of the call's input and output buffers),
+// and the parallel_for items it hands a Counted executor stay under
+//   kBudgetFixedItems + (elements of those buffers).
+// "Buffers" are the allocations the harness made behind the views (not the elements a view
+// claims): an extent of 2^40 next to a zero-size dimension, or a head count no tensor holds,
+// buys no budget. Output buffers count, and a validated output view never overlaps, so a call
+// whose output really has N elements may use O(N) memory and items.
+// Constants: 16 MiB covers what does not scale with the call (per-thread tile scratch of a few
+// [128, 128] float64 tiles, a MaskInfo for a handful of blocks, exception and message strings);
+// 64 bytes per byte covers a kernel widening every element to float64 (8x from int8), keeping
+// a few such copies (K, V, scores) and std::vector's doubling growth (2x). Items: one per
+// (sequence or head, block) pair is at most one per output element, plus 65536 for fixed fan-out.
+// An excess aborts at once in the allocation (or parallel_for) that crossed the budget, with
+// the stack, so libFuzzer saves the input.
+inline constexpr std::int64_t kBudgetFixedBytes = std::int64_t{16} << 20;
+inline constexpr std::int64_t kBudgetBytesPerByte = 64;
+inline constexpr std::int64_t kBudgetFixedItems = std::int64_t{1} << 16;
+
+namespace detail {
+struct BudgetState {
+  std::atomic<bool> active{false};
+  std::atomic<std::int64_t> live{0};  // bytes allocated minus freed since the scope began
+  std::atomic<std::int64_t> peak{0};
+  std::atomic<std::int64_t> items{0};
+  std::int64_t byte_budget = 0;
+  std::int64_t item_budget = 0;
+  const char* what = "";
+};
+inline BudgetState& budget_state() {
+  static BudgetState s;
+  return s;
+}
+
+/// Prints without allocating (called from inside malloc), then the stack, then aborts.
+[[noreturn]] inline void budget_exceeded(const char* kind, std::int64_t used, std::int64_t budget) {
+  BudgetState& s = budget_state();
+  s.active.store(false);
+  char msg[320];
+  const int n =
+      std::snprintf(msg, sizeof msg,
+                    "\nattnref fuzz invariant broken: work not proportional to input "
+                    "bytes\n%s: %s %lld over the budget %lld\n",
+                    s.what, kind, static_cast<long long>(used), static_cast<long long>(budget));
+  if (n > 0) (void)!write(2, msg, static_cast<size_t>(std::min<int>(n, sizeof msg - 1)));
+#if defined(ATTNREF_FUZZ_COUNT_ALLOCATIONS)
+  __sanitizer_print_stack_trace();
+#endif
+  std::abort();
+}
+
+#if defined(ATTNREF_FUZZ_COUNT_ALLOCATIONS)
+inline void on_malloc(const volatile void*, size_t n) {
+  BudgetState& s = budget_state();
+  if (!s.active.load(std::memory_order_relaxed)) return;
+  const std::int64_t live =
+      s.live.fetch_add(static_cast<std::int64_t>(n)) + static_cast<std::int64_t>(n);
+  std::int64_t peak = s.peak.load(std::memory_order_relaxed);
+  while (live > peak && !s.peak.compare_exchange_weak(peak, live)) {
+  }
+  if (live > s.byte_budget) budget_exceeded("bytes allocated at once", live, s.byte_budget);
+}
+inline void on_free(const volatile void* p) {
+  BudgetState& s = budget_state();
+  if (!s.active.load(std::memory_order_relaxed)) return;
+  s.live.fetch_sub(static_cast<std::int64_t>(__sanitizer_get_allocated_size(p)));
+}
+#endif
+}  // namespace detail
+
+/// The elements and bytes of the buffers behind a call (inputs and outputs).
+struct DataSize {
+  std::int64_t elements = 0;
+  std::int64_t bytes = 0;
+  template <class T, size_t R>
+  DataSize& add(const Buffer<T, R>& b) {
+    return add_raw(b.size, static_cast<std::int64_t>(sizeof(T)));
+  }
+  template <class T>
+  DataSize& add(const std::vector<T>& v) {
+    return add_raw(static_cast<std::int64_t>(v.size()), static_cast<std::int64_t>(sizeof(T)));
+  }
+  DataSize& add_raw(std::int64_t n, std::int64_t itemsize) {
+    elements = sat_add(elements, n);
+    bytes = sat_add(bytes, sat_mul(n, itemsize));
+    return *this;
+  }
+};
+
+/// Counts allocations and executor items from construction to destruction against the budget
+/// of `data` (see above). Scopes do not nest.
+class BudgetScope {
+ public:
+  BudgetScope(const char* what, const DataSize& data) {
+    detail::BudgetState& s = detail::budget_state();
+#if defined(ATTNREF_FUZZ_COUNT_ALLOCATIONS)
+    static const bool installed =
+        __sanitizer_install_malloc_and_free_hooks(detail::on_malloc, detail::on_free) != 0;
+    if (!installed) fail("cannot install the allocation hooks");
+#endif
+    s.what = what;
+    s.byte_budget = sat_add(kBudgetFixedBytes, sat_mul(kBudgetBytesPerByte, data.bytes));
+    s.item_budget = sat_add(kBudgetFixedItems, data.elements);
+    s.live.store(0);
+    s.peak.store(0);
+    s.items.store(0);
+    s.active.store(true);
+  }
+  ~BudgetScope() { detail::budget_state().active.store(false); }
+  BudgetScope(const BudgetScope&) = delete;
+  BudgetScope& operator=(const BudgetScope&) = delete;
+  /// Peak bytes and items so far (ATTNREF_FUZZ_VERBOSE reports).
+  std::int64_t peak_bytes() const { return detail::budget_state().peak.load(); }
+  std::int64_t items() const { return detail::budget_state().items.load(); }
+};
+
+/// An executor that counts the items of every parallel_for against the active BudgetScope
+/// (before running them, so a loop over 2^34 heads is reported instead of timing out) and
+/// hands the work to `inner`.
+template <class Inner>
+struct Counted {
+  Inner inner;
+  int concurrency() const noexcept { return inner.concurrency(); }
+  template <class Fn>
+  void parallel_for(std::int64_t n, const Fn& fn) const {
+    detail::BudgetState& s = detail::budget_state();
+    if (s.active.load()) {
+      const std::int64_t total = sat_add(s.items.fetch_add(n), n);
+      if (total > s.item_budget)
+        detail::budget_exceeded("parallel_for items", total, s.item_budget);
+    }
+    inner.parallel_for(n, fn);
+  }
+};
+template <class Inner>
+Counted<Inner> counted(Inner inner) {
+  return Counted<Inner>{inner};
+}
+/// The shared pool, counted (the pool itself is not copyable).
+struct PoolRef {
+  int concurrency() const noexcept { return pool().concurrency(); }
+  template <class Fn>
+  void parallel_for(std::int64_t n, const Fn& fn) const {
+    pool().parallel_for(n, fn);
+  }
+};
 
 }  // namespace attnref_fuzz

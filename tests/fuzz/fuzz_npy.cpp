@@ -10,7 +10,10 @@
 //  - a success holds exactly numel * itemsize bytes, a known dtype and non-negative extents,
 //    and encode_npy -> parse_npy gives the same array back;
 //  - no allocation is sized from a header number the file's length does not back (libFuzzer's
-//    -malloc_limit_mb catches any that is).
+//    -malloc_limit_mb catches any that is), and parse_npy / read_npy hold at most the
+//    BudgetScope budget of the file's bytes at once (fuzz_common.hpp): a shape such as
+//    (2^40, 0) or (0, 2^62) buys nothing.
+// The corpus has such shapes, and int64 data past int32.
 #include <unistd.h>
 #include <cstdint>
 #include <cstdio>
@@ -86,8 +89,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     file.insert(file.end(), rest.begin(), rest.end());
   }
 
+  attnref_fuzz::DataSize budget_data;
+  budget_data.add(file);
   attnref::NpyArray mem;
-  const attnref::NpyStatus ms = attnref::parse_npy(file.data(), file.size(), &mem, "fuzz.npy");
+  attnref::NpyStatus ms;
+  {
+    attnref_fuzz::BudgetScope budget("parse_npy", budget_data);
+    ms = attnref::parse_npy(file.data(), file.size(), &mem, "fuzz.npy");
+  }
   if (ms.ok()) {
     check_array(mem);
   } else {
@@ -104,7 +113,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::fclose(f);
   if (!written) return 0;
   attnref::NpyArray disk;
-  const attnref::NpyStatus ds = attnref::read_npy(temp_path(), &disk);
+  attnref::NpyStatus ds;
+  {
+    attnref_fuzz::BudgetScope budget("read_npy", budget_data);
+    ds = attnref::read_npy(temp_path(), &disk);
+  }
   ATTNREF_FUZZ_CHECK(ds.ok() == ms.ok(),
                      "read_npy and parse_npy disagree: " + ds.message() + " vs " + ms.message());
   if (ds.ok()) ATTNREF_FUZZ_CHECK(same_array(disk, mem), "read_npy and parse_npy differ");

@@ -3,6 +3,10 @@
 // strides, buffer sizes, page tables, lengths, KV layouts, float or int8 pages with scales,
 // int32 or int64 indices, soft cap / mask value / scale, executor), sometimes made hostile by a
 // few mutations (extents, strides, buffer sizes, null data, page indices, lengths, options).
+// Widened draws (the Wide byte, fuzz_common.hpp): an empty batch and no pages next to huge head
+// counts, head dims, page sizes or page-table widths; thousands of heads; int64 lengths and page
+// indices past int32 (with page sizes past int32 over a stride-0 pool, so such lengths can be
+// valid); special scale / soft cap / mask value and pages_per_compute_block values.
 //
 // Every buffer the harness allocates holds exactly the elements its view's `buffer_size` claims
 // (so AddressSanitizer sees any read past it) and at most 2^20 elements (the harness stays far
@@ -17,7 +21,9 @@
 //  - on success every output element is written, finite, and equal (within float tolerance) to
 //    the float64 oracle of tests/reference/paged.hpp;
 //  - the data tier accepts NaN outside the used region and reports NaN injected inside it;
-//  - every error renders (code name, message, hint).
+//  - every error renders (code name, message, hint);
+//  - work proportional to input bytes: validation and the kernel stay within the BudgetScope
+//    budget of the buffers behind the call (fuzz_common.hpp).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -42,21 +48,45 @@ using namespace attnref_fuzz;  // the shared harness pieces (fuzz_common.hpp)
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 template <class KV, class Index>
-void run_case(Reader& r, attnref_fuzz::Rng& rng) {
+void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
   using Args = attnref::PagedAttentionArgs<float, KV, Index>;
   constexpr bool kQuant = Args::kQuantized;
   constexpr std::int64_t kIndexMax = std::numeric_limits<Index>::max();
 
   // --- a consistent call -------------------------------------------------------------------
-  const std::int64_t batch = r.range(0, 4);
-  const std::int64_t hkv = r.range(1, 3);
-  const std::int64_t group = r.range(1, 4);
-  const std::int64_t hq = hkv * group;
-  const std::int64_t dim = r.range(1, 40);
-  const std::int64_t page_size = r.range(1, 20);
-  const std::int64_t pps = r.range(0, 6);
-  const std::int64_t total_pages = r.range(0, 10);
-  const std::int64_t capacity = pps * page_size;
+  std::int64_t batch = r.range(0, 4);
+  std::int64_t hkv = r.range(1, 3);
+  std::int64_t group = r.range(1, 4);
+  std::int64_t dim = r.range(1, 40);
+  std::int64_t page_size = r.range(1, 20);
+  std::int64_t pps = r.range(0, 6);
+  std::int64_t total_pages = r.range(0, 10);
+  bool stride0_slots = false;  // K/V slot stride 0: a page size past int32 over a small pool
+  if (w.many_heads()) {        // up to 2^12 KV heads, q and pages still small
+    hkv = r.range(1, 1 << 12);
+    group = r.range(1, 4);
+    dim = r.range(1, 4);
+    page_size = r.range(1, 4);
+    total_pages = r.range(0, 3);
+    batch = r.range(0, 2);
+    pps = r.range(0, 3);
+  }
+  if (w.huge_zero()) {  // an empty batch and no pages: every tensor is empty
+    batch = 0;
+    total_pages = 0;
+    const std::uint8_t which = static_cast<std::uint8_t>(r.u8() | 1u << (r.u8() % 5));
+    if (which & 1) hkv = huge_extent(r);
+    if (which & 2) dim = huge_extent(r);
+    if (which & 4) page_size = huge_extent(r);
+    if (which & 8) pps = huge_extent(r);
+    if (which & 16) group = huge_extent(r);
+  }
+  if (w.int64_meta() && sizeof(Index) == 8 && r.flag()) {  // lengths past int32 can be valid
+    page_size = past_int32(r);
+    stride0_slots = true;
+  }
+  const std::int64_t hq = sat_mul(hkv, group);
+  const std::int64_t capacity = sat_mul(pps, page_size);
   const int layout = r.u8() % 4;  // jax, nhd, hnd, padded custom
   const bool scale_per_element = r.flag();
   const int executor_kind = r.u8() % 3;
@@ -68,7 +98,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     } else {
       switch (r.u8() % 6) {
         case 0:
-          len = 0;
+          len = stride0_slots ? capacity - r.range(0, 2) : 0;
           break;
         case 1:
           len = capacity;
@@ -77,7 +107,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
           len = std::min(capacity, page_size);
           break;
         case 3:
-          len = std::min(capacity, page_size + 1);
+          len = std::min(capacity, sat_add(page_size, 1));
           break;
         default:
           len = r.range(0, capacity);
@@ -87,7 +117,8 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   const std::int64_t dead_entry = attnref_fuzz::hostile_int(r, total_pages);
   std::vector<std::int64_t> table(static_cast<size_t>(batch * pps), dead_entry);
   for (std::int64_t b = 0; b < batch; ++b)
-    for (std::int64_t j = 0; j * page_size < lengths[static_cast<size_t>(b)]; ++j)
+    for (std::int64_t j = 0; j < pps && sat_mul(j, page_size) < lengths[static_cast<size_t>(b)];
+         ++j)
       table[static_cast<size_t>(b * pps + j)] = r.range(0, total_pages - 1);
 
   Geometry<3> q_g;
@@ -111,6 +142,10 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     ks_g.extents = {hkv, total_pages, page_size, scale_per_element ? dim : 1};
     ks_g.strides = padded_strides<4>(ks_g.extents, r.range(0, 2));
   }
+  if (stride0_slots) {  // every slot of a page is the same element
+    k_g.strides[2] = 0;
+    ks_g.strides[2] = 0;
+  }
   v_g = k_g;
   vs_g = ks_g;
   Geometry<1> len_g;
@@ -131,6 +166,13 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   a.pages_per_compute_block = r.chance(200) ? r.range(1, 3) : attnref_fuzz::hostile_int(r, pps);
   a.round_kv_to_bf16 = r.chance(40);
   a.megacore_mode = static_cast<attnref::MegacoreMode>(r.range(0, 3));
+  if (w.special_options()) {
+    const std::uint8_t which = r.u8();
+    if (which & 1) a.sm_scale = special_real(r);
+    if (which & 2) a.soft_cap = special_real(r);
+    if (which & 4) a.mask_value = special_real(r);
+    if (which & 8) a.pages_per_compute_block = special_int(r, pps);
+  }
   bool give_k_scales = kQuant, give_v_scales = kQuant;
   if (r.chance(20)) give_k_scales = !give_k_scales;
   if (r.chance(20)) give_v_scales = !give_v_scales;
@@ -183,6 +225,14 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     }
   }
 
+  if (w.int64_meta() && sizeof(Index) == 8) {  // lengths and page indices past int32
+    const std::uint8_t which = r.u8();
+    if ((which & 1) && !lengths.empty())
+      lengths[static_cast<size_t>(r.range(0, batch - 1))] = past_int32(r);
+    if ((which & 2) && !table.empty())
+      table[static_cast<size_t>(r.range(0, batch * pps - 1))] = past_int32(r);
+  }
+
   // --- buffers -----------------------------------------------------------------------------
   Buffer<float, 3> q;
   make_buffer(q_g, kNaN, &q);
@@ -230,8 +280,14 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   if (give_v_scales) a.v_scales = vs.cview();
 
   // --- validate ----------------------------------------------------------------------------
-  const Status jax = attnref::check_paged(a, attnref::Profile::kJax);
-  const Status ref = attnref::check_paged(a, attnref::Profile::kReference);
+  DataSize data;
+  data.add(q).add(k).add(v).add(ks).add(vs).add(len_b).add(pi_b);
+  Status jax, ref;
+  {
+    BudgetScope budget("check_paged", data);
+    jax = attnref::check_paged(a, attnref::Profile::kJax);
+    ref = attnref::check_paged(a, attnref::Profile::kReference);
+  }
   attnref_fuzz::check_error_renders(jax);
   attnref_fuzz::check_error_renders(ref);
   ATTNREF_FUZZ_CHECK(!jax.ok() || ref.ok(),
@@ -241,7 +297,11 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     // The kernel entry point must report the same error and not touch out.
     float sentinel = 12345.0f;
     TensorView<float, 3> out(&sentinel, a.q.extents, a.q.strides, 1);
-    const Status s = attnref::try_paged_attention(a, out);
+    Status s;
+    {
+      BudgetScope budget("try_paged_attention (invalid call)", DataSize(data).add_raw(1, 4));
+      s = attnref::try_paged_attention(a, out, counted(attnref::SerialExecutor{}));
+    }
     ATTNREF_FUZZ_CHECK(s.code() == ref.code(),
                        "try_paged_attention: " + s.to_string() + " vs " + ref.to_string());
     ATTNREF_FUZZ_CHECK(sentinel == 12345.0f, "out written on error");
@@ -289,7 +349,10 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
       }
     }
   }
-  attnref_fuzz::check_accepts_finite(attnref::check_paged_data(a));
+  {
+    BudgetScope budget("check_paged_data", data);
+    attnref_fuzz::check_accepts_finite(attnref::check_paged_data(a));
+  }
   bool poisoned = false;
   if (r.chance(25)) {  // NaN or Inf inside the used region: the data tier must see it
     const float bad = r.flag() ? kNaN : std::numeric_limits<float>::infinity();
@@ -343,17 +406,20 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   make_buffer(out_g, kNaN, &out);
   const std::vector<float> before = attnref_fuzz::snapshot(out);
   Status s;
-  switch (executor_kind) {
-    case 0:
-      s = attnref::try_paged_attention(a, out.view);
-      break;
-    case 1:
-      s = attnref::try_paged_attention(a, out.view,
-                                       ClaimedConcurrency{static_cast<int>(r.range(2, 9))});
-      break;
-    default:
-      s = attnref::try_paged_attention(a, out.view, pool());
-      break;
+  {
+    BudgetScope budget("try_paged_attention", DataSize(data).add(out));
+    switch (executor_kind) {
+      case 0:
+        s = attnref::try_paged_attention(a, out.view, counted(attnref::SerialExecutor{}));
+        break;
+      case 1:
+        s = attnref::try_paged_attention(
+            a, out.view, counted(ClaimedConcurrency{static_cast<int>(r.range(2, 9))}));
+        break;
+      default:
+        s = attnref::try_paged_attention(a, out.view, counted(PoolRef{}));
+        break;
+    }
   }
   attnref_fuzz::check_error_renders(s);
   const Status out_check = attnref::check_paged_output(a, out.view);

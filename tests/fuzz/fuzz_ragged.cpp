@@ -7,6 +7,11 @@
 // (extents, strides, buffer sizes, null data, page-table entries -1 / total_pages / INT32_MAX /
 // huge, kv_lens, cu_q_lens decreasing / negative / past the token buffer, num_seqs negative or
 // past max_num_seqs, options).
+// Widened draws (the Wide byte, fuzz_common.hpp): no tokens and no pages next to head counts,
+// head dims, page sizes or page-table widths past int32; thousands of KV heads; int64 kv_lens,
+// cu_q_lens, page indices and num_seqs past int32 (with page sizes past int32 over a stride-0
+// pool, so such kv_lens can be valid); special window, scale, soft cap, mask value, k/v scale
+// and block-size values.
 //
 // Every buffer the harness allocates holds exactly the elements its view's `buffer_size` claims
 // (so AddressSanitizer sees any read past it) and at most 2^20 elements. Data is written only
@@ -24,7 +29,9 @@
 //    accumulator type), rows past cu_q_lens[num_seqs] are 0, and the rest equal (within the
 //    dtype's tolerance) the float64 oracle of tests/reference/ragged.hpp (spec §4.4);
 //  - the data tier accepts NaN outside the live region and reports NaN injected inside it;
-//  - every error renders (code name, message, hint).
+//  - every error renders (code name, message, hint);
+//  - work proportional to input bytes: validation and the kernel stay within the BudgetScope
+//    budget of the buffers behind the call (fuzz_common.hpp).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -51,22 +58,50 @@ using namespace attnref_fuzz;  // the shared harness pieces (fuzz_common.hpp)
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 template <class Q, class KV, class Index>
-void run_case(Reader& r, attnref_fuzz::Rng& rng) {
+void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
   using Args = attnref::RaggedPagedAttentionArgs<Q, KV, Index>;
   using Acc = attnref::detail::AccumulatorOf<Q, KV>;
   constexpr bool kInt8 = std::is_same<KV, std::int8_t>::value;
 
   // --- a consistent call ---------------------------------------------------------------------
-  const std::int64_t max_seqs = r.range(0, 5);
-  const std::int64_t pps = r.range(0, 6);
+  std::int64_t max_seqs = r.range(0, 5);
+  std::int64_t pps = r.range(0, 6);
   const bool big_pages = r.chance(20);  // > 128 tokens: the chunked path of the kernel
-  const std::int64_t page_size = big_pages ? r.range(100, 260) : r.range(1, 20);
-  const std::int64_t total_pages = big_pages ? r.range(0, 3) : r.range(0, 10);
-  const std::int64_t hkv = r.range(1, 3);
+  std::int64_t page_size = big_pages ? r.range(100, 260) : r.range(1, 20);
+  std::int64_t total_pages = big_pages ? r.range(0, 3) : r.range(0, 10);
+  std::int64_t hkv = r.range(1, 3);
   std::int64_t hq = hkv * r.range(1, 5);
   if (r.chance(16)) hq = r.range(1, 9);  // often not a multiple of hkv
-  const std::int64_t dim = big_pages ? r.range(1, 12) : r.range(1, 40);
-  const std::int64_t capacity = pps * page_size;
+  std::int64_t dim = big_pages ? r.range(1, 12) : r.range(1, 40);
+  bool stride0_slots = false;  // pool slot stride 0: a page size past int32 over a small pool
+  bool no_tokens = false;
+  if (w.many_heads()) {  // up to 2^12 KV heads over a few short sequences
+    hkv = r.range(1, 1 << 12);
+    hq = hkv * r.range(1, 2);
+    dim = r.range(1, 4);
+    max_seqs = r.range(0, 2);
+    pps = r.range(0, 2);
+    page_size = r.range(1, 4);
+    total_pages = r.range(0, 3);
+  }
+  if (w.huge_zero()) {  // no tokens and no pages: every tensor is empty
+    total_pages = 0;
+    no_tokens = true;
+    const std::uint8_t which = static_cast<std::uint8_t>(r.u8() | 1u << (r.u8() % 5));
+    if (which & 1) hkv = huge_extent(r);
+    if (which & 2) hq = r.flag() ? hkv : huge_extent(r);
+    if (which & 4) dim = huge_extent(r);
+    if (which & 8) page_size = huge_extent(r);
+    if (which & 16) {  // a page table [0, huge]
+      pps = huge_extent(r);
+      max_seqs = 0;
+    }
+  }
+  if (w.int64_meta() && sizeof(Index) == 8 && r.flag()) {  // kv_lens past int32 can be valid
+    page_size = past_int32(r);
+    stride0_slots = true;
+  }
+  const std::int64_t capacity = sat_mul(pps, page_size);
   const std::int64_t n = r.range(0, max_seqs);
   const int layout = r.u8() % 3;  // padded row-major, head-major in memory, token-major padded
   const int executor_kind = r.u8() % 3;
@@ -82,10 +117,10 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
       const std::uint64_t pick = r.empty() ? rng.next() : r.u8();
       switch (pick % 5) {
         case 0:
-          kv_len = capacity;
+          kv_len = capacity;  // (past int32 with stride0_slots)
           break;
         case 1:
-          kv_len = std::min(capacity, page_size + 1);
+          kv_len = std::min(capacity, sat_add(page_size, 1));
           break;
         default:
           kv_len =
@@ -115,23 +150,25 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
         i < n ? cu[static_cast<size_t>(i)] + q_len : (r.flag() ? dead : cu[static_cast<size_t>(i)]);
   }
   const std::int64_t live_rows = cu[static_cast<size_t>(n)];
-  const std::int64_t tokens = live_rows + r.range(0, 3);
+  const std::int64_t tokens = no_tokens ? 0 : live_rows + r.range(0, 3);
   std::vector<std::int64_t> table(static_cast<size_t>(max_seqs * pps), dead);
   for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j * page_size < kv_lens[static_cast<size_t>(i)]; ++j)
+    for (std::int64_t j = 0; j < pps && sat_mul(j, page_size) < kv_lens[static_cast<size_t>(i)];
+         ++j)
       table[static_cast<size_t>(i * pps + j)] = r.range(0, total_pages - 1);
   std::int64_t num_seqs = n;
 
   Geometry<3> q_g = attnref_fuzz::layout3(r, tokens, hq, dim);  // or head-major: [Hq, T, D]
   Geometry<4> kv_g;
-  kv_g.extents = {total_pages, page_size, 2 * hkv, dim};
+  kv_g.extents = {total_pages, page_size, sat_mul(2, hkv), dim};
   if (layout == 1) {  // [2*Hkv, P, S, D] in memory
-    const std::int64_t row = dim + r.range(0, 2);
-    kv_g.strides = {page_size * row, row, std::max<std::int64_t>(total_pages, 1) * page_size * row,
-                    1};
+    const std::int64_t row = sat_add(dim, r.range(0, 2));
+    kv_g.strides = {sat_mul(page_size, row), row,
+                    sat_mul(sat_mul(std::max<std::int64_t>(total_pages, 1), page_size), row), 1};
   } else {
     kv_g.strides = padded_strides<4>(kv_g.extents, layout == 2 ? r.range(0, 3) : 0);
   }
+  if (stride0_slots) kv_g.strides[1] = 0;  // every slot of a page is the same element
   Geometry<1> len_g, cu_g, ns_g;
   len_g.extents = {max_seqs};
   len_g.strides = {r.range(1, 2)};
@@ -161,6 +198,17 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
         r.chance(200) ? r.range(1, std::max<std::int64_t>(pps, 1)) : hostile_int(r, pps);
   if (r.chance(60)) a.num_queries_per_block = r.chance(200) ? r.range(1, 64) : hostile_int(r, 32);
   if (r.chance(60)) a.vmem_limit_bytes = r.chance(200) ? std::int64_t{1} << 25 : hostile_int(r, 1);
+  if (w.special_options()) {
+    const std::uint8_t which = r.u8();
+    if (which & 1) a.sliding_window = special_int(r, 8);
+    if (which & 2) a.sm_scale = special_real(r);
+    if (which & 4) a.soft_cap = special_real(r);
+    if (which & 8) a.mask_value = special_real(r);
+    if (which & 16) (r.flag() ? a.k_scale : a.v_scale) = special_real(r);
+    if (which & 32) a.num_kv_pages_per_block = special_int(r, pps);
+    if (which & 64) a.num_queries_per_block = special_int(r, 32);
+    if (which & 128) a.vmem_limit_bytes = special_int(r, 1);
+  }
 
   // --- hostile mutations ---------------------------------------------------------------------
   const int mutations = r.u8() % 4 == 0 ? static_cast<int>(r.range(1, 3)) : 0;
@@ -213,6 +261,16 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     }
   }
 
+  if (w.int64_meta() && sizeof(Index) == 8) {  // metadata past int32
+    const std::uint8_t which = r.u8();
+    if ((which & 1) && !kv_lens.empty())
+      kv_lens[static_cast<size_t>(r.range(0, max_seqs - 1))] = past_int32(r);
+    if (which & 2) cu[static_cast<size_t>(r.range(0, max_seqs))] = past_int32(r);
+    if ((which & 4) && !table.empty())
+      table[static_cast<size_t>(r.range(0, max_seqs * pps - 1))] = past_int32(r);
+    if (which & 8) num_seqs = r.flag() ? past_int32(r) : -past_int32(r);
+  }
+
   // --- buffers -------------------------------------------------------------------------------
   Buffer<Q, 3> q;
   make_buffer(q_g, static_cast<Q>(kNaN), &q);
@@ -256,7 +314,13 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   a.q = q.cview();
   // JAX's combined pool becomes the K and V views through the library's helper, which checks
   // R12 and the pool view; the views are only made when it passes.
-  const Status split = attnref::ragged_kv_views(kv.cview(), &a.k_pages, &a.v_pages);
+  DataSize data;
+  data.add(q).add(kv).add(len_b).add(cu_b).add(ns_b).add(pi_b);
+  Status split;
+  {
+    BudgetScope budget("ragged_kv_views", data);
+    split = attnref::ragged_kv_views(kv.cview(), &a.k_pages, &a.v_pages);
+  }
   attnref_fuzz::check_error_renders(split);
   a.kv_lens = len_b.cview();
   a.page_indices = pi_b.cview();
@@ -270,8 +334,12 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   // caller's cost, not a hang to report.
   if (pi_g.extents[1] > (std::int64_t{1} << 20) && pi_g.strides[1] == 0) return;
   if (!split.ok()) return;  // no views to check or run
-  const Status jax = attnref::check_ragged(a, Profile::kJax);
-  const Status ref = attnref::check_ragged(a, Profile::kReference);
+  Status jax, ref;
+  {
+    BudgetScope budget("check_ragged", data);
+    jax = attnref::check_ragged(a, Profile::kJax);
+    ref = attnref::check_ragged(a, Profile::kReference);
+  }
   attnref_fuzz::check_error_renders(jax);
   attnref_fuzz::check_error_renders(ref);
   ATTNREF_FUZZ_CHECK(!jax.ok() || ref.ok(),
@@ -281,7 +349,8 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   const bool throwing = r.chance(40);
 
   // try_* (or the throwing entry point) with the fuzz-chosen executor.
-  auto run_kernel = [&](TensorView<Q, 3> out) -> Status {
+  auto run_kernel = [&](TensorView<Q, 3> out, const DataSize& with_out) -> Status {
+    BudgetScope budget("ragged_paged_attention", with_out);
     auto call = [&](auto&& exec) -> Status {
       if (!throwing) return attnref::try_ragged_paged_attention(a, out, exec);
       try {
@@ -293,18 +362,19 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     };
     switch (executor_kind) {
       case 0:
-        return call(attnref::SerialExecutor{});
+        return call(counted(attnref::SerialExecutor{}));
       case 1:
-        return call(ClaimedConcurrency{static_cast<int>(1 + rng.next() % 8)});
+        return call(counted(ClaimedConcurrency{static_cast<int>(1 + rng.next() % 8)}));
       default:
-        return call(pool());
+        return call(counted(PoolRef{}));
     }
   };
 
   if (!ref.ok()) {
     // The kernel must report the same error and not touch out.
     Q sentinel = static_cast<Q>(1.5f);
-    const Status s = run_kernel(TensorView<Q, 3>(&sentinel, a.q.extents, {0, 0, 0}, 1));
+    const Status s = run_kernel(TensorView<Q, 3>(&sentinel, a.q.extents, {0, 0, 0}, 1),
+                                DataSize(data).add_raw(1, sizeof(Q)));
     attnref_fuzz::check_error_renders(s);
     ATTNREF_FUZZ_CHECK(s.code() == ref.code(),
                        "kernel: " + s.to_string() + " vs " + ref.to_string());
@@ -318,7 +388,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   const std::int64_t T = a.max_num_batched_tokens(), HQ = a.num_q_heads(), D = a.head_dim();
   const std::int64_t S = a.page_size(), HKV = a.num_kv_heads(), N = a.num_seqs_count();
   const std::int64_t rows = a.cu_q_lens(N);
-  if (N > 64 || D > 4096) return;
+  if (N > 64 || (D > 4096 && T != 0)) return;  // (no tokens: runs whatever the extents)
   std::int64_t work = sat_mul(sat_mul(T, HQ), D);
   for (std::int64_t i = 0; i < N; ++i) {
     const std::int64_t q_len = a.cu_q_lens(i + 1) - a.cu_q_lens(i);
@@ -348,7 +418,10 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
       for (std::int64_t c = 0; c < 2 * HKV; ++c)
         for (std::int64_t d = 0; d < D; ++d) kv.view(page, t % S, c, d) = kv_value();
     }
-  attnref_fuzz::check_accepts_finite(attnref::check_ragged_data(a));
+  {
+    BudgetScope budget("check_ragged_data", data);
+    attnref_fuzz::check_accepts_finite(attnref::check_ragged_data(a));
+  }
   bool poisoned = false;
   if (r.chance(25)) {  // NaN or Inf inside the live region: the data tier must see it
     const float bad = r.flag() ? kNaN : std::numeric_limits<float>::infinity();
@@ -391,7 +464,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   make_buffer(out_g, static_cast<Q>(kNaN), &out);
   const std::vector<Q> before = attnref_fuzz::snapshot(out);
   const Status expected = attnref_fuzz::output_status(out.view, a.q.extents, "out");
-  const Status s = run_kernel(out.view);
+  const Status s = run_kernel(out.view, DataSize(data).add(out));
   attnref_fuzz::check_error_renders(s);
   ATTNREF_FUZZ_CHECK(s.code() == expected.code(),
                      "kernel vs output check: " + s.to_string() + " vs " + expected.to_string());
@@ -399,7 +472,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     ATTNREF_FUZZ_CHECK(attnref_fuzz::unchanged(out, before), "out written on error");
     return;
   }
-  if (poisoned) return;  // NaN in, NaN out: nothing more to compare
+  if (poisoned || T == 0) return;  // NaN in, NaN out; or nothing to compare
 
   // --- float64 reference (spec §4.4) ------------------------------------------------------------
   attnref::reference::RaggedBounds bounds;

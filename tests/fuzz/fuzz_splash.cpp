@@ -5,6 +5,10 @@
 // mask (full, causal, local window, chunked causal, dense bool view, predicate, & and |, one per
 // head), sometimes made hostile by a few mutations (extents, strides, buffer sizes, null data,
 // mask parameters and shapes, block sizes, options).
+// Widened draws (the Wide byte, fuzz_common.hpp): empty sequences next to head counts, sequence
+// lengths or head dims past int32; up to 2^17 query heads with as many 1x1 per-head masks (most
+// distinct); mask offsets, windows and chunks past int32; special scale / soft cap / mask value,
+// block sizes and shard counts.
 //
 // Every buffer the harness allocates holds exactly the elements its view's `buffer_size` claims
 // (so AddressSanitizer sees any read past it) and at most 2^20 elements. Data is written only
@@ -18,7 +22,11 @@
 //  - on success out, logsumexp, dq, dk, dv and dsinks are finite (where the scores fit in the
 //    accumulator type) and equal, within the dtype's tolerance, to the float64 forward and
 //    backward of tests/reference/splash.hpp (spec §2.5/§2.6);
-//  - every error renders (code name, message, hint).
+//  - every error renders (code name, message, hint);
+//  - work proportional to input bytes: validation, MaskInfo builds and the kernels stay within
+//    the BudgetScope budget of the buffers behind the call (fuzz_common.hpp); a call whose
+//    forward output is empty runs too (the budget is then the fixed part) and its dk and dv
+//    are zero.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -75,6 +83,7 @@ struct MaskSpec {
   Geometry<2> dense_geometry;
   std::vector<MaskSpec> children;  // And / Or: two of them
   bool empty_any = false;          // an AnyMask holding nothing (MultiHeadMask heads only)
+  std::int64_t repeat_of = -1;     // a copy of that earlier head (shares its AnyMask)
 
   bool allows(std::int64_t q, std::int64_t kv) const {
     using I = __int128;
@@ -236,26 +245,83 @@ std::optional<std::int64_t> pick_block(Reader& r, std::int64_t seq) {
   }
 }
 
+/// A 1x1-ish mask head from the PRNG (many-heads draws: the bytes would run out).
+MaskSpec cheap_spec(attnref_fuzz::Rng& rng, std::int64_t sq, std::int64_t skv) {
+  MaskSpec m;
+  m.shape = {sq, skv};
+  switch (rng.next() % 5) {
+    case 0:
+      m.kind = kFull;
+      break;
+    case 1:
+      m.kind = kCausal;
+      m.offset = static_cast<std::int64_t>(rng.next() % 5) - 2;
+      break;
+    case 2:
+      m.kind = kLocal;
+      m.left = static_cast<std::int64_t>(rng.next() % 3);
+      m.right = static_cast<std::int64_t>(rng.next() % 3);
+      break;
+    case 3: {
+      m.kind = kDense;
+      Geometry<2>& g = m.dense_geometry;
+      g.extents = m.shape;
+      g.strides = padded_strides<2>(g.extents, 0);
+      m.dense = std::make_shared<Buffer<bool, 2>>();
+      make_buffer(g, false, m.dense.get());
+      for (std::int64_t i = 0; i < m.dense->size; ++i)
+        m.dense->data[static_cast<size_t>(i)] = rng.next() % 2 == 0;
+      break;
+    }
+    default:
+      m.kind = kPredicate;
+      m.modulus = static_cast<std::int64_t>(1 + rng.next() % 4);
+      break;
+  }
+  return m;
+}
+
 template <class Q, class KV>
-void run_case(Reader& r, attnref_fuzz::Rng& rng) {
+void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
   using Args = attnref::SplashAttentionArgs<Q, KV>;
   const bool verbose = std::getenv("ATTNREF_FUZZ_VERBOSE") != nullptr;
 
   // --- a consistent call ---------------------------------------------------------------------
   const bool is_mqa = r.chance(50);
-  const std::int64_t hkv = is_mqa ? 1 : r.range(1, 3);
+  std::int64_t hkv = is_mqa ? 1 : r.range(1, 3);
   std::int64_t hq = hkv * r.range(1, 4);
   if (r.chance(20)) hq = r.range(1, 8);  // often not a multiple of hkv
-  const std::int64_t sq = r.range(0, 20);
-  const std::int64_t skv = r.chance(160) ? sq : r.range(0, 20);
-  const std::int64_t dqk = r.range(1, 12);
-  const std::int64_t dv = r.flag() ? dqk : r.range(1, 12);
+  std::int64_t sq = r.range(0, 20);
+  std::int64_t skv = r.chance(160) ? sq : r.range(0, 20);
+  std::int64_t dqk = r.range(1, 12);
+  std::int64_t dv = r.flag() ? dqk : r.range(1, 12);
+  if (w.many_heads()) {  // up to 2^17 query heads over one or two rows
+    hq = r.range(1, 1 << 16) * r.range(1, 2);
+    hkv = is_mqa || r.flag() ? 1 : hq;
+    sq = r.range(1, 2);
+    skv = r.range(1, 2);
+    dqk = r.range(1, 2);
+    dv = r.range(1, 2);
+  }
+  bool huge_heads = false;  // hq past what per-head masks or sinks can hold
+  if (w.huge_zero()) {      // empty q and/or K/V next to extents past int32
+    const std::uint8_t which = r.u8();
+    if (which & 1) hq = huge_extent(r);
+    if (which & 2) hkv = is_mqa ? 1 : (which & 1) && r.flag() ? hq : huge_extent(r);
+    if (which & 4) sq = huge_extent(r);
+    if (which & 8) skv = huge_extent(r);
+    if (which & 16) dqk = huge_extent(r);
+    if (which & 32) dv = huge_extent(r);
+    if ((which & 64) || !(which & 128)) sq = 0;
+    if (which & 128) skv = 0;
+    huge_heads = hq > (1 << 17);
+  }
 
   Args a;
   a.is_mqa = is_mqa;
   attnref::SplashBlockSizes& b = a.block_sizes;
-  b.block_q = pick_block(r, sq).value_or(std::max<std::int64_t>(sq, 1));
-  b.block_kv = pick_block(r, skv).value_or(std::max<std::int64_t>(skv, 1));
+  b.block_q = pick_block(r, sq).value_or(std::max<std::int64_t>(small(sq), 1));
+  b.block_kv = pick_block(r, skv).value_or(std::max<std::int64_t>(small(skv), 1));
   b.block_kv_compute = pick_block(r, b.block_kv);
   if (r.flag()) {
     b.block_q_dkv = pick_block(r, sq);
@@ -274,6 +340,20 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     a.sharding.head_shards = r.flag() ? r.range(1, 4) : hostile_int(r, hq);
     a.sharding.q_seq_shards = r.flag() ? r.range(1, 4) : hostile_int(r, sq);
   }
+  if (w.special_options()) {
+    const std::uint8_t which = r.u8();
+    if (which & 1) a.sm_scale = special_real(r);
+    if (which & 2) a.soft_cap = special_real(r);
+    if (which & 4) a.mask_value = special_real(r);
+    if (which & 8) b.block_q = special_int(r, small(sq));
+    if (which & 16) b.block_kv = special_int(r, small(skv));
+    if (which & 32) b.block_kv_compute = special_int(r, small(skv));
+    if (which & 64) (r.flag() ? b.block_q_dkv : b.block_kv_dq) = special_int(r, small(sq));
+    if (which & 128) {
+      a.sharding.head_shards = special_int(r, small(hq));
+      a.sharding.q_seq_shards = special_int(r, small(sq));
+    }
+  }
   const bool with_segments = r.chance(50);
   const bool with_sinks = r.chance(50);
 
@@ -283,7 +363,22 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   if (multi) {
     std::int64_t n = r.flag() ? hq : 1;
     if (r.chance(20)) n = r.range(0, 9);
-    for (std::int64_t h = 0; h < n; ++h) {
+    if (huge_heads && n > 9) n = r.flag() ? 1 : r.range(0, 9);
+    if (w.many_heads()) {  // per-head masks from the PRNG, a few repeats
+      for (std::int64_t h = 0; h < n; ++h) {
+        if (h > 0 && rng.next() % 8 == 0) {
+          const std::int64_t src =
+              static_cast<std::int64_t>(rng.next() % static_cast<std::uint64_t>(h));
+          heads.push_back(heads[static_cast<size_t>(src)]);
+          heads.back().repeat_of = heads[static_cast<size_t>(src)].repeat_of >= 0
+                                       ? heads[static_cast<size_t>(src)].repeat_of
+                                       : src;
+          continue;
+        }
+        heads.push_back(cheap_spec(rng, sq, skv));
+      }
+    }
+    for (std::int64_t h = w.many_heads() ? n : 0; h < n; ++h) {
       if (h > 0 && r.chance(100)) {  // a repeat of an earlier head: exercises deduplication
         heads.push_back(heads[static_cast<size_t>(r.range(0, h - 1))]);
         continue;
@@ -293,6 +388,21 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     }
   } else {
     heads.push_back(make_spec(r, rng, sq, skv));
+  }
+
+  if (w.int64_meta() && !heads.empty()) {  // mask offsets, windows and chunks past int32
+    MaskSpec& m =
+        heads[static_cast<size_t>(r.range(0, static_cast<std::int64_t>(heads.size()) - 1))];
+    MaskSpec& t = m.children.empty() ? m : m.children[r.u8() % 2];
+    if (t.repeat_of < 0 && m.repeat_of < 0) {
+      t.offset = r.flag() ? past_int32(r) : -past_int32(r);
+      if (t.kind == kLocal) {
+        if (r.flag()) t.left = r.flag() ? past_int32(r) : special_int(r, 4);
+        if (r.flag()) t.right = r.flag() ? past_int32(r) : special_int(r, 4);
+      }
+      if (t.kind == kChunked) t.chunk = r.flag() ? past_int32(r) : special_int(r, 4);
+      if (r.flag()) t.shard_count = r.flag() ? past_int32(r) : special_int(r, 2);
+    }
   }
 
   Geometry<3> q_g = layout3(r, hq, sq, dqk);
@@ -307,6 +417,11 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   sink_g.strides = {r.range(1, 2)};
   q_g.unknown_size = r.chance(40);
   k_g.unknown_size = v_g.unknown_size = r.chance(40);
+  if (w.huge_zero()) {  // one value for every position past the data (inputs may alias)
+    if (sq > (1 << 16)) qs_g.strides = {0};
+    if (skv > (1 << 16)) ks_g.strides = {0};
+    if (hq > (1 << 16)) sink_g.strides = {0};
+  }
 
   // --- hostile mutations ---------------------------------------------------------------------
   const int mutations = r.u8() % 4 == 0 ? static_cast<int>(r.range(1, 3)) : 0;
@@ -377,7 +492,13 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   auto with_mask = [&](auto&& fn) {
     if (!multi) return with_simple_mask(heads[0], fn);
     std::vector<attnref::AnyMask> any;
+    any.reserve(heads.size());
     for (size_t h = 0; h < heads.size(); ++h) {
+      if (heads.size() > 64) {  // many heads: repeats share by index (a scan would be O(H^2))
+        const std::int64_t src = heads[h].repeat_of;
+        any.push_back(src >= 0 ? any[static_cast<size_t>(src)] : to_any(heads[h]));
+        continue;
+      }
       size_t same = h;
       for (size_t e = 0; e < h; ++e)
         if (heads[e].dense == heads[h].dense && heads[e].kind == heads[h].kind &&
@@ -394,9 +515,22 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     return fn(attnref::MultiHeadMask(std::move(any)));
   };
 
+  // The inputs' bytes: the views' buffers, and the mask: its dense buffers and, per head, the
+  // 64 or so bytes of the mask object the caller built (so a MaskInfo may keep O(1) per head).
+  DataSize data;
+  data.add(q).add(k).add(v).add(qs).add(ks).add(sinks);
+  for (const MaskSpec& m : heads) {
+    data.add_raw(1, 64);
+    if (m.dense) data.add(*m.dense);
+    for (const MaskSpec& c : m.children)
+      if (c.dense) data.add(*c.dense);
+  }
+  const attnref_fuzz::Counted<attnref::SerialExecutor> serial{};
+
   // --- validate --------------------------------------------------------------------------------
   Status fwd_ref, fwd_jax, bwd_ref, bwd_jax;
   with_mask([&](const auto& mask) {
+    BudgetScope budget("check_splash / check_splash_backward", data);
     fwd_jax = attnref::check_splash(a, mask, Profile::kJax);
     fwd_ref = attnref::check_splash(a, mask, Profile::kReference);
     bwd_jax = attnref::check_splash_backward(a, mask, Profile::kJax);
@@ -428,10 +562,12 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     TensorView<float, 2> lse(lse_buf.data(), {e0, 0}, 1);
     Status thrown;
     const ErrorCode got = with_mask([&](const auto& mask) {
+      BudgetScope budget("splash_attention (invalid call)",
+                         DataSize(data).add(out_buf).add(lse_buf));
       return code_of(
           [&] {
             attnref::throw_if_error(attnref::check_splash(a, mask, fwd_profile));
-            attnref::splash_attention(a, mask, out, lse);
+            attnref::splash_attention(a, mask, out, lse, serial);
           },
           &thrown);
     });
@@ -452,13 +588,15 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
         TensorView<KV, 3>(gv.data(), {1, 1, 1}), TensorView<float, 1>(ds.data(), {1})};
     Status thrown;
     const ErrorCode got = with_mask([&](const auto& mask) {
+      BudgetScope budget("splash_attention_backward (invalid call)",
+                         DataSize(data).add(gq).add(gk).add(gv).add(ds).add(dummy).add(dummy_q));
       return code_of(
           [&] {
             attnref::throw_if_error(attnref::check_splash_backward(a, mask, bwd_profile));
             attnref::splash_attention_backward(
                 a, mask, TensorView<const Q, 3>(dummy_q.data(), {1, 1, 1}),
                 TensorView<const float, 2>(dummy.data(), {1, 1}),
-                TensorView<const Q, 3>(dummy_q.data(), {1, 1, 1}), grads);
+                TensorView<const Q, 3>(dummy_q.data(), {1, 1, 1}), grads, serial);
           },
           &thrown);
     });
@@ -479,12 +617,87 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   const std::int64_t HQ = a.num_q_heads(), SQ = a.q_seq_len(), SKV = a.kv_seq_len();
   const std::int64_t DQK = a.head_dim_qk(), DV = a.head_dim_v();
   const std::int64_t HKV = a.is_mqa ? 1 : a.num_kv_heads();
-  if (HQ > 64 || DQK > 4096 || DV > 4096) return;
-  const std::int64_t work = sat_mul(sat_mul(sat_mul(HQ, SQ), SKV), DQK + DV);
-  if (work > (std::int64_t{1} << 19) || sat_mul(SQ, SKV) > (std::int64_t{1} << 14) ||
+  const std::int64_t work = sat_mul(sat_mul(sat_mul(HQ, SQ), SKV), sat_add(DQK, DV));
+  if (HQ > (w.many_heads() ? (1 << 17) : 64) || DQK > 4096 || DV > 4096 ||
+      work > (std::int64_t{1} << 19) || sat_mul(SQ, SKV) > (std::int64_t{1} << 14) ||
       sat_mul(sat_mul(HQ, SQ), std::max(DQK, DV)) > kMaxElements / 4 ||
-      sat_mul(sat_mul(HKV, SKV), std::max(DQK, DV)) > kMaxElements / 4)
+      sat_mul(sat_mul(HKV, SKV), std::max(DQK, DV)) > kMaxElements / 4) {
+    // Too big to compare, unless the forward output is empty (a zero next to huge extents):
+    // then every entry point runs, within the budget of what the buffers hold.
+    if (sat_mul(sat_mul(HQ, SQ), DV) != 0) return;
+    Buffer<Q, 3> eo;
+    Buffer<float, 2> el;
+    make_buffer(output_geometry<3>(r, {HQ, SQ, DV}, 0), static_cast<Q>(kNaN), &eo);
+    make_buffer(output_geometry<2>(r, {HQ, SQ}, 0), std::numeric_limits<float>::quiet_NaN(), &el);
+    Status expected = fwd_check;
+    if (expected.ok())
+      expected = with_mask([&](const auto& mask) {
+        BudgetScope budget("build_mask_info (empty output)", data);
+        attnref::MaskInfo scratch;
+        return attnref::build_mask_info(mask, b.block_q, b.block_kv, fwd_profile, &scratch,
+                                        a.sharding);
+      });
+    if (expected.ok()) expected = output_status(eo.view, {HQ, SQ, DV}, "out");
+    if (expected.ok()) expected = output_status(el.view, {HQ, SQ}, "logsumexp");
+    Status thrown;
+    ErrorCode got = with_mask([&](const auto& mask) {
+      BudgetScope budget("splash_attention (empty output)", DataSize(data).add(eo).add(el));
+      return code_of(
+          [&] {
+            attnref::throw_if_error(attnref::check_splash(a, mask, fwd_profile));
+            attnref::splash_attention(a, mask, eo.view, el.view, serial);
+          },
+          &thrown);
+    });
+    ATTNREF_FUZZ_CHECK(got == expected.code(), "splash_attention (empty output) threw " +
+                                                   thrown.to_string() + ", expected " +
+                                                   expected.to_string());
+    if (!bwd_check.ok() || sat_mul(sat_mul(HKV, SKV), std::max(DQK, DV)) > kMaxElements / 4) return;
+    // No query rows: dk and dv are zero.
+    Buffer<Q, 3> edq;
+    Buffer<KV, 3> edk, edv;
+    make_buffer(output_geometry<3>(r, {HQ, SQ, DQK}, 0), static_cast<Q>(kNaN), &edq);
+    make_buffer(output_geometry<3>(r, {HKV, SKV, DQK}, 0), static_cast<KV>(kNaN), &edk);
+    make_buffer(output_geometry<3>(r, {HKV, SKV, DV}, 0), static_cast<KV>(kNaN), &edv);
+    const Q dummy_q[1] = {};
+    const float dummy_l[1] = {};
+    const TensorView<const Q, 3> eout(dummy_q, {HQ, SQ, DV}, eo.view.strides, 1);
+    const TensorView<const float, 2> elv(dummy_l, {HQ, SQ}, el.view.strides, 1);
+    attnref::SplashGradients<Q, KV> grads{edq.view, edk.view, edv.view, TensorView<float, 1>()};
+    expected = with_mask([&](const auto& mask) {
+      BudgetScope budget("build_mask_info (backward, empty output)", data);
+      attnref::MaskInfo scratch;
+      return attnref::build_mask_info(mask, b.q_dkv(), b.kv_dkv(), Profile::kReference, &scratch,
+                                      a.sharding);
+    });
+    if (expected.ok())
+      expected = attnref::check_splash_backward_tensors(
+          a, TensorView<Q, 3>(eo.view.data, {HQ, SQ, DV}, eo.view.strides, 1), elv,
+          TensorView<Q, 3>(eo.view.data, {HQ, SQ, DV}, eo.view.strides, 1), grads.dq, grads.dk,
+          grads.dv, grads.dsinks);
+    got = with_mask([&](const auto& mask) {
+      BudgetScope budget("splash_attention_backward (empty output)",
+                         DataSize(data).add(eo).add(el).add(edq).add(edk).add(edv));
+      return code_of(
+          [&] {
+            attnref::throw_if_error(attnref::check_splash_backward(a, mask, bwd_profile));
+            attnref::splash_attention_backward(a, mask, eout, elv, eout, grads, serial);
+          },
+          &thrown);
+    });
+    ATTNREF_FUZZ_CHECK(got == expected.code(), "splash_attention_backward (empty output) threw " +
+                                                   thrown.to_string() + ", expected " +
+                                                   expected.to_string());
+    if (!expected.ok()) return;
+    for (std::int64_t h = 0; h < HKV; ++h)
+      for (std::int64_t t = 0; t < SKV; ++t) {
+        for (std::int64_t d = 0; d < DQK; ++d)
+          ATTNREF_FUZZ_CHECK(to_double(edk.view(h, t, d)) == 0.0, "dk not zero without queries");
+        for (std::int64_t d = 0; d < DV; ++d)
+          ATTNREF_FUZZ_CHECK(to_double(edv.view(h, t, d)) == 0.0, "dv not zero without queries");
+      }
     return;
+  }
 
   // --- data: finite values in the live region only ----------------------------------------------
   for (std::int64_t h = 0; h < HQ; ++h)
@@ -572,6 +785,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     if (r.chance(30)) ibkv = r.range(1, 8);
     const Profile ip = r.flag() ? Profile::kJax : Profile::kReference;
     const Status built = with_mask([&](const auto& mask) {
+      BudgetScope budget("build_mask_info", data);
       return attnref::build_mask_info(mask, ibq, ibkv, ip, &info, a.sharding);
     });
     attnref_fuzz::check_error_renders(built);
@@ -582,14 +796,17 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     if (expected.ok() && want_lse) expected = output_status(lse.view, {HQ, SQ}, "logsumexp");
     const auto before_out = snapshot(out);
     const auto before_lse = snapshot(lse);
-    got = code_of(
-        [&] {
-          attnref::throw_if_error(attnref::check_splash(a, info, fwd_profile));
-          attnref::SplashPlan<Q, KV> plan;
-          attnref::throw_if_error(attnref::make_splash_plan(a, info, &plan));
-          attnref::splash_attention(plan, out.view, lse_view);
-        },
-        &thrown);
+    {
+      BudgetScope budget("splash_attention (MaskInfo)", DataSize(data).add(out).add(lse));
+      got = code_of(
+          [&] {
+            attnref::throw_if_error(attnref::check_splash(a, info, fwd_profile));
+            attnref::SplashPlan<Q, KV> plan;
+            attnref::throw_if_error(attnref::make_splash_plan(a, info, &plan));
+            attnref::splash_attention(plan, out.view, lse_view, serial);
+          },
+          &thrown);
+    }
     ATTNREF_FUZZ_CHECK(got == expected.code(), "splash_forward threw " + thrown.to_string() +
                                                    ", expected " + expected.to_string());
     if (!expected.ok()) {
@@ -601,6 +818,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     expected = fwd_check;
     if (expected.ok()) {
       expected = with_mask([&](const auto& mask) {
+        BudgetScope budget("build_mask_info", data);
         attnref::MaskInfo scratch;
         return attnref::build_mask_info(mask, b.block_q, b.block_kv, fwd_profile, &scratch,
                                         a.sharding);
@@ -612,10 +830,11 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
     const auto before_out = snapshot(out);
     const auto before_lse = snapshot(lse);
     got = with_mask([&](const auto& mask) {
+      BudgetScope budget("splash_attention", DataSize(data).add(out).add(lse));
       return code_of(
           [&] {
             attnref::throw_if_error(attnref::check_splash(a, mask, fwd_profile));
-            attnref::splash_attention(a, mask, out.view, lse_view);
+            attnref::splash_attention(a, mask, out.view, lse_view, serial);
           },
           &thrown);
     });
@@ -656,10 +875,11 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   std::vector<float> flse(static_cast<size_t>(HQ * SQ));
   // (The fuzzed forward may have used a MaskInfo of other blocks; this one uses block_sizes.)
   const ErrorCode clean = with_mask([&](const auto& mask) {
+    BudgetScope budget("splash_attention (for the backward)", DataSize(data).add(fout).add(flse));
     return code_of(
         [&] {
           attnref::splash_attention(a, mask, TensorView<Q, 3>(fout.data(), {HQ, SQ, DV}),
-                                    TensorView<float, 2>(flse.data(), {HQ, SQ}));
+                                    TensorView<float, 2>(flse.data(), {HQ, SQ}), serial);
         },
         &thrown);
   });
@@ -691,7 +911,10 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   const TensorView<const Q, 3> out_c(fout.data(), {HQ, SQ, DV});
   const TensorView<const Q, 3> dout_c(dout.data(), {HQ, SQ, DV});
   const TensorView<const float, 2> lse_c(flse.data(), {HQ, SQ});
+  const DataSize bwd_data =
+      DataSize(data).add(fout).add(flse).add(dout).add(dq).add(dk).add(dvb).add(dsinks);
   expected = with_mask([&](const auto& mask) {
+    BudgetScope budget("build_mask_info (backward)", bwd_data);
     attnref::MaskInfo scratch;
     return attnref::build_mask_info(mask, b.q_dkv(), b.kv_dkv(), Profile::kReference, &scratch,
                                     a.sharding);
@@ -706,10 +929,11 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng) {
   const auto before_dv = snapshot(dvb);
   const auto before_ds = snapshot(dsinks);
   got = with_mask([&](const auto& mask) {
+    BudgetScope budget("splash_attention_backward", bwd_data);
     return code_of(
         [&] {
           attnref::throw_if_error(attnref::check_splash_backward(a, mask, bwd_profile));
-          attnref::splash_attention_backward(a, mask, out_c, lse_c, dout_c, grads);
+          attnref::splash_attention_backward(a, mask, out_c, lse_c, dout_c, grads, serial);
         },
         &thrown);
   });

@@ -3,7 +3,9 @@
 # committed corpus, tests/fuzz/corpus/<harness>/, for a bounded time. Fails on any crash,
 # sanitizer report, timeout (a hang: one input over 10 s), RSS over 2 GiB or single allocation
 # over 512 MiB (the harnesses cap their own buffers far below that, so a bigger one is attnref
-# sizing memory from a number the inputs do not justify).
+# sizing memory from a number the inputs do not justify), or a call over its work budget (bytes
+# held and parallel_for items proportional to the bytes of its inputs and outputs; see
+# fuzz_common.hpp). Long random-seed campaigns from prebuilt binaries: run_campaign.sh.
 # CI must not fail by luck, so the run is close to reproducible: a fixed seed (ATTNREF_FUZZ_SEED,
 # default 1), a fresh work directory and at most ATTNREF_FUZZ_RUNS executions (default 300000)
 # per harness. CI then explores nearly the inputs a clean local run of the same seed and cap
