@@ -419,7 +419,8 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
       const Acc inv = inverse_sum(sc.m_s[row], sc.l_s[row], true);  // every row sees a key
       for (std::int64_t d = 0; d < dim; ++d)
         c.out(it.row0 + r, qh, d) = store_as<Q>(sc.acc_s(row, static_cast<Eigen::Index>(d)) * inv);
-      if (!c.lse.empty_view()) c.lse(it.row0 + r, qh) = logsumexp_of(sc.m_s[row], sc.l_s[row], true);
+      if (!c.lse.empty_view())
+        c.lse(it.row0 + r, qh) = logsumexp_of(sc.m_s[row], sc.l_s[row], true);
     }
 }
 
