@@ -411,6 +411,59 @@ TEST(BoundedWork, RaggedHeadDimZeroWithHugeTokensOrHeads) {
   }
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define ATTNREF_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ATTNREF_TEST_ASAN 1
+#endif
+#endif
+
+/// Bytes malloc holds now (glibc's arenas and mmapped chunks): Eigen's scratch included.
+std::int64_t malloc_held() {
+  const struct mallinfo2 m = mallinfo2();
+  return static_cast<std::int64_t>(m.uordblks + m.hblkhd);
+}
+
+/// One sequence of `q_len` rows and `q_len` keys (pages of 16), `hq` query heads over one KV
+/// head of `dim`, run serially on this thread (so its thread_local scratch is this thread's).
+void run_ragged_once(std::int64_t q_len, std::int64_t hq, std::int64_t dim) {
+  const std::int64_t pages = (q_len + 15) / 16;
+  std::vector<float> q(static_cast<std::size_t>(q_len * hq * dim), 0.5f), out(q.size());
+  std::vector<float> kv(static_cast<std::size_t>(pages * 16 * dim), 0.25f);
+  std::vector<std::int32_t> table(static_cast<std::size_t>(pages));
+  for (std::int64_t p = 0; p < pages; ++p) table[static_cast<std::size_t>(p)] = std::int32_t(p);
+  std::int32_t kv_lens[1] = {std::int32_t(q_len)}, cu_q_lens[2] = {0, std::int32_t(q_len)},
+               num_seqs[1] = {1};
+  attnref::RaggedPagedAttentionArgs<float> a;
+  a.q = {q.data(), {q_len, hq, dim}};
+  a.k_pages = {kv.data(), {1, pages, 16, dim}};
+  a.v_pages = a.k_pages;
+  a.kv_lens = {kv_lens, {1}, 1};
+  a.page_indices = {table.data(), {1, pages}, pages};
+  a.cu_q_lens = {cu_q_lens, {2}, 2};
+  a.num_seqs = {num_seqs, {1}, 1};
+  const Status st =
+      attnref::try_ragged_paged_attention(a, TensorView<float, 3>(out.data(), {q_len, hq, dim}));
+  EXPECT_TRUE(st.ok()) << st.message();
+}
+
+// The ragged kernel's per-thread scratch is sized by the call at hand: after a call of 2048 rows
+// of dim 8, a call of 17 rows of dim 1024 used to resize its row blocks to 2048 x 1024 (16 MiB
+// more for a 70 KiB call; found by the fuzzers' work budget, which sees Eigen's allocations).
+TEST(BoundedWork, RaggedScratchIsSizedByTheCallAtHand) {
+#ifdef ATTNREF_TEST_ASAN
+  GTEST_SKIP() << "mallinfo2 does not see ASan's allocator";
+#else
+  run_ragged_once(1, 2048, 8);  // many rows of a narrow dim (the prefill path)
+  const std::int64_t before = malloc_held();
+  run_ragged_once(17, 1, 1024);  // few rows of a wide dim (the prefill path again)
+  const std::int64_t grown = malloc_held() - before;
+  // This call's own scratch: two 128 x 1024 K/V blocks and 17-row blocks, about 1.2 MiB.
+  EXPECT_LE(grown, 4 * kMiB) << "malloc holds " << grown << " more bytes after the second call";
+#endif
+}
+
 // --- attnref-run
 // ----------------------------------------------------------------------------------
 #ifdef ATTNREF_RUN_PATH

@@ -689,6 +689,8 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
                                                    thrown.to_string() + ", expected " +
                                                    expected.to_string());
     if (!expected.ok()) return;
+    // O(elements) like the library: 2^40 KV heads of 0 keys are no loop at all.
+    if (edk.view.holds_no_elements() || edv.view.holds_no_elements()) return;
     for (std::int64_t h = 0; h < HKV; ++h)
       for (std::int64_t t = 0; t < SKV; ++t) {
         for (std::int64_t d = 0; d < DQK; ++d)

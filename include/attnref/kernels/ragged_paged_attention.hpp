@@ -145,8 +145,10 @@ struct RaggedScratch {
   Matrix qs, acc_s, logits_s, k_page, v_page;
   Vector m_s, l_s, alpha_s;
 
+  /// Grows rows for the same width; a new width takes only this call's rows (keeping an earlier
+  /// call's row count would size the buffer by that call: found by the fuzzers' work budget).
   static void fit(Matrix& x, Eigen::Index rows, Eigen::Index cols) {
-    if (x.rows() < rows || x.cols() != cols) x.resize(std::max(rows, x.rows()), cols);
+    if (x.cols() != cols || x.rows() < rows) x.resize(rows, cols);
   }
   static void fit(Vector& x, Eigen::Index rows) {
     if (x.rows() < rows) x.resize(rows);
