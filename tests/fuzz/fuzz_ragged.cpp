@@ -492,8 +492,9 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
         const double mag = bounds.logit_mag[row], vmax = bounds.v_max[row];
         // Scores (or scaled V) past the accumulator's range overflow in the kernel, as in
         // JAX's f32 kernel (a huge k_scale / v_scale is finite, hence valid): only "no crash"
-        // is asked of those.
-        if (!(mag <= 1e30) || !(vmax <= 1e30)) continue;
+        // is asked of those. q . k is formed before sm_scale, so a tiny sm_scale does not
+        // save a dot product that overflows (terms of +-inf give a NaN logit).
+        if (!(mag <= 1e30) || !(bounds.dot_mag[row] <= 1e30) || !(vmax <= 1e30)) continue;
         const double delta = mag * kEps * static_cast<double>(D + 4);
         for (std::int64_t d = 0; d < D; ++d) {
           const size_t at = row * static_cast<size_t>(D) + static_cast<size_t>(d);

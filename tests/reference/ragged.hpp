@@ -34,6 +34,9 @@ namespace reference {
 /// are [T, Hq, D].
 struct RaggedBounds : ValueRange {
   std::vector<double> logit_mag;  ///< [T, Hq]: largest sum_d |sm_scale * q_d * k_d| (inf: overflow)
+  /// [T, Hq]: largest sum_d |q_d * k_d|, before sm_scale: the kernels compute q . k in the
+  /// accumulator first (JAX: `(q . k) * sm_scale` in f32), so this is what can overflow there.
+  std::vector<double> dot_mag;
   std::vector<double> v_max;      ///< [T, Hq]: largest |v| seen
 };
 
@@ -66,6 +69,7 @@ std::vector<double> ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV,
   if (bounds) {
     bounds->reset(n);
     bounds->logit_mag.assign(static_cast<size_t>(tokens * hq), 0.0);
+    bounds->dot_mag.assign(static_cast<size_t>(tokens * hq), 0.0);
     bounds->v_max.assign(static_cast<size_t>(tokens * hq), 0.0);
   }
   if (lse) lse->assign(static_cast<size_t>(tokens * hq), -std::numeric_limits<double>::infinity());
@@ -118,6 +122,7 @@ std::vector<double> ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV,
             const double m = std::isfinite(mag) ? std::fabs(scale) * mag
                                                 : std::numeric_limits<double>::infinity();
             bounds->logit_mag[row] = std::max(bounds->logit_mag[row], m);
+            bounds->dot_mag[row] = std::max(bounds->dot_mag[row], mag);
           }
           if (a.soft_cap) {
             const double cap = static_cast<double>(*a.soft_cap);
