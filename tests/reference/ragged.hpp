@@ -37,7 +37,7 @@ struct RaggedBounds : ValueRange {
   /// [T, Hq]: largest sum_d |q_d * k_d|, before sm_scale: the kernels compute q . k in the
   /// accumulator first (JAX: `(q . k) * sm_scale` in f32), so this is what can overflow there.
   std::vector<double> dot_mag;
-  std::vector<double> v_max;      ///< [T, Hq]: largest |v| seen
+  std::vector<double> v_max;  ///< [T, Hq]: largest |v| seen
 };
 
 /// K or V element as the math sees it (dequantized when the scale is given).
