@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attnref/compare/ragged.hpp"
@@ -171,6 +172,61 @@ TEST(CompareRagged, ErrorGrowingAlongTheSequence) {
   EXPECT_NE(text.find("the error grows along the sequence: rows before key position 3 match"),
             std::string::npos)
       << text;
+}
+
+TEST(CompareRagged, OneKeyPastTheLength) {
+  Problem p;
+  Problem wrong;
+  wrong.kv_lens = {8, 7, 6};
+  wrong.point();
+  expect_one_cause(report_of(p.args, attnref::reference::ragged_paged_attention(wrong.args)),
+                   "one key past");
+}
+
+TEST(CompareRagged, KAndVSwapped) {
+  Problem p;
+  Problem wrong;
+  std::swap(wrong.args.k_pages, wrong.args.v_pages);
+  expect_one_cause(report_of(p.args, attnref::reference::ragged_paged_attention(wrong.args)),
+                   "K and V swapped");
+}
+
+TEST(CompareRagged, KvReadInAnotherLayout) {
+  Problem p;
+  Problem wrong;
+  wrong.args.k_pages = attnref::kv_pages_view<const float>(wrong.k.data(), attnref::KvLayout::kHnd,
+                                                           p.hkv, p.pages, p.page_size, p.dim);
+  wrong.args.v_pages = attnref::kv_pages_view<const float>(wrong.v.data(), attnref::KvLayout::kHnd,
+                                                           p.hkv, p.pages, p.page_size, p.dim);
+  const compare::Report r =
+      report_of(p.args, attnref::reference::ragged_paged_attention(wrong.args));
+  expect_one_cause(r, "read as hnd");
+}
+
+TEST(CompareRagged, InterleavedGqaMapping) {
+  Problem p;
+  // Reference head h * G + g holds query head g * Hkv + h (G = Hkv = 2: heads 1 and 2 swap).
+  Problem wrong;
+  for (std::int64_t row = 0; row < p.tokens; ++row)
+    for (std::int64_t d = 0; d < p.dim; ++d)
+      std::swap(wrong.q[static_cast<std::size_t>((row * p.hq + 1) * p.dim + d)],
+                wrong.q[static_cast<std::size_t>((row * p.hq + 2) * p.dim + d)]);
+  std::vector<double> got = attnref::reference::ragged_paged_attention(wrong.args);
+  for (std::int64_t row = 0; row < p.tokens; ++row)
+    for (std::int64_t d = 0; d < p.dim; ++d)
+      std::swap(got[static_cast<std::size_t>((row * p.hq + 1) * p.dim + d)],
+                got[static_cast<std::size_t>((row * p.hq + 2) * p.dim + d)]);
+  expect_one_cause(report_of(p.args, got), "qh % num_kv_heads");
+}
+
+TEST(CompareRagged, SoftCapMissing) {
+  Problem p;
+  for (float& x : p.q) x *= 4.0f;
+  p.args.soft_cap = 2.0f;
+  RaggedPagedAttentionArgs<float> wrong = p.args;
+  wrong.soft_cap.reset();
+  expect_one_cause(report_of(p.args, attnref::reference::ragged_paged_attention(wrong)),
+                   "soft cap 2 not applied");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 // localized one by one; an output that is simply wrong.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -165,6 +166,41 @@ TEST(CompareSplash, SimplyWrongLocalizedByRow) {
   EXPECT_NE(text.find("no likely cause found"), std::string::npos);
   EXPECT_NE(text.find("query rows that differ: 1 of 6 (rows 2)"), std::string::npos) << text;
   EXPECT_NE(text.find("sequence 0: heads 1 partly wrong"), std::string::npos) << text;
+}
+
+TEST(CompareSplash, SmScale) {
+  Problem p;
+  p.args.sm_scale = 0.5f;
+  SplashAttentionArgs<float> wrong = p.args;
+  wrong.sm_scale = 1.0f;
+  const MultiHeadMask mask{CausalMask{MaskShape{6, 10}, 4}};
+  expect_one_cause(report_of(p.args, mask, causal_params(4),
+                             attnref::reference::splash_forward(wrong, causal(4)).out),
+                   "sm_scale 1 used instead of 0.5");
+}
+
+TEST(CompareSplash, SoftCapNotAsked) {
+  Problem p;
+  for (float& x : p.q) x *= 8.0f;
+  SplashAttentionArgs<float> wrong = p.args;
+  wrong.soft_cap = 20.0f;
+  const MultiHeadMask mask{CausalMask{MaskShape{6, 10}, 4}};
+  expect_one_cause(report_of(p.args, mask, causal_params(4),
+                             attnref::reference::splash_forward(wrong, causal(4)).out),
+                   "soft cap of 20 applied");
+}
+
+TEST(CompareSplash, LogsumexpInLog2) {
+  Problem p;
+  const MultiHeadMask mask{CausalMask{MaskShape{6, 10}, 4}};
+  attnref::reference::SplashForwardResult f = attnref::reference::splash_forward(p.args, causal(4));
+  for (double& x : f.lse) x /= std::log(2.0);
+  compare::Options o;
+  o.tol = {1e-4, 1e-4};
+  compare::Report r;
+  ASSERT_TRUE(
+      compare::try_compare_splash(p.args, mask, causal_params(4), f.out, f.lse, o, &r).ok());
+  expect_one_cause(r, "log2");
 }
 
 }  // namespace

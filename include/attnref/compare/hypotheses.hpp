@@ -89,7 +89,9 @@ inline std::vector<Change> candidate_changes(const Features& f) {
         "GQA mapping: query head qh read KV head qh % num_kv_heads (interleaved) instead "
         "of qh / group (" +
         std::to_string(f.num_q_heads / f.num_kv_heads) + " query heads per KV head)";
-    c.option = "q heads reordered so head h * group + g holds query head g * num_kv_heads + h";
+    c.option =
+        "--q with its heads reordered (head h * group + g := query head g * "
+        "num_kv_heads + h) and the output's heads put back";
     c.interleaved_heads = true;
     add(c);
   }
