@@ -269,4 +269,17 @@ TEST(ComparePaged, WrongSizeIsAnError) {
   EXPECT_EQ(s.message(), "got holds 3 values; the reference has 96");
 }
 
+TEST(ComparePaged, OnlyLongSequencesDiffer) {
+  Problem p;
+  std::vector<double> got = attnref::reference::paged_attention(p.args);
+  // Sequence 1 (9 keys) is off; sequences of 5 and 3 keys match.
+  for (std::int64_t i = p.hq * p.dim; i < 2 * p.hq * p.dim; i += 5)
+    got[static_cast<std::size_t>(i)] += 0.3;
+  const std::string text = compare::format_report(report_of(p.args, got));
+  EXPECT_NE(text.find("where: only sequences longer than 5 keys differ (the shortest that "
+                      "differs has 9)"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace

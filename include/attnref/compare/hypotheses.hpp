@@ -10,6 +10,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -62,18 +63,8 @@ struct Features {
   bool lse_given = false;
 };
 
-namespace detail {
-
-inline std::string fnum(double x) {
-  std::string s = num(x);
-  return s;
-}
-
-}  // namespace detail
-
 /// The changes worth trying for `f`, most specific first.
 inline std::vector<Change> candidate_changes(const Features& f) {
-  using detail::fnum;
   std::vector<Change> out;
   auto add = [&](Change c) { out.push_back(std::move(c)); };
   {
@@ -164,15 +155,15 @@ inline std::vector<Change> candidate_changes(const Features& f) {
   }
   if (f.soft_cap) {
     Change c;
-    c.what = "soft cap " + fnum(*f.soft_cap) + " not applied";
+    c.what = "soft cap " + detail::num(*f.soft_cap) + " not applied";
     c.option = "no --soft-cap";
     c.change_soft_cap = true;
     add(c);
   } else {
     for (float cap : {50.0f, 30.0f, 20.0f, 10.0f}) {
       Change c;
-      c.what = "a soft cap of " + fnum(cap) + " applied that was not asked for";
-      c.option = "--soft-cap " + fnum(cap);
+      c.what = "a soft cap of " + detail::num(cap) + " applied that was not asked for";
+      c.option = "--soft-cap " + detail::num(cap);
       c.change_soft_cap = true;
       c.soft_cap = cap;
       c.group = 4;
@@ -192,24 +183,24 @@ inline std::vector<Change> candidate_changes(const Features& f) {
     if (static_cast<float>(v) == f.sm_scale || !(v > 0) || !std::isfinite(v)) return;
     Change c;
     c.what = why;
-    c.option = "--sm-scale " + fnum(v);
+    c.option = "--sm-scale " + detail::num(v);
     c.sm_scale = static_cast<float>(v);
     c.group = 5;
     add(c);
   };
   if (f.head_dim > 0) {
-    scale(inv_sqrt_d,
-          "sm_scale 1/sqrt(head_dim) = " + fnum(inv_sqrt_d) + " used instead of " + fnum(s));
+    scale(inv_sqrt_d, "sm_scale 1/sqrt(head_dim) = " + detail::num(inv_sqrt_d) +
+                          " used instead of " + detail::num(s));
   }
-  scale(1.0, "sm_scale 1 used instead of " + fnum(s));
+  scale(1.0, "sm_scale 1 used instead of " + detail::num(s));
   scale(s * std::log(2.0),
         "logits scaled by ln 2 (exp2 of sm_scale * q.k without the "
         "log2(e) factor): sm_scale " +
-            fnum(s * std::log(2.0)));
+            detail::num(s * std::log(2.0)));
   scale(s / std::log(2.0),
         "logits scaled by 1/ln 2 (log2(e) folded into the scale, then exp): "
         "sm_scale " +
-            fnum(s / std::log(2.0)));
+            detail::num(s / std::log(2.0)));
   return out;
 }
 

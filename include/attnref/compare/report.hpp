@@ -22,6 +22,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace attnref {
@@ -278,6 +279,25 @@ inline void localize(const OutputShape& shape, const RowErrors& e, Report* r) {
     r->where.push_back("decode rows that differ: " + std::to_string(decode_bad) + " of " +
                        std::to_string(decode_rows) + "; prefill rows that differ: " +
                        std::to_string(prefill_bad) + " of " + std::to_string(prefill_rows));
+  }
+  // One row per sequence (decode): when exactly the sequences past some length differ.
+  if (!multi_row && !bad_rows.empty()) {
+    std::int64_t longest_right = -1, shortest_bad = std::numeric_limits<std::int64_t>::max();
+    for (std::int64_t row = 0; row < rows; ++row) {
+      const RowInfo& ri = shape.rows[static_cast<std::size_t>(row)];
+      if (ri.kind == RowKind::kPadding || ri.position < 0) continue;
+      const bool is_bad = std::binary_search(bad_rows.begin(), bad_rows.end(), row);
+      if (is_bad) {
+        shortest_bad = std::min(shortest_bad, ri.position + 1);
+      } else {
+        longest_right = std::max(longest_right, ri.position + 1);
+      }
+    }
+    if (longest_right >= 0 && shortest_bad > longest_right) {
+      r->where.push_back("only sequences longer than " + std::to_string(longest_right) +
+                         " keys differ (the shortest that differs has " +
+                         std::to_string(shortest_bad) + ")");
+    }
   }
   // Along the key positions: the rows of each sequence in position order; when every row
   // before some position matches and the error after it rises, report the position.
