@@ -114,6 +114,11 @@ TEST_F(CompareCli, PagedLogsumexpInLog2) {
   r = paged("--expect-lse kernel_lse.npy");
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(has(r.err, "--expect-lse needs --expect")) << r.err;
+  // An expected logsumexp of another shape is a bad file, before any work.
+  save_doubles("short_lse.npy", {2, 3}, std::vector<double>(6, 0.0));
+  r = paged("--expect kernel.npy --expect-lse short_lse.npy");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(has(r.err, ": --expect-lse has shape (2, 3); the result has shape (2, 4)")) << r.err;
 }
 
 TEST_F(CompareCli, RaggedPaddingRowsAndIgnorePadding) {
