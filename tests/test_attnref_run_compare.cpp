@@ -3,6 +3,7 @@
 // oracles of reference/ under one wrong change prints `likely cause: ...` with the option that
 // reproduces it (and that option then matches), exits 3; `--expect-lse`, `--ignore-padding`;
 // an output that is simply wrong gets "no likely cause found" and where.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -175,6 +176,33 @@ TEST_F(CompareCli, SplashDiagonalNamedAndReproduced) {
   EXPECT_TRUE(has(r.err, "reproduce with --offset 0")) << r.err;
   r = run_subcommand("splash", splash_inputs + " --offset 0");
   EXPECT_EQ(r.code, 0) << r.err;
+}
+
+TEST_F(CompareCli, MergeLogsumexpInLog2) {
+  // Two states [2 rows, 2 heads, 4], merged by hand: out = (w_a a + w_b b) / (w_a + w_b).
+  const std::vector<float> a = random_floats(8, 16), b = random_floats(9, 16);
+  const std::vector<float> la{0.5f, 1.0f, -0.25f, 2.0f}, lb{1.5f, 0.0f, 0.75f, -1.0f};
+  save<float>("a.npy", {2, 2, 4}, a);
+  save<float>("b.npy", {2, 2, 4}, b);
+  save<float>("la.npy", {2, 2}, la);
+  save<float>("lb.npy", {2, 2}, lb);
+  std::vector<double> out(16), lse(4);
+  for (std::size_t rh = 0; rh < 4; ++rh) {
+    const double m = std::max(la[rh], lb[rh]);
+    const double wa = std::exp(la[rh] - m), wb = std::exp(lb[rh] - m);
+    for (std::size_t d = 0; d < 4; ++d)
+      out[rh * 4 + d] = (wa * a[rh * 4 + d] + wb * b[rh * 4 + d]) / (wa + wb);
+    lse[rh] = (m + std::log(wa + wb)) / std::log(2.0);
+  }
+  save_doubles("merged.npy", {2, 2, 4}, out);
+  save_doubles("merged_lse.npy", {2, 2}, lse);
+  const Result r = run_subcommand("merge",
+                                  "--out-a a.npy --lse-a la.npy --out-b b.npy --lse-b lb.npy "
+                                  "--expect merged.npy --expect-lse merged_lse.npy");
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_TRUE(has(r.err, "the output matches")) << r.err;
+  EXPECT_TRUE(has(r.err, "likely cause: logsumexp in log2 (base 2) instead of the natural log"))
+      << r.err;
 }
 
 }  // namespace

@@ -344,6 +344,30 @@ inline void localize(const OutputShape& shape, const RowErrors& e, Report* r) {
   }
 }
 
+/// A report without re-running anything (e.g. for merged states): the totals and where, and
+/// as the one cause tried, a logsumexp in log2 (`got_lse` matching `expected_lse / ln 2`).
+inline Report compare_values(const OutputShape& shape, const std::vector<double>& got,
+                             const std::vector<double>& expected,
+                             const std::vector<double>& got_lse,
+                             const std::vector<double>& expected_lse, const Options& opt) {
+  Report r;
+  const RowErrors e = tally(shape, got, expected, got_lse, expected_lse, opt, &r);
+  localize(shape, e, &r);
+  if (r.mismatches == 0 && r.lse_mismatches > 0) {
+    double worst = 0;
+    bool match = true;
+    for (std::size_t i = 0; i < got_lse.size(); ++i) {
+      const double want = expected_lse[i] / std::log(2.0);
+      match = match && close(got_lse[i], want, opt.tol);
+      if (std::isfinite(want)) worst = std::max(worst, std::fabs(got_lse[i] - want));
+    }
+    if (match)
+      r.causes.push_back({"logsumexp in log2 (base 2) instead of the natural log",
+                          "--lse-out, divided by ln 2", worst});
+  }
+  return r;
+}
+
 /// The explaining part of the report: the likely causes (or "no likely cause found"), the
 /// notes, then where the mismatches are; one line each.
 inline std::string format_causes(const Report& r) {
