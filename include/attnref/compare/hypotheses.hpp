@@ -74,6 +74,8 @@ inline std::vector<Change> candidate_changes(const Features& f) {
     c.swap_kv = true;
     add(c);
   }
+  // attnref maps qh / G; an output made with qh % Hkv and a reference expecting qh % Hkv are
+  // the same relation between the two outputs, so one change covers both directions.
   if (f.num_kv_heads > 1 && f.num_q_heads > f.num_kv_heads) {
     Change c;
     c.what =
