@@ -25,8 +25,9 @@ namespace attnref {
 namespace cli {
 
 const OptionSpec kOutOption{"--out", "OUT.npy", "write the result as float32 .npy"};
-const OptionSpec kExpectOption{"--expect", "EXP.npy",
-                               "compare the result with this array; exit 3 when it differs"};
+const OptionSpec kExpectOption{
+    "--expect", "EXP.npy",
+    "compare the result with this array; exit 3 when it differs, saying where and why"};
 const OptionSpec kAtolOption{"--atol", "A",
                              "absolute tolerance of --expect (default by dtype: f16 1e-2, f32 "
                              "1e-5, f64 1e-10)"};
