@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -38,6 +39,7 @@
 
 #include <Eigen/Core>
 
+#include "attnref/compare/report.hpp"
 #include "attnref/core/dtype.hpp"
 #include "attnref/core/kv_layout.hpp"
 #include "attnref/core/profile.hpp"
@@ -357,9 +359,26 @@ void stage_option_output(const ParsedArgs& args, OutputFiles* outputs, const cha
 /// checked before the run with `load_expect`) compares it with `--atol`/`--rtol` (defaults
 /// `tol`) and exits 3 with a report when it differs. Prints what it did on stdout; returns
 /// kExitOk.
+/// With `explain` (paged, splash, ragged), a mismatch also prints the comparison report's likely
+/// causes and localization, and the report decides: `--expect-lse` and `--ignore-padding`
+/// count as it says.
+using ExplainMismatch = std::function<compare::Report(Tolerance tol)>;
 int finish_output(const ParsedArgs& args, const std::vector<std::int64_t>& shape,
                   const std::vector<double>& values, const Input& expect, Tolerance tol,
-                  OutputFiles* outputs = nullptr);
+                  OutputFiles* outputs = nullptr, const ExplainMismatch& explain = {});
+
+/// `--expect-lse LSE.npy` (compare the logsumexp too) and `--ignore-padding` (leave padding
+/// rows out of the comparison), for the subcommands with a comparison report.
+extern const OptionSpec kExpectLseOption;
+extern const OptionSpec kIgnorePaddingOption;
+
+/// Loads `--expect-lse` (if given; it needs `--expect`) and checks that it is a float array of
+/// `shape` (exit 1 if not).
+Input load_expect_lse(const ParsedArgs& args, const std::vector<std::int64_t>& shape);
+
+/// The comparison options of `--expect`: the tolerance (`--atol`/`--rtol`, defaults `tol`) and
+/// `--ignore-padding`.
+compare::Options compare_options(const ParsedArgs& args, Tolerance tol);
 
 /// Checks the options of a result before any file is read: `--atol`/`--rtol` need `--expect`
 /// and must be non-negative numbers (exit 1 otherwise).

@@ -15,6 +15,7 @@
 
 #include <Eigen/Core>
 
+#include "attnref/compare/paged.hpp"
 #include "attnref/core/profile.hpp"
 #include "attnref/kernels/paged_attention.hpp"
 #include "attnref/validate/paged.hpp"
@@ -26,7 +27,7 @@ namespace {
 
 /// The parsed inputs and options of one `paged` invocation.
 struct PagedInputs {
-  Input q, k, v, lengths, page_indices, k_scales, v_scales, expect;
+  Input q, k, v, lengths, page_indices, k_scales, v_scales, expect, expect_lse;
   KvLayout layout = KvLayout::kJax;
   CommonOptions common;
   std::int64_t pages_per_compute_block = 1;
@@ -124,8 +125,16 @@ int run_typed(const ParsedArgs& args, const PagedInputs& in) {
       try_paged_attention(run_args, out_view, TensorView<float, 2>(lse.data(), {batch, heads})));
   OutputFiles outputs;  // all written, or none
   stage_option_output(args, &outputs, "--lse-out", {batch, heads}, to_doubles(lse));
+  const auto explain = [&](Tolerance tol) {
+    compare::Report report;
+    fail_if_error(compare::try_compare_paged(
+        run_args, to_doubles(in.expect.array),
+        in.expect_lse.present() ? to_doubles(in.expect_lse.array) : std::vector<double>{},
+        compare_options(args, tol), &report));
+    return report;
+  };
   return finish_output(args, in.q.array.shape, to_doubles(out), in.expect,
-                       default_tolerance(in.q.array.dtype), &outputs);
+                       default_tolerance(in.q.array.dtype), &outputs, explain);
 }
 
 template <class Q, class KV>
@@ -176,7 +185,8 @@ int run_paged(int argc, char** argv) {
       "       [--k-scales KS.npy --v-scales VS.npy] [--soft-cap C] [--mask-value M]\n"
       "       [--sm-scale S] [--pages-per-compute-block N] [--kv-layout jax|nhd|hnd]\n"
       "       [--profile jax|reference] [--check-only] [--check-data] [--out OUT.npy]\n"
-      "       [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]]",
+      "       [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]\n"
+      "        [--expect-lse LSE.npy] [--ignore-padding]]",
       "Paged attention (decode): out[b, h] = softmax over t < lengths[b] of\n"
       "cap(sm_scale * q[b, h] . k_t) applied to v_t, with k_t on page page_indices[b, t / S].\n"
       "--lse-out writes the softmax's natural logsumexp [batch, num_q_heads] (-inf for a\n"
@@ -198,7 +208,9 @@ int run_paged(int argc, char** argv) {
            {"--lse-out", "LSE.npy", "write logsumexp [batch, num_q_heads] as float32 .npy"},
            {"--kv-layout", "L",
             "physical page layout: jax [Hkv,P,S,D] (default), nhd [P,S,Hkv,D], "
-            "hnd [P,Hkv,S,D]"}})};
+            "hnd [P,Hkv,S,D]"},
+           kExpectLseOption,
+           kIgnorePaddingOption})};
   const ParsedArgs args(kSpec, argc, argv);
   if (args.help_requested()) return print_help(kSpec);
 
@@ -240,6 +252,7 @@ int run_paged(int argc, char** argv) {
     fail_if_error(check_rank(in.v_scales, 4, "v_scales", scales_shape_hint(in.layout)));
   }
   in.expect = load_expect(args, in.q.array.shape);
+  in.expect_lse = load_expect_lse(args, {in.q.array.shape[0], in.q.array.shape[1]});
 
   // Element types.
   fail_if_error(check_q_dtype(in.q));

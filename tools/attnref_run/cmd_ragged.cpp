@@ -18,6 +18,7 @@
 
 #include <Eigen/Core>
 
+#include "attnref/compare/ragged.hpp"
 #include "attnref/core/profile.hpp"
 #include "attnref/kernels/ragged_paged_attention.hpp"
 #include "attnref/validate/ragged.hpp"
@@ -29,7 +30,7 @@ namespace {
 
 /// The parsed inputs and options of one `ragged` invocation.
 struct RaggedInputs {
-  Input q, kv, kv_lens, page_indices, cu_q_lens, num_seqs, expect;
+  Input q, kv, kv_lens, page_indices, cu_q_lens, num_seqs, expect, expect_lse;
   Input k, v;                        ///< --k-pages, --v-pages (instead of the combined kv)
   KvLayout layout = KvLayout::kJax;  ///< axis order of k and v
   bool separate() const noexcept { return k.present(); }
@@ -207,8 +208,16 @@ int run_typed(const ParsedArgs& args, const RaggedInputs& in) {
                                            TensorView<float, 2>(lse.data(), {tokens, heads})));
   OutputFiles outputs;  // all written, or none
   stage_option_output(args, &outputs, "--lse-out", {tokens, heads}, to_doubles(lse));
+  const auto explain = [&](Tolerance tol) {
+    compare::Report report;
+    fail_if_error(compare::try_compare_ragged(
+        run_args, to_doubles(in.expect.array),
+        in.expect_lse.present() ? to_doubles(in.expect_lse.array) : std::vector<double>{},
+        compare_options(args, tol), &report));
+    return report;
+  };
   return finish_output(args, in.q.array.shape, to_doubles(out), in.expect,
-                       default_tolerance(in.q.array.dtype), &outputs);
+                       default_tolerance(in.q.array.dtype), &outputs, explain);
 }
 
 template <class Q, class KV>
@@ -235,7 +244,8 @@ int run_ragged(int argc, char** argv) {
       "       --cu-q-lens C.npy --num-seqs N.npy [--sm-scale S] [--sliding-window W]\n"
       "       [--soft-cap C] [--mask-value M] [--k-scale S] [--v-scale S]\n"
       "       [--profile jax|reference] [--check-only] [--check-data] [--out OUT.npy]\n"
-      "       [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]]\n"
+      "       [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]\n"
+      "        [--expect-lse LSE.npy] [--ignore-padding]]\n"
       "   or: --k-pages K.npy --v-pages V.npy [--kv-layout jax|nhd|hnd] in place of --kv-pages",
       "Ragged paged attention (continuous batching): sequence i owns query rows\n"
       "[cu_q_lens[i], cu_q_lens[i+1]) and kv_lens[i] cached tokens; row r of a sequence with\n"
@@ -266,7 +276,9 @@ int run_ragged(int argc, char** argv) {
            {"--k-scale", "S", "K dequantization: k = q_dtype(float(k) * S)"},
            {"--v-scale", "S", "V dequantization: v = q_dtype(float(v) * S)"},
            {"--lse-out", "LSE.npy",
-            "write logsumexp [max_num_batched_tokens, num_q_heads] as float32 .npy"}})};
+            "write logsumexp [max_num_batched_tokens, num_q_heads] as float32 .npy"},
+           kExpectLseOption,
+           kIgnorePaddingOption})};
   const ParsedArgs args(kSpec, argc, argv);
   if (args.help_requested()) return print_help(kSpec);
 
@@ -332,6 +344,7 @@ int run_ragged(int argc, char** argv) {
                    "num_seqs is a one-element array: numpy.array([n], dtype=numpy.int32)"));
   }
   in.expect = load_expect(args, in.q.array.shape);
+  in.expect_lse = load_expect_lse(args, {in.q.array.shape[0], in.q.array.shape[1]});
 
   // Element types.
   fail_if_error(check_q_dtype(in.q));

@@ -16,6 +16,7 @@
 
 #include <Eigen/Core>
 
+#include "attnref/compare/splash.hpp"
 #include "attnref/core/profile.hpp"
 #include "attnref/kernels/splash_attention.hpp"
 #include "attnref/masks/mask.hpp"
@@ -31,7 +32,7 @@ enum class MaskKind { kFull, kCausal, kLocal, kChunked, kFile };
 
 /// The parsed inputs and options of one `splash` invocation.
 struct SplashInputs {
-  Input q, k, v, mask, q_seg, kv_seg, sinks, dout, expect;
+  Input q, k, v, mask, q_seg, kv_seg, sinks, dout, expect, expect_lse;
   bool is_mqa = false;
   CommonOptions common;
   SplashBlockSizes blocks = SplashBlockSizes::get_default();
@@ -157,8 +158,24 @@ int run_typed(const ParsedArgs& args, const SplashInputs& in) {
     write_output(args, &outputs, "--dv-out", in.v.array.shape, dvv);
     write_output(args, &outputs, "--dsinks-out", {hq}, dsinks);
   }
+  const auto explain = [&](Tolerance tol) {
+    compare::SplashMaskParams params;
+    if (in.mask_kind == MaskKind::kCausal || in.mask_kind == MaskKind::kLocal) {
+      params.kind = in.mask_kind == MaskKind::kCausal ? compare::SplashMaskParams::Kind::kCausal
+                                                      : compare::SplashMaskParams::Kind::kLocal;
+      params.offset = in.offset;
+      params.left = in.left;
+      params.right = in.right;
+    }
+    compare::Report report;
+    fail_if_error(compare::try_compare_splash(
+        a, mask, params, to_doubles(in.expect.array),
+        in.expect_lse.present() ? to_doubles(in.expect_lse.array) : std::vector<double>{},
+        compare_options(args, tol), &report));
+    return report;
+  };
   return finish_output(args, {hq, sq, dv}, to_doubles(out), in.expect,
-                       default_tolerance(in.q.array.dtype), &outputs);
+                       default_tolerance(in.q.array.dtype), &outputs, explain);
 }
 
 /// "none" or a non-negative integer, for --local LEFT,RIGHT.
@@ -187,7 +204,8 @@ int run_splash(int argc, char** argv) {
       "       [--q-segment-ids A.npy --kv-segment-ids B.npy] [--sinks S.npy] [--soft-cap C]\n"
       "       [--mask-value M] [--sm-scale S] [--block-q N] [--block-kv N]\n"
       "       [--block-kv-compute N] [--profile jax|reference] [--check-only] [--check-data]\n"
-      "       [--out OUT.npy] [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]]\n"
+      "       [--out OUT.npy] [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]\n"
+      "        [--expect-lse LSE.npy]]\n"
       "       [--dout DO.npy --dq-out DQ.npy --dk-out DK.npy --dv-out DV.npy\n"
       "        [--dsinks-out DS.npy]]",
       "Splash attention (prefill/training): out[h, r] = softmax over the allowed t (mask AND\n"
@@ -220,7 +238,8 @@ int run_splash(int argc, char** argv) {
            {"--dq-out", "DQ.npy", "write dq (with --dout)"},
            {"--dk-out", "DK.npy", "write dk, k's shape (with --dout)"},
            {"--dv-out", "DV.npy", "write dv, v's shape (with --dout)"},
-           {"--dsinks-out", "DS.npy", "write dsinks [num_q_heads] (with --dout and --sinks)"}})};
+           {"--dsinks-out", "DS.npy", "write dsinks [num_q_heads] (with --dout and --sinks)"},
+           kExpectLseOption})};
   const ParsedArgs args(kSpec, argc, argv);
   if (args.help_requested()) return print_help(kSpec);
 
@@ -354,6 +373,7 @@ int run_splash(int argc, char** argv) {
     }
   }
   in.expect = load_expect(args, out_shape);
+  in.expect_lse = load_expect_lse(args, {out_shape[0], out_shape[1]});
 
   // Element types: q, k, v (and dout) share one float dtype.
   fail_if_error(check_q_dtype(in.q));
