@@ -10,6 +10,12 @@
 /// log sum_{t < lengths[b]} exp(cap(sm_scale * q[b, qh] . k_t)), and -inf when lengths[b] == 0;
 /// with it, results over disjoint pages merge exactly (kernels/merge_attention_states.hpp).
 ///
+/// Engine features (the logits pipeline of kernels/detail/online_softmax.hpp, in its order):
+/// `alibi_slopes` add slope[qh] * (t - (lengths[b] - 1)) after the cap; a `sliding_window` W
+/// keeps the keys t > lengths[b] - 1 - W (FlashInfer's window_left is W - 1), and neither those
+/// keys nor pages wholly before them are read; `sinks` add exp(sink[qh]) to the denominator (no
+/// value row), so a sequence of length 0 gives 0 and logsumexp sink[qh].
+///
 /// Non-finite inputs (docs/hostile-inputs.md): NaN or +inf in q[b, qh] or in the K row (or its
 /// int8 scales) of a token t < lengths[b] makes that output row NaN (a NaN or +inf logit, or
 /// logits all -inf); NaN/Inf in a live V row (or its scales) go through the weighted sum as IEEE

@@ -26,6 +26,11 @@
 /// `cu_q_lens[num_seqs]`) get -inf, as a row with no visible key. Results over disjoint key sets
 /// merge exactly with it (kernels/merge_attention_states.hpp).
 ///
+/// Engine features (the logits pipeline of kernels/detail/online_softmax.hpp, in its order):
+/// `alibi_slopes` add slope[qh] * (c - pos) after the cap (pos = kv_len - q_len + r); `sinks`
+/// add exp(sink[qh]) to each live row's denominator (no value row; the logsumexp includes it;
+/// padding rows stay 0 and -inf).
+///
 /// How it runs: for each live sequence and each KV head, the G query heads sharing that KV head
 /// and all q_len rows of the sequence form one (q_len * G) x D row block. K/V are read a block
 /// of pages at a time (only the tokens some row can see: never past kv_len, never before the

@@ -6,7 +6,10 @@
 ///
 /// Semantics (design.md §6):
 ///  - logits `x = sm_scale * q.k` (no implicit 1/sqrt(d)), then the soft cap `c * tanh(x / c)`,
-///    then the mask (mask AND segment ids);
+///    then ALiBi `+ slope[h] * (j - i)` (query row i, key j; the backward's cap derivative takes
+///    the logit without it), then the mask (mask AND segment ids AND, with a sliding window W,
+///    `i - W < j <= i`: tiles, and columns of a tile, that no row's window reaches are never
+///    read);
 ///  - a masked position has probability exactly 0. For JAX's default mask_value this equals
 ///    JAX's result on every row with an allowed key; `mask_value` is validated only;
 ///  - a sink `s_h` is one extra logit with a zero value vector;
