@@ -31,7 +31,7 @@ namespace reference {
 /// Error scales of a paged result for callers that size tolerances (the fuzz harness); lo, hi
 /// are [B, Hq, D].
 struct PagedBounds : ValueRange {
-  std::vector<double> max_logit;  ///< [B, Hq]: largest |sm_scale * q.k| before the cap
+  std::vector<double> max_logit;  ///< [B, Hq]: largest |sm_scale * q.k| before the cap, or |bias|
 };
 
 /// K or V element (h, page, slot, d) as the math sees it.
@@ -86,8 +86,13 @@ std::vector<double> paged_attention(const PagedAttentionArgs<Q, KV, Index>& a,
           const double cap = static_cast<double>(*a.soft_cap);
           x = cap * std::tanh(x / cap);
         }
-        if (!a.alibi_slopes.empty_view())
-          x += static_cast<double>(a.alibi_slopes(qh)) * static_cast<double>(t - (len - 1));
+        if (!a.alibi_slopes.empty_view()) {
+          const double bias =
+              static_cast<double>(a.alibi_slopes(qh)) * static_cast<double>(t - (len - 1));
+          x += bias;
+          // The bias is rounded in float too: it scales the error like a logit.
+          if (bounds) bounds->max_logit[row] = std::max(bounds->max_logit[row], std::fabs(bias));
+        }
         w[static_cast<size_t>(t)] = x;
         max_w = (std::isnan(x) || std::isnan(max_w)) ? std::nan("") : std::max(max_w, x);
       }

@@ -35,7 +35,7 @@ namespace reference {
 /// Error scales of a ragged result for callers that size tolerances (the fuzz harness); lo, hi
 /// are [T, Hq, D].
 struct RaggedBounds : ValueRange {
-  std::vector<double> logit_mag;  ///< [T, Hq]: largest sum_d |sm_scale * q_d * k_d| (inf: overflow)
+  std::vector<double> logit_mag;  ///< [T, Hq]: largest sum_d |sm_scale q_d k_d| or |bias|
   std::vector<double> v_max;      ///< [T, Hq]: largest |v| seen
 };
 
@@ -127,8 +127,13 @@ std::vector<double> ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV,
             const double cap = static_cast<double>(*a.soft_cap);
             x = cap * std::tanh(x / cap);
           }
-          if (!a.alibi_slopes.empty_view())
-            x += static_cast<double>(a.alibi_slopes(qh)) * static_cast<double>(c - pos);
+          if (!a.alibi_slopes.empty_view()) {
+            const double bias =
+                static_cast<double>(a.alibi_slopes(qh)) * static_cast<double>(c - pos);
+            x += bias;
+            // The bias is rounded in float too: it scales the error like a logit.
+            if (bounds) bounds->logit_mag[row] = std::max(bounds->logit_mag[row], std::fabs(bias));
+          }
           w.push_back(x);
           max_w = (std::isnan(x) || std::isnan(max_w)) ? std::nan("") : std::max(max_w, x);
         }

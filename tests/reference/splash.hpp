@@ -33,7 +33,7 @@ namespace reference {
 struct SplashForwardResult : ValueRange {
   std::vector<double> out;     ///< [Hq, Sq, Dv]
   std::vector<double> lse;     ///< [Hq, Sq]
-  double max_logit_mag = 0.0;  ///< largest sum_e |sm_scale * q_e * k_e| over visible pairs
+  double max_logit_mag = 0.0;  ///< largest sum_e |sm_scale q_e k_e| + |bias|, visible pairs
 };
 
 /// Gradients, plus their sums of absolute terms (the rounding scale of each element).
@@ -116,7 +116,11 @@ struct SplashDense {
       *th = std::tanh(x / *soft_cap);
       x = *soft_cap * *th;
     }
-    if (!slopes.empty()) x += slopes[static_cast<size_t>(h)] * static_cast<double>(t - r);
+    if (!slopes.empty()) {
+      const double bias = slopes[static_cast<size_t>(h)] * static_cast<double>(t - r);
+      x += bias;
+      *mag += std::fabs(bias);  // rounded in float too: it scales the error like a logit
+    }
     return x;
   }
 };
