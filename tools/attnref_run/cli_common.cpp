@@ -358,6 +358,28 @@ Status check_rank(const Input& input, std::size_t rank, const char* name, const 
       {}, name);
 }
 
+HeadValues load_head_values(const ParsedArgs& args, const char* option, const char* name,
+                            const char* shape_hint, ErrorCode range_code) {
+  HeadValues h;
+  h.input = load_input(args, option, false);
+  if (!h.present()) return h;
+  fail_if_error(check_rank(h.input, 1, name, shape_hint));
+  const DType t = h.input.array.dtype;
+  if (t != DType::kFloat16 && t != DType::kFloat32 && t != DType::kFloat64)
+    fail_status(dtype_error(h.input, name, "a float array (it is cast to float32)"));
+  // float64 values are narrowed to float32: a finite value past its range would become inf.
+  for (double x : to_doubles(h.input.array)) {
+    if (std::isfinite(x) && !std::isfinite(static_cast<float>(x))) {
+      fail_status(Status(range_code, "", "{f}[{0}]={r0} is outside the float32 range",
+                         "the values are cast to float32, whose largest finite magnitude is "
+                         "3.4028235e+38",
+                         {static_cast<std::int64_t>(h.values.size())}, {x}, name));
+    }
+    h.values.push_back(static_cast<float>(x));
+  }
+  return h;
+}
+
 Status check_q_dtype(const Input& q) {
   const DType t = q.array.dtype;
   if (t == DType::kFloat16 || t == DType::kFloat32 || t == DType::kFloat64) return Status();
@@ -367,6 +389,9 @@ Status check_q_dtype(const Input& q) {
 std::vector<OptionSpec> with_common_options(std::vector<OptionSpec> own) {
   static const OptionSpec kCommon[] = {
       {"--soft-cap", "C", "soft cap c: logits become c * tanh(x / c)"},
+      {"--alibi-slopes", "A.npy",
+       "ALiBi slopes [num_q_heads] (float): logits + slope * (key - query position), after the "
+       "soft cap"},
       {"--mask-value", "M", "JAX's additive mask value (default -2.3819763e+38)"},
       {"--sm-scale", "S", "scale of q.k (default 1.0)"},
       {"--profile", "P", "jax or reference (default reference)"},

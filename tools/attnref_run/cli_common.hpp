@@ -166,6 +166,25 @@ struct Input {
 /// device, a directory: opened without blocking and refused), exits 1 with a `bad_file` message.
 Input load_input(const ParsedArgs& args, const char* option, bool required);
 
+/// A per-query-head vector (`--sinks`, `--alibi-slopes`): a 1-dim float16/32/64 `.npy`, cast
+/// to float32 for the kernel's f32 view; `view()` is empty when the option was not given.
+struct HeadValues {
+  Input input;
+  std::vector<float> values;
+  bool present() const noexcept { return input.present(); }
+  TensorView<const float, 1> view() const {
+    if (!present()) return {};
+    return TensorView<const float, 1>(values.data(), {static_cast<std::int64_t>(values.size())});
+  }
+};
+
+/// Loads a `HeadValues` option: exit 2 for a rank other than 1 (`rank_mismatch`), a dtype other
+/// than float (`dtype_not_supported`) or a finite value past float32's range (`range_code`); the
+/// library checks the length against num_q_heads and the values. `name` and `shape_hint` are
+/// literals ("sinks", "sinks are [num_q_heads]").
+HeadValues load_head_values(const ParsedArgs& args, const char* option, const char* name,
+                            const char* shape_hint, ErrorCode range_code);
+
 /// A float option (--soft-cap, --sm-scale, ...) parsed and checked as double, then narrowed:
 /// a finite value outside float32's range, or a non-zero one that rounds to 0, exits 2 with
 /// `code` naming `option` and the value as given ("inf" and "nan" pass through, for the

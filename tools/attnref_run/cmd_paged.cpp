@@ -31,6 +31,8 @@ struct PagedInputs {
   KvLayout layout = KvLayout::kJax;
   CommonOptions common;
   std::int64_t pages_per_compute_block = 1;
+  std::optional<std::int64_t> sliding_window;
+  HeadValues sinks, alibi_slopes;
 };
 
 /// Index views the shape tier may read extents from but never data: for lengths or a page
@@ -64,6 +66,9 @@ PagedAttentionArgs<Q, KV, Index> make_args(const PagedInputs& in,
   a.mask_value = in.common.mask_value;
   a.sm_scale = in.common.sm_scale;
   a.pages_per_compute_block = in.pages_per_compute_block;
+  a.sliding_window = in.sliding_window;
+  a.sinks = in.sinks.view();
+  a.alibi_slopes = in.alibi_slopes.view();
   return a;
 }
 
@@ -184,11 +189,15 @@ int run_paged(int argc, char** argv) {
       "--q Q.npy --k-pages K.npy --v-pages V.npy --lengths L.npy --page-indices PI.npy\n"
       "       [--k-scales KS.npy --v-scales VS.npy] [--soft-cap C] [--mask-value M]\n"
       "       [--sm-scale S] [--pages-per-compute-block N] [--kv-layout jax|nhd|hnd]\n"
+      "       [--sliding-window W] [--sinks S.npy] [--alibi-slopes A.npy]\n"
       "       [--profile jax|reference] [--check-only] [--check-data] [--out OUT.npy]\n"
       "       [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]\n"
       "        [--expect-lse LSE.npy] [--ignore-padding]]",
       "Paged attention (decode): out[b, h] = softmax over t < lengths[b] of\n"
       "cap(sm_scale * q[b, h] . k_t) applied to v_t, with k_t on page page_indices[b, t / S].\n"
+      "--sliding-window W keeps t > lengths[b] - 1 - W (FlashInfer's window_left is W - 1);\n"
+      "--alibi-slopes adds slope[h] * (t - (lengths[b] - 1)) after the cap; --sinks adds one\n"
+      "logit per head to the softmax's denominator.\n"
       "--lse-out writes the softmax's natural logsumexp [batch, num_q_heads] (-inf for a\n"
       "sequence of length 0): results over disjoint pages then merge (attnref-run merge).\n"
       "Validates the inputs under the chosen profile (jax: every check JAX's Pallas TPU kernel\n"
@@ -205,6 +214,8 @@ int run_paged(int argc, char** argv) {
             "float32 scales of int8 key pages, in the --kv-layout order, last dim 1 or head_dim"},
            {"--v-scales", "VS.npy", "float32 scales of int8 value pages"},
            {"--pages-per-compute-block", "N", "JAX's blocking (default 1; no numerical effect)"},
+           {"--sliding-window", "W", "attend to the last W keys only (W > 0)"},
+           {"--sinks", "S.npy", "attention-sink logits [num_q_heads] (float)"},
            {"--lse-out", "LSE.npy", "write logsumexp [batch, num_q_heads] as float32 .npy"},
            {"--kv-layout", "L",
             "physical page layout: jax [Hkv,P,S,D] (default), nhd [P,S,Hkv,D], "
@@ -221,6 +232,7 @@ int run_paged(int argc, char** argv) {
   if (std::optional<std::int64_t> n = args.int64("--pages-per-compute-block")) {
     in.pages_per_compute_block = *n;
   }
+  in.sliding_window = args.int64("--sliding-window");
   for (const char* required : {"--q", "--k-pages", "--v-pages", "--lengths", "--page-indices"}) {
     args.required(required);
   }
@@ -233,6 +245,11 @@ int run_paged(int argc, char** argv) {
   in.page_indices = load_input(args, "--page-indices", true);
   in.k_scales = load_input(args, "--k-scales", false);
   in.v_scales = load_input(args, "--v-scales", false);
+  in.sinks = load_head_values(args, "--sinks", "sinks", "sinks are [num_q_heads]",
+                              ErrorCode::kNonFiniteData);
+  in.alibi_slopes =
+      load_head_values(args, "--alibi-slopes", "alibi_slopes", "ALiBi slopes are [num_q_heads]",
+                       ErrorCode::kInvalidAlibiSlope);
 
   // Ranks (JAX's shape unpacking comes before its checks too).
   fail_if_error(check_rank(in.q, 3, "q", "q is [batch, num_q_heads, head_dim]"));

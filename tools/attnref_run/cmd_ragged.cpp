@@ -37,6 +37,7 @@ struct RaggedInputs {
   CommonOptions common;
   std::optional<std::int64_t> sliding_window;
   std::optional<float> k_scale, v_scale;
+  HeadValues sinks, alibi_slopes;
 };
 
 /// Metadata views the shape tier may read extents from but never data: for metadata whose file
@@ -95,6 +96,8 @@ Status make_args(const RaggedInputs& in, const std::vector<Index>& num_seqs,
   a.mask_value = in.common.mask_value;
   a.k_scale = in.k_scale;
   a.v_scale = in.v_scale;
+  a.sinks = in.sinks.view();
+  a.alibi_slopes = in.alibi_slopes.view();
   return Status();
 }
 
@@ -199,6 +202,8 @@ int run_typed(const ParsedArgs& args, const RaggedInputs& in) {
   run_args.mask_value = a.mask_value;
   run_args.k_scale = a.k_scale;
   run_args.v_scale = a.v_scale;
+  run_args.sinks = a.sinks;
+  run_args.alibi_slopes = a.alibi_slopes;
   const std::int64_t numel = in.q.array.numel();
   std::vector<Q> out(static_cast<std::size_t>(numel));
   const std::int64_t tokens = a.max_num_batched_tokens(), heads = a.num_q_heads();
@@ -243,6 +248,7 @@ int run_ragged(int argc, char** argv) {
       "--q Q.npy --kv-pages KV.npy --kv-lens L.npy --page-indices PI.npy\n"
       "       --cu-q-lens C.npy --num-seqs N.npy [--sm-scale S] [--sliding-window W]\n"
       "       [--soft-cap C] [--mask-value M] [--k-scale S] [--v-scale S]\n"
+      "       [--sinks S.npy] [--alibi-slopes A.npy]\n"
       "       [--profile jax|reference] [--check-only] [--check-data] [--out OUT.npy]\n"
       "       [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]\n"
       "        [--expect-lse LSE.npy] [--ignore-padding]]\n"
@@ -250,7 +256,9 @@ int run_ragged(int argc, char** argv) {
       "Ragged paged attention (continuous batching): sequence i owns query rows\n"
       "[cu_q_lens[i], cu_q_lens[i+1]) and kv_lens[i] cached tokens; row r of a sequence with\n"
       "q_len rows sits at position kv_len - q_len + r and attends causally (and within the\n"
-      "sliding window) to its sequence's keys. K and V share one pool [P, S, 2 * Hkv, D]: K of\n"
+      "sliding window) to its sequence's keys, the logits cap(sm_scale * q . k) + slope[h] *\n"
+      "(key - position) with --alibi-slopes, one sink logit per head with --sinks. K and V share "
+      "one pool [P, S, 2 * Hkv, D]: K of\n"
       "KV head h at combined head 2h, V at 2h + 1 (JAX's form); or, with --k-pages and\n"
       "--v-pages instead of --kv-pages, two pools in the --kv-layout order (an engine's cache).\n"
       "Output rows past cu_q_lens[num_seqs] are 0. --lse-out writes each row's natural\n"
@@ -275,6 +283,7 @@ int run_ragged(int argc, char** argv) {
            {"--sliding-window", "W", "attend to the last W positions only (W > 0)"},
            {"--k-scale", "S", "K dequantization: k = q_dtype(float(k) * S)"},
            {"--v-scale", "S", "V dequantization: v = q_dtype(float(v) * S)"},
+           {"--sinks", "S.npy", "attention-sink logits [num_q_heads] (float)"},
            {"--lse-out", "LSE.npy",
             "write logsumexp [max_num_batched_tokens, num_q_heads] as float32 .npy"},
            kExpectLseOption,
@@ -318,6 +327,11 @@ int run_ragged(int argc, char** argv) {
   in.page_indices = load_input(args, "--page-indices", true);
   in.cu_q_lens = load_input(args, "--cu-q-lens", true);
   in.num_seqs = load_input(args, "--num-seqs", true);
+  in.sinks = load_head_values(args, "--sinks", "sinks", "sinks are [num_q_heads]",
+                              ErrorCode::kNonFiniteData);
+  in.alibi_slopes =
+      load_head_values(args, "--alibi-slopes", "alibi_slopes", "ALiBi slopes are [num_q_heads]",
+                       ErrorCode::kInvalidAlibiSlope);
 
   // Ranks (JAX's shape unpacking comes before its checks too).
   fail_if_error(check_rank(in.q, 3, "q", "q is [max_num_batched_tokens, num_q_heads, head_dim]"));
