@@ -23,6 +23,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -64,6 +65,15 @@ struct StatusError {
 /// Raises `status` as attnref.ShapeError when it is an error.
 inline void raise_if_error(const Status& status) {
   if (!status.ok()) throw StatusError(status);
+}
+
+/// Raises the error of a shape tier run over stand-in index views when JAX makes its check
+/// (one of `earlier`) before the index dtype check, else `dtypes`. `dtypes` is an error.
+inline void raise_in_jax_order(const Status& shapes, std::initializer_list<const char*> earlier,
+                               const Status& dtypes) {
+  for (const char* id : earlier)
+    if (!shapes.ok() && std::string(shapes.jax_check()) == id) raise_if_error(shapes);
+  raise_if_error(dtypes);
 }
 
 // ---- dtypes -------------------------------------------------------------------------------
@@ -139,6 +149,8 @@ Status dtype_mismatch(const Array& a, const Array& like, const char* hint);
 template <class T, size_t Rank>
 TensorView<const T, Rank> view_of(const Array& a) {
   TensorView<const T, Rank> view;
+  // The families check ranks with their own hints first; this keeps a missed one an error.
+  raise_if_error(check_rank(a, static_cast<std::int64_t>(Rank), "see the function's docstring"));
   if (a.dl_tensor != nullptr) {
     raise_if_error(
         view_from_dlpack(*static_cast<const DLTensor*>(a.dl_tensor), &view, a.name.c_str()));
@@ -174,10 +186,12 @@ std::vector<std::int64_t> widen_indices(const Array& a);
 /// A fresh C-contiguous numpy array of dtype `t` and shape `shape`.
 py::array new_array(DType t, const std::vector<std::int64_t>& shape);
 
+/// A row-major view of an array `new_array` made (C-contiguous, owned by the module).
 template <class T, size_t Rank>
 TensorView<T, Rank> output_view(py::array& out) {
   std::array<std::int64_t, Rank> extents{};
-  for (size_t i = 0; i < Rank; ++i) extents[i] = static_cast<std::int64_t>(out.shape(i));
+  for (size_t i = 0; i < Rank; ++i)
+    extents[i] = static_cast<std::int64_t>(out.shape(static_cast<py::ssize_t>(i)));
   return TensorView<T, Rank>(static_cast<T*>(out.mutable_data()), extents,
                              static_cast<std::int64_t>(out.size()));
 }

@@ -70,8 +70,6 @@ PagedInputs read_paged(py::handle q, py::handle k, py::handle v, py::handle leng
         check_rank(*s, 4, "scales are the pages' shape with a last dim of 1 or head_dim"));
     if (s->dtype != DType::kFloat32) raise_if_error(dtype_error(*s, "scales are float32"));
   }
-  raise_if_error(
-      check_paged_index_dtypes(in.lengths.dtype, in.page_indices.dtype, in.common.profile));
   return in;
 }
 
@@ -92,6 +90,23 @@ PagedAttentionArgs<Q, KV, Index> make_args(const PagedInputs& in) {
   return a;
 }
 
+/// The index dtypes, reported in JAX's order: JAX checks P1..P6 before P7 (lengths int32), so
+/// on a dtype error the shape tier runs over int32 stand-ins of the index arrays (it reads
+/// their extents, never their data) and a P1..P6 finding wins.
+template <class Q, class KV>
+void check_index_dtypes(const PagedInputs& in) {
+  const Status dtypes =
+      check_paged_index_dtypes(in.lengths.dtype, in.page_indices.dtype, in.common.profile);
+  if (dtypes.ok()) return;
+  const std::int32_t zero = 0;
+  PagedAttentionArgs<Q, KV, std::int32_t> a = make_args<Q, KV, std::int32_t>(in);
+  a.lengths = TensorView<const std::int32_t, 1>(&zero, {in.lengths.shape[0]}, {0});
+  a.page_indices = TensorView<const std::int32_t, 2>(
+      &zero, {in.page_indices.shape[0], in.page_indices.shape[1]}, {0, 0});
+  raise_in_jax_order(check_paged_shapes(a, in.common.profile), {"P1", "P2", "P3", "P4", "P5", "P6"},
+                     dtypes);
+}
+
 void check_paged_py(py::handle q, py::handle k, py::handle v, py::handle lengths,
                     py::handle page_indices, py::kwargs kwargs) {
   const PagedInputs in =
@@ -99,6 +114,7 @@ void check_paged_py(py::handle q, py::handle k, py::handle v, py::handle lengths
   dispatch_q_kv(in.q, in.k, in.v, [&](auto qtag, auto kvtag) {
     using Q = typename decltype(qtag)::type;
     using KV = typename decltype(kvtag)::type;
+    check_index_dtypes<Q, KV>(in);
     dispatch(IndexTypes{}, in.lengths.dtype, [&](auto itag) {
       using I = typename decltype(itag)::type;
       PagedAttentionArgs<Q, KV, I> a = make_args<Q, KV, I>(in);
@@ -121,6 +137,7 @@ py::object paged_attention_py(py::handle q, py::handle k, py::handle v, py::hand
   dispatch_q_kv(in.q, in.k, in.v, [&](auto qtag, auto kvtag) {
     using Q = typename decltype(qtag)::type;
     using KV = typename decltype(kvtag)::type;
+    check_index_dtypes<Q, KV>(in);
     PagedAttentionArgs<Q, KV, std::int64_t> a = make_args<Q, KV, std::int64_t>(in);
     const std::vector<std::int64_t> lens = widen_indices(in.lengths);
     const std::vector<std::int64_t> table = widen_indices(in.page_indices);

@@ -80,9 +80,6 @@ RaggedInputs read_ragged(py::handle q, py::handle kv_pages, py::handle kv_lens,
   raise_if_error(check_rank(in.page_indices, 2, "page_indices is [max_num_seqs, pages_per_seq]"));
   raise_if_error(check_rank(in.cu_q_lens, 1, "cu_q_lens is [max_num_seqs + 1]"));
   if (in.num_seqs.present()) raise_if_error(check_rank(in.num_seqs, 1, "num_seqs is [1]"));
-  const DType num_seqs_dtype = in.num_seqs_int ? DType::kInt64 : in.num_seqs.dtype;
-  raise_if_error(check_ragged_index_dtypes(in.kv_lens.dtype, in.page_indices.dtype,
-                                           in.cu_q_lens.dtype, num_seqs_dtype, in.common.profile));
   return in;
 }
 
@@ -139,6 +136,32 @@ RaggedPagedAttentionArgs<Q, KV, Index> make_args(const RaggedInputs& in, const N
   return a;
 }
 
+/// The index dtypes, reported in JAX's order: R12, R13 and R1..R4 come before R5, so on a dtype
+/// error the shape tier runs over int32 stand-ins of the index arrays (it reads their extents,
+/// never their data) and one of those findings wins.
+template <class Q, class KV>
+void check_index_dtypes(const RaggedInputs& in) {
+  const DType num_seqs_dtype = in.num_seqs_int ? DType::kInt64 : in.num_seqs.dtype;
+  const Status dtypes =
+      check_ragged_index_dtypes(in.kv_lens.dtype, in.page_indices.dtype, in.cu_q_lens.dtype,
+                                num_seqs_dtype, in.common.profile);
+  if (dtypes.ok()) return;
+  const std::int32_t zero = 0;
+  NumSeqs<std::int32_t> n;
+  if (in.num_seqs_int) {
+    n.value = *in.num_seqs_int;
+  } else {
+    n.storage.assign(static_cast<size_t>(in.num_seqs.shape[0]), 0);
+  }
+  RaggedPagedAttentionArgs<Q, KV, std::int32_t> a = make_args<Q, KV, std::int32_t>(in, n);
+  a.kv_lens = TensorView<const std::int32_t, 1>(&zero, {in.kv_lens.shape[0]}, {0});
+  a.page_indices = TensorView<const std::int32_t, 2>(
+      &zero, {in.page_indices.shape[0], in.page_indices.shape[1]}, {0, 0});
+  a.cu_q_lens = TensorView<const std::int32_t, 1>(&zero, {in.cu_q_lens.shape[0]}, {0});
+  raise_in_jax_order(check_ragged_shapes(a, in.common.profile),
+                     {"R12", "R13", "R1", "R2", "R3", "R4"}, dtypes);
+}
+
 void check_ragged_py(py::handle q, py::handle kv_pages, py::handle kv_lens, py::handle page_indices,
                      py::handle cu_q_lens, py::handle num_seqs, py::kwargs kwargs) {
   const RaggedInputs in = read_ragged(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs,
@@ -146,6 +169,7 @@ void check_ragged_py(py::handle q, py::handle kv_pages, py::handle kv_lens, py::
   dispatch_q_kv(in.q, in.pages(), in.combined ? in.kv : in.v, [&](auto qtag, auto kvtag) {
     using Q = typename decltype(qtag)::type;
     using KV = typename decltype(kvtag)::type;
+    check_index_dtypes<Q, KV>(in);
     dispatch(IndexTypes{}, in.kv_lens.dtype, [&](auto itag) {
       using I = typename decltype(itag)::type;
       const NumSeqs<I> n = num_seqs_of<I>(in);
@@ -171,6 +195,7 @@ py::object ragged_attention_py(py::handle q, py::handle kv_pages, py::handle kv_
   dispatch_q_kv(in.q, in.pages(), in.combined ? in.kv : in.v, [&](auto qtag, auto kvtag) {
     using Q = typename decltype(qtag)::type;
     using KV = typename decltype(kvtag)::type;
+    check_index_dtypes<Q, KV>(in);
     const NumSeqs<std::int64_t> n = num_seqs_of<std::int64_t>(in);
     RaggedPagedAttentionArgs<Q, KV, std::int64_t> a = make_args<Q, KV, std::int64_t>(in, n);
     const std::vector<std::int64_t> lens = widen_indices(in.kv_lens);

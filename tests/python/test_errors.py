@@ -196,3 +196,31 @@ def test_options_and_usage_errors():
     with pytest.raises(attnref.ShapeError) as e:
         attnref.paged_attention(q, attnref.view_as(k, "bfloat16"), v, lengths, pi)
     assert e.value.code == "dtype_not_supported"
+
+
+def test_index_dtypes_come_after_jax_shape_checks():
+    # JAX reports P2 (heads) before P7 (lengths int32), R3 (kv_lens extent) before R5 (int32
+    # metadata) and R5 before R6 (heads).
+    q, k, v, lengths, pi = paged_batch()
+    with pytest.raises(attnref.ShapeError) as e:
+        attnref.check_paged(q[:, :3], k, v, lengths.astype(np.int64), pi.astype(np.int64),
+                            profile="jax")
+    assert e.value.jax_check == "P2"
+    with pytest.raises(attnref.ShapeError) as e:
+        attnref.check_paged(q, k, v, lengths.astype(np.int64), pi.astype(np.int64),
+                            profile="jax")
+    assert e.value.jax_check == "P7"
+    rq, kv, kv_lens, rpi, cu, n = ragged_batch()
+    wide = [x.astype(np.int64) for x in (kv_lens, rpi, cu)]
+    with pytest.raises(attnref.ShapeError) as e:
+        attnref.check_ragged(rq, kv, wide[0][:2], *wide[1:], n, profile="jax")
+    assert e.value.jax_check == "R3"
+    with pytest.raises(attnref.ShapeError) as e:
+        attnref.check_ragged(rq[:, :3], kv, *wide, n, profile="jax")
+    assert e.value.jax_check == "R5"
+    with pytest.raises(attnref.ShapeError) as e:
+        attnref.check_ragged(rq, kv, *wide, n, profile="jax")
+    assert e.value.jax_check == "R5"
+    with pytest.raises(attnref.ShapeError) as e:  # mixed dtypes: reference profile too
+        attnref.ragged_paged_attention(rq, kv, kv_lens, rpi.astype(np.int64), cu, n)
+    assert e.value.code == "dtype_not_supported"
