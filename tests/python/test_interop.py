@@ -191,3 +191,12 @@ def test_stub_names_every_public_function():
     assert public == in_stub
     for name in public - {"TypedArray"}:
         assert getattr(attnref, name).__doc__
+
+
+def test_readme_python_quick_start_runs_as_printed():
+    import pathlib
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    blocks = readme.split("```python\n")[1:]
+    assert blocks, "README.md has no Python quick start"
+    for block in blocks:
+        exec(compile(block.split("```")[0], "README.md", "exec"), {})
