@@ -83,3 +83,21 @@ def test_check_config():
                         "of KV heads. Got 8 and 6. (hint: valid num_kv_heads for 8 query heads: "
                         "1, 2, 4, 8)")
     assert err.message.startswith("Number of Q heads")
+
+
+def test_data_tier_of_splash_and_ragged():
+    q, kv, kv_lens, pi, cu, num_seqs = ragged_batch()
+    kv_nan = kv.copy()
+    kv_nan[pi[0, 0], 0, 0, 0] = np.inf  # K of a live token of sequence 0
+    attnref.check_ragged(q, kv_nan, kv_lens, pi, cu, num_seqs)
+    with pytest.raises(attnref.ShapeError) as e:
+        attnref.check_ragged(q, kv_nan, kv_lens, pi, cu, num_seqs,
+                             tiers=("shape", "metadata", "data"))
+    assert e.value.code == "non_finite_data"
+    s = np.ones((2, 4, 8), np.float32)
+    s_nan = s.copy()
+    s_nan[1, 2, 3] = np.nan
+    attnref.check_splash(s_nan, s, s, tiers=["shape", "metadata"])
+    with pytest.raises(attnref.ShapeError) as e:
+        attnref.check_splash(s_nan, s, s, tiers=["shape", "metadata", "data"])
+    assert e.value.code == "non_finite_data" and "q" in str(e.value)
