@@ -57,7 +57,6 @@ Array read_numpy(const py::array& arr, const char* name, const ExplicitDtype* as
   Array a;
   a.name = name;
   a.owner = arr;
-  a.dtype_text = py::str(arr.dtype()).cast<std::string>();
   a.dtype = dtype_of_numpy(arr.dtype());
   const auto itemsize = static_cast<std::int64_t>(arr.itemsize());
   if (as != nullptr) {
@@ -70,7 +69,6 @@ Array read_numpy(const py::array& arr, const char* name, const ExplicitDtype* as
                                {as->itemsize, itemsize}, {}, name));
     }
     a.dtype = as->dtype;
-    a.dtype_text = as->name;
   }
   a.data = arr.data();
   if (reinterpret_cast<std::uintptr_t>(a.data) % static_cast<std::uintptr_t>(itemsize) != 0) {
@@ -117,13 +115,12 @@ Array read_dlpack(py::handle obj, const char* name) {
   const DLTensor& t = managed->dl_tensor;
   a.dl_tensor = &t;
   a.dtype = dtype_from_dlpack(t.dtype);
-  a.dtype_text = "DLPack (code " + std::to_string(t.dtype.code) + ", bits " +
-                 std::to_string(t.dtype.bits) + ", lanes " + std::to_string(t.dtype.lanes) + ")";
-  a.data = t.data;
-  for (int i = 0; i < t.ndim; ++i) {
-    a.shape.push_back(t.shape[i]);
-    a.strides.push_back(t.strides != nullptr ? t.strides[i] : 0);
+  if (t.shape == nullptr && t.ndim > 0) {
+    throw StatusError(Status(ErrorCode::kNullData, "", "DLPack {f} has ndim {0} but a null shape",
+                             "a producer must fill DLTensor::shape", {t.ndim}, {}, name));
   }
+  // Extents for the rank and shape checks; data and strides are read by view_from_dlpack.
+  for (int i = 0; i < t.ndim; ++i) a.shape.push_back(t.shape[i]);
   return a;
 }
 

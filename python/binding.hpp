@@ -117,12 +117,11 @@ py::dtype numpy_dtype(DType t);
 struct Array {
   std::string name;  // the argument's name, for messages
   DType dtype = DType::kUnknown;
-  std::string dtype_text;  // what the caller passed, for messages about unknown dtypes
   std::vector<std::int64_t> shape;
-  std::vector<std::int64_t> strides;  // elements
-  const void* data = nullptr;
-  py::object owner;                 // the numpy array or the DLPack capsule
-  const void* dl_tensor = nullptr;  // the DLTensor when read through __dlpack__
+  std::vector<std::int64_t> strides;  // elements (numpy inputs)
+  const void* data = nullptr;         // numpy inputs
+  py::object owner;                   // the numpy array or the DLPack capsule
+  const void* dl_tensor = nullptr;    // the DLTensor when read through __dlpack__
 
   std::int64_t rank() const { return static_cast<std::int64_t>(shape.size()); }
   bool present() const { return owner && !owner.is_none(); }
