@@ -182,6 +182,12 @@ TensorView<const T, 4> view_permuted(const Array& a,
 /// run with int64 indices, so each (q, K/V) pair is one instantiation.
 std::vector<std::int64_t> widen_indices(const Array& a);
 
+/// dtype_not_supported unless `a` has a dtype of FloatTypes: the kernels check q (or a state)
+/// with it before allocating outputs of its dtype.
+inline void require_float(const Array& a, const char* hint) {
+  if (!dispatch(FloatTypes{}, a.dtype, [](auto) {})) raise_if_error(dtype_error(a, hint));
+}
+
 /// A fresh C-contiguous numpy array of dtype `t` and shape `shape`.
 py::array new_array(DType t, const std::vector<std::int64_t>& shape);
 

@@ -30,6 +30,7 @@ py::tuple merge_py(py::handle out_a, py::handle lse_a, py::handle out_b, py::han
     if (l->dtype != DType::kFloat32) raise_if_error(dtype_error(*l, "a logsumexp is float32"));
   }
   if (ob.dtype != oa.dtype) raise_if_error(dtype_mismatch(ob, oa, "both states take one dtype"));
+  require_float(oa, "states are a float dtype");
   py::array out = new_array(oa.dtype, oa.shape);
   py::array lse = new_array(DType::kFloat32, la.shape);
   const bool found = dispatch(FloatTypes{}, oa.dtype, [&](auto tag) {

@@ -132,6 +132,7 @@ py::object paged_attention_py(py::handle q, py::handle k, py::handle v, py::hand
                               py::handle page_indices, py::kwargs kwargs) {
   const PagedInputs in =
       read_paged(q, k, v, lengths, page_indices, std::move(kwargs), true, "paged_attention");
+  require_float(in.q, "q is a float dtype");
   py::array out = new_array(in.q.dtype, in.q.shape);
   py::array lse = new_array(DType::kFloat32, {in.q.shape[0], in.q.shape[1]});
   dispatch_q_kv(in.q, in.k, in.v, [&](auto qtag, auto kvtag) {

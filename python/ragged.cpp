@@ -190,6 +190,7 @@ py::object ragged_attention_py(py::handle q, py::handle kv_pages, py::handle kv_
                                py::kwargs kwargs) {
   const RaggedInputs in = read_ragged(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs,
                                       std::move(kwargs), true, "ragged_paged_attention");
+  require_float(in.q, "q is a float dtype");
   py::array out = new_array(in.q.dtype, in.q.shape);
   py::array lse = new_array(DType::kFloat32, {in.q.shape[0], in.q.shape[1]});
   dispatch_q_kv(in.q, in.pages(), in.combined ? in.kv : in.v, [&](auto qtag, auto kvtag) {

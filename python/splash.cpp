@@ -243,6 +243,7 @@ TensorView<T, 3> kv_output_view(py::array& arr) {
 py::object splash_forward_py(py::handle q, py::handle k, py::handle v, py::kwargs kwargs) {
   SplashInputs in = read_splash(q, k, v, py::none(), std::move(kwargs), true, "splash_attention");
   const std::int64_t hq = in.q.shape[0], sq = in.q.shape[1], dv = in.v.shape.back();
+  require_float(in.q, "q is a float dtype");
   py::array out = new_array(in.q.dtype, {hq, sq, dv});
   py::array lse = new_array(DType::kFloat32, {hq, sq});
   dispatch_q(in.q, [&](auto tag) {
@@ -274,6 +275,7 @@ py::tuple splash_backward_py(py::handle q, py::handle k, py::handle v, py::handl
         "dout is the gradient of out [num_q_heads, q_seq_len, head_dim_v]",
         {in.dout.shape[0], in.dout.shape[1], in.dout.shape[2], hq, sq, dv}, {}, "dout"));
   }
+  require_float(in.q, "q is a float dtype");
   py::array dq = new_array(in.q.dtype, in.q.shape);
   py::array dk = new_array(in.q.dtype, in.k.shape);
   py::array dvv = new_array(in.q.dtype, in.v.shape);
