@@ -9,12 +9,13 @@
 //    fn)` calls `fn(Tag<T>{})` with the matching C++ type. A new dtype is one entry there (plus,
 //    for a bit-pattern type numpy has no dtype for, such as fp8, one line in `explicit_dtypes`
 //    in binding.cpp so `attnref.view_as(uint_array, "name")` can tag it).
-//  - options: each family has one options struct (`PagedOptions`, `SplashOptions`, ...) filled
-//    by one `parse_*_options(kwargs)` function and applied to the C++ Args by one
-//    `apply_options`. The Python functions take `**kwargs`, so a new keyword is one member, one
-//    line in the parser and one line in `apply_options` (and the .pyi stub).
+//  - options: each family has one inputs struct (`PagedInputs`, `SplashInputs`,
+//    `RaggedInputs`) filled from `**kwargs` by one `read_*` function (through `Kwargs`, which
+//    refuses unknown keywords, and `parse_common_options` for the shared ones) and applied to
+//    the C++ Args by one `make_args`. A new keyword is one member, one line in `read_*`, one in
+//    `make_args` (and the docstring and .pyi stub).
 //  - one translation unit per family (paged.cpp, splash.cpp, ragged.cpp, merge_config.cpp), as
-//    the Eigen kernels compile slowly; module.cpp only registers them.
+//    the Eigen kernels compile slowly; binding.cpp holds the shared code and registers them.
 #pragma once
 
 #include <pybind11/numpy.h>
