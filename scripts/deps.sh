@@ -4,8 +4,11 @@
 # Usage: scripts/deps.sh [extra packages...]
 set -euo pipefail
 # clang-format-14: scripts/format.sh (the first CI step); pkg-config: the consume_pkg_config test.
+# pybind11-dev, python3-dev: the Python module (release preset); python3-numpy, python3-pytest,
+# python3-torch: its pytest suite (test_python).
 packages=(cmake ninja-build g++ libeigen3-dev libgtest-dev libbenchmark-dev libdlpack-dev clang
-          libclang-rt-14-dev clang-format-14 pkg-config "$@")
+          libclang-rt-14-dev clang-format-14 pkg-config pybind11-dev python3-dev python3-numpy
+          python3-pytest python3-torch "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

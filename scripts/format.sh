@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Checks that every C++ file (include, tests, tools, bench, examples; not the fuzz corpus) is
-# formatted as .clang-format says, with clang-format-14 (other versions format differently).
+# Checks that every C++ file (include, tests, tools, bench, examples, python; not the fuzz
+# corpus) is formatted as .clang-format says, with clang-format-14 (other versions format
+# differently).
 # Prints the files that are not, and exits 1. `--fix` rewrites them in place instead.
 # Usage: scripts/format.sh [--fix]
 set -euo pipefail
@@ -12,7 +13,7 @@ if ! command -v "$clang_format" >/dev/null; then
 fi
 files=()
 while IFS= read -r -d '' f; do files+=("$f"); done < <(
-  find include tests tools bench examples -path tests/fuzz/corpus -prune -o -type f \
+  find include tests tools bench examples python -path tests/fuzz/corpus -prune -o -type f \
        \( -name '*.hpp' -o -name '*.cpp' -o -name '*.cu' -o -name '*.h' \) -print0 | sort -z)
 if [ "${1:-}" = --fix ]; then
   "$clang_format" -i "${files[@]}"

@@ -1,0 +1,136 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Type stub of the attnref Python module (python/*.cpp). Shapes in brackets, as in the C++
+headers. Arrays are numpy arrays (any strides, read in place), objects with __dlpack__ on the
+CPU (torch tensors), sequences numpy converts, or view_as results."""
+from typing import Any, Literal, Optional, Sequence, Tuple, Union, overload
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+ArrayLike = Any  # numpy.ndarray, a CPU tensor with __dlpack__, a sequence, or a TypedArray
+Profile = Literal["reference", "jax"]
+Tier = Literal["shape", "metadata", "data"]
+KvLayout = Literal["jax", "nhd", "hnd"]
+MaskSpec = Union[
+    None,
+    Literal["causal", "full"],
+    Tuple[Literal["causal"], int],  # ("causal", offset)
+    Tuple[Literal["local"], Optional[int], Optional[int]],  # ("local", left, right)
+    Tuple[Literal["local"], Optional[int], Optional[int], int],  # ... and offset
+    Tuple[Literal["chunked"], int],  # ("chunked", size)
+    ArrayLike,  # bool [1 or num_q_heads, q_seq_len, kv_seq_len] or [q_seq_len, kv_seq_len]
+]
+
+class ShapeError(ValueError):
+    """A check failed; str(e) is 'error[<code>] <message> (hint: <hint>)'."""
+
+    code: str  # snake_case ErrorCode name, e.g. "gqa_not_divisible" (docs/errors.md)
+    jax_check: str  # the JAX check mirrored ("P2", "S5", "R16"), "" for attnref's own
+    message: str
+    hint: str
+    field: str  # the tensor or option named, "" if none
+    values: Tuple[int, int, int, int, int, int, int, int]
+    reals: Tuple[float, float]
+
+class TypedArray:
+    """An unsigned-integer array read as the bit patterns of another dtype."""
+
+    @property
+    def array(self) -> Any: ...
+    @property
+    def dtype(self) -> str: ...
+
+def view_as(array: ArrayLike, dtype: Literal["bfloat16"]) -> TypedArray:
+    """Tags a uint16 array as bfloat16 bits (K/V pages of paged and ragged). No copy."""
+
+def check_config(num_q_heads: int, num_kv_heads: int, head_dim: int, *,
+                 head_dim_v: Optional[int] = None, page_size: Optional[int] = None) -> None: ...
+
+def check_paged(q: ArrayLike, k_pages: ArrayLike, v_pages: ArrayLike, lengths: ArrayLike,
+                page_indices: ArrayLike, *, kv_layout: KvLayout = "jax",
+                k_scales: Optional[ArrayLike] = None, v_scales: Optional[ArrayLike] = None,
+                soft_cap: Optional[float] = None, sm_scale: float = 1.0,
+                mask_value: Optional[float] = None, pages_per_compute_block: int = 1,
+                megacore_mode: Optional[Literal["kv_head", "batch"]] = None,
+                round_kv_to_bf16: bool = False, profile: Profile = "reference",
+                tiers: Sequence[Tier] = ("shape", "metadata")) -> None:
+    """q [batch, num_q_heads, head_dim]; k_pages, v_pages [num_kv_heads, total_pages,
+    page_size, head_dim] (kv_layout "jax"), [total_pages, page_size, num_kv_heads, head_dim]
+    ("nhd") or [total_pages, num_kv_heads, page_size, head_dim] ("hnd"); lengths [batch];
+    page_indices [batch, pages_per_sequence]; k_scales, v_scales: float32, the pages' shape
+    with a last dim of 1 or head_dim (int8 pages)."""
+
+@overload
+def paged_attention(q: ArrayLike, k_pages: ArrayLike, v_pages: ArrayLike, lengths: ArrayLike,
+                    page_indices: ArrayLike, *, return_lse: Literal[False] = ...,
+                    **options: Any) -> npt.NDArray[Any]: ...
+@overload
+def paged_attention(q: ArrayLike, k_pages: ArrayLike, v_pages: ArrayLike, lengths: ArrayLike,
+                    page_indices: ArrayLike, *, return_lse: Literal[True],
+                    **options: Any) -> Tuple[npt.NDArray[Any], npt.NDArray[np.float32]]:
+    """The options of check_paged but profile and tiers, plus num_threads: int = 1.
+    Returns out [batch, num_q_heads, head_dim] (q's dtype) and lse [batch, num_q_heads]."""
+
+def check_splash(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Union[MaskSpec, Sequence[MaskSpec]] = None,
+                 q_segment_ids: Optional[ArrayLike] = None,
+                 kv_segment_ids: Optional[ArrayLike] = None, sinks: Optional[ArrayLike] = None,
+                 soft_cap: Optional[float] = None, sm_scale: float = 1.0,
+                 mask_value: Optional[float] = None, block_q: int = 128, block_kv: int = 128,
+                 block_kv_compute: Optional[int] = None, backward: bool = False,
+                 profile: Profile = "reference",
+                 tiers: Sequence[Tier] = ("shape", "metadata")) -> None:
+    """q [num_q_heads, q_seq_len, head_dim_qk]; k [num_kv_heads, kv_seq_len, head_dim_qk] or
+    MQA [kv_seq_len, head_dim_qk]; v likewise with head_dim_v; q_segment_ids [q_seq_len],
+    kv_segment_ids [kv_seq_len] int32; sinks [num_q_heads]."""
+
+@overload
+def splash_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *,
+                     return_lse: Literal[False] = ..., **options: Any) -> npt.NDArray[Any]: ...
+@overload
+def splash_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, return_lse: Literal[True],
+                     **options: Any) -> Tuple[npt.NDArray[Any], npt.NDArray[np.float32]]:
+    """The options of check_splash but backward, profile and tiers, plus num_threads.
+    Returns out [num_q_heads, q_seq_len, head_dim_v] and lse [num_q_heads, q_seq_len]."""
+
+def splash_attention_backward(
+        q: ArrayLike, k: ArrayLike, v: ArrayLike, dout: ArrayLike, **options: Any
+) -> Tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any], Optional[npt.NDArray[np.float32]]]:
+    """dout [num_q_heads, q_seq_len, head_dim_v]; the options of splash_attention but
+    return_lse. Returns (dq [num_q_heads, q_seq_len, head_dim_qk], dk (k's shape), dv (v's
+    shape), dsinks [num_q_heads] float32 or None without sinks)."""
+
+def check_ragged(q: ArrayLike, kv_pages: Union[ArrayLike, Tuple[ArrayLike, ArrayLike]],
+                 kv_lens: ArrayLike, page_indices: ArrayLike, cu_q_lens: ArrayLike,
+                 num_seqs: Union[int, ArrayLike], *, kv_layout: KvLayout = "jax",
+                 sliding_window: Optional[int] = None, soft_cap: Optional[float] = None,
+                 sm_scale: float = 1.0, mask_value: Optional[float] = None,
+                 k_scale: Optional[float] = None, v_scale: Optional[float] = None,
+                 num_kv_pages_per_block: Optional[int] = None,
+                 num_queries_per_block: Optional[int] = None,
+                 vmem_limit_bytes: Optional[int] = None, profile: Profile = "reference",
+                 tiers: Sequence[Tier] = ("shape", "metadata")) -> None:
+    """q [max_num_batched_tokens, num_q_heads, head_dim]; kv_pages JAX's combined
+    [total_pages, page_size, 2 * num_kv_heads, head_dim] or a (k_pages, v_pages) pair in
+    kv_layout; kv_lens [max_num_seqs]; page_indices [max_num_seqs, pages_per_seq];
+    cu_q_lens [max_num_seqs + 1]; num_seqs an int or [1]."""
+
+@overload
+def ragged_paged_attention(q: ArrayLike, kv_pages: Any, kv_lens: ArrayLike,
+                           page_indices: ArrayLike, cu_q_lens: ArrayLike, num_seqs: Any, *,
+                           return_lse: Literal[False] = ..., **options: Any) -> npt.NDArray[Any]: ...
+@overload
+def ragged_paged_attention(q: ArrayLike, kv_pages: Any, kv_lens: ArrayLike,
+                           page_indices: ArrayLike, cu_q_lens: ArrayLike, num_seqs: Any, *,
+                           return_lse: Literal[True],
+                           **options: Any) -> Tuple[npt.NDArray[Any], npt.NDArray[np.float32]]:
+    """The options of check_ragged but profile and tiers, plus num_threads. Returns out
+    [max_num_batched_tokens, num_q_heads, head_dim] and lse [max_num_batched_tokens,
+    num_q_heads] (-inf on padding rows)."""
+
+def merge_attention_states(out_a: ArrayLike, lse_a: ArrayLike, out_b: ArrayLike,
+                           lse_b: ArrayLike, *, num_threads: int = 1
+                           ) -> Tuple[npt.NDArray[Any], npt.NDArray[np.float32]]:
+    """out_a, out_b [rows, heads, head_dim]; lse_a, lse_b [rows, heads] float32. Returns the
+    state over both key sets: out [rows, heads, head_dim], lse [rows, heads]."""

@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: Apache-2.0
+// The module `attnref`: ShapeError, arrays read in place, shared options, and the registration
+// of each family (paged.cpp, splash.cpp, ragged.cpp, merge_config.cpp). See binding.hpp for the
+// layout.
+#include "binding.hpp"
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#include "attnref/validate/options.hpp"
+
+namespace attnref {
+namespace python {
+namespace {
+
+/// Element types only an explicit `attnref.view_as(array, name)` tags: bit patterns numpy has
+/// no dtype for. One line per name: (name, DType, bytes per element).
+struct ExplicitDtype {
+  const char* name;
+  DType dtype;
+  std::int64_t itemsize;
+};
+constexpr ExplicitDtype explicit_dtypes[] = {
+    {"bfloat16", DType::kBFloat16, 2},
+};
+
+/// `attnref.view_as(array, dtype)`: an array whose bits are read as `dtype`.
+struct TypedArray {
+  py::object array;
+  std::string dtype;
+};
+
+DType dtype_of_numpy(const py::dtype& d) {
+  const char order = d.byteorder();
+  if (order == '>') return DType::kUnknown;  // attnref reads native little-endian data
+  const auto size = d.itemsize();
+  switch (d.kind()) {
+    case 'f':
+      return size == 2   ? DType::kFloat16
+             : size == 4 ? DType::kFloat32
+             : size == 8 ? DType::kFloat64
+                         : DType::kUnknown;
+    case 'i':
+      return size == 1   ? DType::kInt8
+             : size == 4 ? DType::kInt32
+             : size == 8 ? DType::kInt64
+                         : DType::kUnknown;
+    case 'b':
+      return DType::kBool;
+    default:
+      return DType::kUnknown;
+  }
+}
+
+Array read_numpy(const py::array& arr, const char* name, const ExplicitDtype* as) {
+  Array a;
+  a.name = name;
+  a.owner = arr;
+  a.dtype = dtype_of_numpy(arr.dtype());
+  const auto itemsize = static_cast<std::int64_t>(arr.itemsize());
+  if (as != nullptr) {
+    const bool bits = arr.dtype().kind() == 'u' && itemsize == as->itemsize;
+    if (!bits) {
+      throw StatusError(Status(ErrorCode::kDtypeNotSupported, "",
+                               "{f}: view_as takes an unsigned integer array of {0}-byte elements "
+                               "(the bit patterns); got {1}-byte elements",
+                               "e.g. view_as(x.view(numpy.uint16), 'bfloat16')",
+                               {as->itemsize, itemsize}, {}, name));
+    }
+    a.dtype = as->dtype;
+  }
+  a.data = arr.data();
+  if (reinterpret_cast<std::uintptr_t>(a.data) % static_cast<std::uintptr_t>(itemsize) != 0) {
+    throw StatusError(Status(ErrorCode::kMisalignedOffset, "",
+                             "{f}: the first element is not aligned to the element size {0}",
+                             "pass an aligned array (numpy.ascontiguousarray makes one)",
+                             {itemsize}, {}, name));
+  }
+  for (py::ssize_t i = 0; i < arr.ndim(); ++i) {
+    const auto bytes = static_cast<std::int64_t>(arr.strides(i));
+    if (bytes % itemsize != 0) {
+      throw StatusError(Status(ErrorCode::kMisalignedOffset, "",
+                               "{f}: the stride of dimension {0} is {1} bytes, not a whole number "
+                               "of {2}-byte elements",
+                               "attnref views take element strides; copy the array "
+                               "(numpy.ascontiguousarray)",
+                               {static_cast<std::int64_t>(i), bytes, itemsize}, {}, name));
+    }
+    a.shape.push_back(static_cast<std::int64_t>(arr.shape(i)));
+    a.strides.push_back(bytes / itemsize);
+  }
+  return a;
+}
+
+Array read_dlpack(py::handle obj, const char* name) {
+  if (py::hasattr(obj, "__dlpack_device__")) {
+    const auto device = obj.attr("__dlpack_device__")().cast<std::pair<int, int>>();
+    if (device.first != kDLCPU) {
+      throw StatusError(Status(ErrorCode::kDeviceNotSupported, "",
+                               "{f} is on DLPack device type {0} (id {1}); attnref reads CPU "
+                               "memory (kDLCPU = 1)",
+                               "copy the tensor to host memory first, e.g. tensor.cpu()",
+                               {device.first, device.second}, {}, name));
+    }
+  }
+  Array a;
+  a.name = name;
+  py::capsule capsule = obj.attr("__dlpack__")();
+  // Borrowed: the capsule keeps its name "dltensor", so its destructor releases the tensor
+  // when `a.owner` goes, after the kernel ran.
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+  if (managed == nullptr) throw py::error_already_set();
+  a.owner = capsule;
+  const DLTensor& t = managed->dl_tensor;
+  a.dl_tensor = &t;
+  a.dtype = dtype_from_dlpack(t.dtype);
+  if (t.shape == nullptr && t.ndim > 0) {
+    throw StatusError(Status(ErrorCode::kNullData, "", "DLPack {f} has ndim {0} but a null shape",
+                             "a producer must fill DLTensor::shape", {t.ndim}, {}, name));
+  }
+  // Extents for the rank and shape checks; data and strides are read by view_from_dlpack.
+  for (int i = 0; i < t.ndim; ++i) a.shape.push_back(t.shape[i]);
+  return a;
+}
+
+std::string require_string(py::handle obj, const char* key, const char* function) {
+  if (!py::isinstance<py::str>(obj)) {
+    throw py::type_error(std::string(function) + "(): " + key + " must be a str");
+  }
+  return obj.cast<std::string>();
+}
+
+}  // namespace
+
+py::dtype numpy_dtype(DType t) { return py::dtype(dtype_name(t)); }
+
+Array read_array(py::handle obj, const char* name, bool optional) {
+  if (obj.is_none()) {
+    if (optional) {
+      Array a;
+      a.name = name;
+      return a;
+    }
+    throw StatusError(Status(ErrorCode::kNullData, "", "{f} is None; an array is required",
+                             "pass a numpy array or a CPU tensor", {}, {}, name));
+  }
+  if (py::isinstance<TypedArray>(obj)) {
+    const auto& typed = obj.cast<const TypedArray&>();
+    for (const ExplicitDtype& e : explicit_dtypes)
+      if (typed.dtype == e.name) return read_numpy(typed.array, name, &e);
+  }
+  if (py::isinstance<py::array>(obj))
+    return read_numpy(py::reinterpret_borrow<py::array>(obj), name, nullptr);
+  if (py::hasattr(obj, "__dlpack__")) return read_dlpack(obj, name);
+  // Lists, tuples and scalars: numpy converts them (a copy the caller asked for).
+  return read_numpy(py::array::ensure(obj), name, nullptr);
+}
+
+Status check_rank(const Array& a, std::int64_t rank, const char* hint) {
+  if (a.rank() == rank) return Status();
+  return Status(ErrorCode::kRankMismatch, "", "{f} has {0} dimensions; expected {1}", hint,
+                {a.rank(), rank}, {}, a.name.c_str());
+}
+
+Status dtype_error(const Array& a, const char* hint) {
+  return Status(ErrorCode::kDtypeNotSupported, "",
+                "{f} has dtype {d0}, which is not supported here", hint,
+                {static_cast<std::int64_t>(a.dtype)}, {}, a.name.c_str());
+}
+
+Status dtype_mismatch(const Array& a, const Array& like, const char* hint) {
+  return Status(ErrorCode::kDtypeNotSupported, "", "{f} has dtype {d0}; expected {d1}", hint,
+                {static_cast<std::int64_t>(a.dtype), static_cast<std::int64_t>(like.dtype)}, {},
+                a.name.c_str());
+}
+
+std::vector<std::int64_t> widen_indices(const Array& a) {
+  std::vector<std::int64_t> out;
+  const auto copy = [&](auto view) {
+    if (view.holds_no_elements()) return;
+    if (view.kRank == 1) {
+      for (std::int64_t i = 0; i < view.extents[0]; ++i)
+        out.push_back(view.data[i * view.strides[0]]);
+    } else {
+      const std::int64_t cols = view.extents[view.kRank - 1];
+      for (std::int64_t r = 0; r < view.extents[0]; ++r)
+        for (std::int64_t c = 0; c < cols; ++c)
+          out.push_back(view.data[r * view.strides[0] + c * view.strides[view.kRank - 1]]);
+    }
+  };
+  dispatch(IndexTypes{}, a.dtype, [&](auto tag) {
+    using I = typename decltype(tag)::type;
+    if (a.rank() == 1)
+      copy(view_of<I, 1>(a));
+    else
+      copy(view_of<I, 2>(a));
+  });
+  return out;
+}
+
+py::array new_array(DType t, const std::vector<std::int64_t>& shape) {
+  std::vector<py::ssize_t> s(shape.begin(), shape.end());
+  return py::array(numpy_dtype(t), s);
+}
+
+Kwargs::Kwargs(py::kwargs kwargs, const char* function)
+    : dict_(py::dict(kwargs)), function_(function) {}
+
+py::object Kwargs::take_object(const char* key) {
+  if (!dict_.contains(key)) return py::none();
+  py::object v = dict_[key];
+  PyDict_DelItemString(dict_.ptr(), key);
+  return v;
+}
+
+std::optional<double> Kwargs::take_float(const char* key) {
+  py::object v = take_object(key);
+  if (v.is_none()) return std::nullopt;
+  if (py::isinstance<py::bool_>(v) ||
+      !(py::isinstance<py::float_>(v) || py::isinstance<py::int_>(v) ||
+        py::hasattr(v, "__float__"))) {
+    throw py::type_error(std::string(function_) + "(): " + key + " must be a number");
+  }
+  return py::float_(v).cast<double>();
+}
+
+std::optional<std::int64_t> Kwargs::take_int(const char* key) {
+  py::object v = take_object(key);
+  if (v.is_none()) return std::nullopt;
+  if (py::isinstance<py::bool_>(v) || !py::hasattr(v, "__index__")) {
+    throw py::type_error(std::string(function_) + "(): " + key + " must be an int");
+  }
+  py::int_ i(v);
+  int overflow = 0;
+  const long long value = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+  if (overflow != 0) {
+    throw py::value_error(std::string(function_) + "(): " + key + " does not fit in int64");
+  }
+  return static_cast<std::int64_t>(value);
+}
+
+std::optional<bool> Kwargs::take_bool(const char* key) {
+  py::object v = take_object(key);
+  if (v.is_none()) return std::nullopt;
+  if (!py::isinstance<py::bool_>(v)) {
+    throw py::type_error(std::string(function_) + "(): " + key + " must be a bool");
+  }
+  return v.cast<bool>();
+}
+
+std::optional<std::string> Kwargs::take_string(const char* key) {
+  py::object v = take_object(key);
+  if (v.is_none()) return std::nullopt;
+  return require_string(v, key, function_);
+}
+
+void Kwargs::finish() {
+  for (auto item : dict_) {
+    throw py::type_error(std::string(function_) + "() got an unexpected keyword argument '" +
+                         py::str(item.first).cast<std::string>() + "'");
+  }
+}
+
+float to_float32(double value, const char* key) {
+  if (std::isfinite(value) && std::fabs(value) > static_cast<double>(FLT_MAX)) {
+    throw py::value_error(std::string(key) + "=" + std::to_string(value) +
+                          " is outside the float32 range");
+  }
+  if (value != 0.0 && std::isfinite(value) && static_cast<float>(value) == 0.0f) {
+    throw py::value_error(std::string(key) + " underflows to 0 in float32");
+  }
+  return static_cast<float>(value);
+}
+
+CommonOptions parse_common_options(Kwargs& kw, bool for_kernel) {
+  CommonOptions o;
+  o.mask_value = kDefaultMaskValue;
+  if (auto v = kw.take_float("sm_scale")) o.sm_scale = to_float32(*v, "sm_scale");
+  if (auto v = kw.take_float("soft_cap")) o.soft_cap = to_float32(*v, "soft_cap");
+  if (auto v = kw.take_float("mask_value")) o.mask_value = to_float32(*v, "mask_value");
+  if (for_kernel) {
+    if (auto v = kw.take_bool("return_lse")) o.return_lse = *v;
+    if (auto v = kw.take_int("num_threads")) {
+      if (*v < 1 || *v > 1024) throw py::value_error("num_threads must be in [1, 1024]");
+      o.num_threads = static_cast<int>(*v);
+    }
+    return o;
+  }
+  if (auto v = kw.take_string("profile")) {
+    if (*v == "jax") {
+      o.profile = Profile::kJax;
+    } else if (*v != "reference") {
+      throw py::value_error("profile must be 'reference' or 'jax'; got '" + *v + "'");
+    }
+  }
+  py::object tiers = kw.take_object("tiers");
+  if (!tiers.is_none()) {
+    o.shape = o.metadata = o.data = false;
+    if (py::isinstance<py::str>(tiers)) tiers = py::make_tuple(tiers);
+    for (auto t : tiers) {
+      const std::string tier = require_string(t, "tiers", "check");
+      if (tier == "shape") {
+        o.shape = true;
+      } else if (tier == "metadata") {
+        o.metadata = true;
+      } else if (tier == "data") {
+        o.data = true;
+      } else {
+        throw py::value_error("tiers holds 'shape', 'metadata' and 'data'; got '" + tier + "'");
+      }
+    }
+    // Each tier reads memory the one before proved valid.
+    if (!o.shape || (o.data && !o.metadata)) {
+      throw py::value_error(
+          "tiers must include 'shape', and 'metadata' when 'data' is given (each tier reads "
+          "memory the one before it validated)");
+    }
+  }
+  return o;
+}
+
+std::array<int, 4> parse_kv_layout_option(Kwargs& kw) {
+  const std::string layout = kw.take_string("kv_layout").value_or("jax");
+  if (layout == "jax") return {0, 1, 2, 3};  // [Hkv, P, S, D]
+  if (layout == "nhd") return {2, 0, 1, 3};  // [P, S, Hkv, D]
+  if (layout == "hnd") return {1, 0, 2, 3};  // [P, Hkv, S, D]
+  throw py::value_error("kv_layout must be 'jax', 'nhd' or 'hnd'; got '" + layout + "'");
+}
+
+}  // namespace python
+}  // namespace attnref
+
+namespace py = pybind11;
+using attnref::python::StatusError;
+using attnref::python::TypedArray;
+
+PYBIND11_MODULE(attnref, m) {
+  m.doc() =
+      "attnref: validators and float reference kernels for paged, splash and ragged attention.\n"
+      "Every function reads numpy arrays and CPU tensors (__dlpack__) in place, with their own\n"
+      "strides, checks them with the C++ library's rules and raises attnref.ShapeError (a\n"
+      "ValueError) with .code, .jax_check, .values, .hint and the library's message.";
+  m.attr("__version__") = ATTNREF_PY_VERSION;  // the CMake project version
+
+  static py::exception<StatusError> shape_error(m, "ShapeError", PyExc_ValueError);
+  shape_error.doc() =
+      "A check failed. str(e) is the library's 'error[<code>] <message> (hint: <hint>)'.\n"
+      "Attributes: code (snake_case, e.g. 'gqa_not_divisible'), jax_check (e.g. 'P2', or '' for\n"
+      "attnref's own checks), message, hint, field (the tensor or option named, or ''),\n"
+      "values (the 8 integer values of the message), reals (its 2 real values).";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      py::object error = py::reinterpret_borrow<py::object>(shape_error.ptr())(py::str(e.text));
+      error.attr("code") = e.code;
+      error.attr("jax_check") = e.jax_check;
+      error.attr("message") = e.message;
+      error.attr("hint") = e.hint;
+      error.attr("field") = e.field;
+      error.attr("values") = py::tuple(py::cast(e.values));
+      error.attr("reals") = py::tuple(py::cast(e.reals));
+      PyErr_SetObject(shape_error.ptr(), error.ptr());
+    }
+  });
+
+  py::class_<TypedArray>(m, "TypedArray",
+                         "An array whose bits are read as another dtype (made by view_as).")
+      .def_property_readonly("array", [](const TypedArray& t) { return t.array; })
+      .def_property_readonly("dtype", [](const TypedArray& t) { return t.dtype; });
+  m.def(
+      "view_as",
+      [](py::object array, const std::string& dtype) {
+        for (const auto& e : attnref::python::explicit_dtypes)
+          if (dtype == e.name) return TypedArray{std::move(array), dtype};
+        throw py::value_error("view_as: unknown dtype '" + dtype + "'");
+      },
+      py::arg("array"), py::arg("dtype"),
+      "Tags an unsigned-integer array as holding the bit patterns of `dtype` ('bfloat16': a\n"
+      "uint16 array), for dtypes numpy has none for. No copy.");
+
+  attnref::python::bind_paged(m);
+  attnref::python::bind_splash(m);
+  attnref::python::bind_ragged(m);
+  attnref::python::bind_merge_and_config(m);
+}

@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: Apache-2.0
+// The machinery every family's binding shares: arrays read in place (numpy buffers and DLPack
+// tensors), the dtype table, keyword options parsed once per family, and errors raised as
+// attnref.ShapeError.
+//
+// How the module is laid out (so that one more option or dtype stays a small change):
+//  - dtypes: `FloatTypes` below is the one table of element types q (and K/V of q's dtype,
+//    attention states) may have, `PageTypes` the K/V types besides q's; `dispatch(list, dtype,
+//    fn)` calls `fn(Tag<T>{})` with the matching C++ type. A new dtype is one entry there (plus,
+//    for a bit-pattern type numpy has no dtype for, such as fp8, one line in `explicit_dtypes`
+//    in binding.cpp so `attnref.view_as(uint_array, "name")` can tag it).
+//  - options: each family has one inputs struct (`PagedInputs`, `SplashInputs`,
+//    `RaggedInputs`) filled from `**kwargs` by one `read_*` function (through `Kwargs`, which
+//    refuses unknown keywords, and `parse_common_options` for the shared ones) and applied to
+//    the C++ Args by one `make_args`. A new keyword is one member, one line in `read_*`, one in
+//    `make_args` (and the docstring and .pyi stub).
+//  - one translation unit per family (paged.cpp, splash.cpp, ragged.cpp, merge_config.cpp), as
+//    the Eigen kernels compile slowly; binding.cpp holds the shared code and registers them.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "attnref/core/dtype.hpp"
+#include "attnref/core/executor.hpp"
+#include "attnref/core/profile.hpp"
+#include "attnref/core/status.hpp"
+#include "attnref/core/tensor_view.hpp"
+#include "attnref/interop/dlpack.hpp"
+
+namespace attnref {
+namespace python {
+
+namespace py = pybind11;
+
+/// Thrown inside the binding; the module translates it into attnref.ShapeError. Rendered when
+/// thrown: a Status may name a field whose storage the unwinding frees.
+struct StatusError {
+  explicit StatusError(const Status& s)
+      : code(error_code_name(s.code())),
+        jax_check(s.jax_check()),
+        text(s.to_string()),
+        message(s.message()),
+        hint(s.hint()),
+        field(s.field()) {
+    for (int i = 0; i < 8; ++i) values[static_cast<size_t>(i)] = s.value(i);
+    for (int i = 0; i < 2; ++i) reals[static_cast<size_t>(i)] = s.real(i);
+  }
+  std::string code, jax_check, text, message, hint, field;
+  std::array<std::int64_t, 8> values{};
+  std::array<double, 2> reals{};
+};
+
+/// Raises `status` as attnref.ShapeError when it is an error.
+inline void raise_if_error(const Status& status) {
+  if (!status.ok()) throw StatusError(status);
+}
+
+/// Raises the error of a shape tier run over stand-in index views when JAX makes its check
+/// (one of `earlier`) before the index dtype check, else `dtypes`. `dtypes` is an error.
+inline void raise_in_jax_order(const Status& shapes, std::initializer_list<const char*> earlier,
+                               const Status& dtypes) {
+  for (const char* id : earlier)
+    if (!shapes.ok() && std::string(shapes.jax_check()) == id) raise_if_error(shapes);
+  raise_if_error(dtypes);
+}
+
+// ---- dtypes -------------------------------------------------------------------------------
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+template <class... Ts>
+struct TypeList {};
+
+/// The element types of q, K/V (float pages) and attention states. One entry per dtype.
+using FloatTypes = TypeList<Eigen::half, float, double>;
+/// The element types K/V pages may have besides q's: int8 (with scales) and bit-pattern types
+/// tagged by `attnref.view_as` (bf16). One entry per dtype.
+using PageTypes = TypeList<std::int8_t, Eigen::bfloat16>;
+/// The element types of index arrays (lengths, page tables, cumulative lengths).
+using IndexTypes = TypeList<std::int32_t, std::int64_t>;
+
+/// Calls `fn(Tag<T>{})` for the T of `list` whose dtype is `t`; false when none matches.
+template <class... Ts, class Fn>
+bool dispatch(TypeList<Ts...>, DType t, Fn&& fn) {
+  bool found = false;
+  const auto one = [&](auto tag) {
+    if (!found && dtype_of<typename decltype(tag)::type> == t) {
+      found = true;
+      fn(tag);
+    }
+  };
+  (one(Tag<Ts>{}), ...);
+  return found;
+}
+
+/// numpy's dtype object for DType `t` (float16 for Eigen::half and so on).
+py::dtype numpy_dtype(DType t);
+
+// ---- arrays -------------------------------------------------------------------------------
+
+/// One input array, read in place: its dtype, extents, element strides and first element,
+/// plus the Python objects that keep the memory alive for the call.
+struct Array {
+  std::string name;  // the argument's name, for messages
+  DType dtype = DType::kUnknown;
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> strides;  // elements (numpy inputs)
+  const void* data = nullptr;         // numpy inputs
+  py::object owner;                   // the numpy array or the DLPack capsule
+  const void* dl_tensor = nullptr;    // the DLTensor when read through __dlpack__
+
+  std::int64_t rank() const { return static_cast<std::int64_t>(shape.size()); }
+  bool present() const { return owner && !owner.is_none(); }
+};
+
+/// Reads a numpy array (any strides), an object with `__dlpack__` (a torch CPU tensor), or an
+/// `attnref.view_as` result, without copying. `None` gives an absent Array when `optional`.
+/// Raises ShapeError for another device, a stride that is not a whole element, or a dtype
+/// attnref does not read.
+Array read_array(py::handle obj, const char* name, bool optional = false);
+
+/// kRankMismatch unless `a` has `rank` dimensions; `hint` is a string literal naming the shape.
+Status check_rank(const Array& a, std::int64_t rank, const char* hint);
+
+/// kDtypeNotSupported: `a`'s dtype is not one of those `hint` (a literal) lists.
+Status dtype_error(const Array& a, const char* hint);
+
+/// kDtypeNotSupported: `a` must have the dtype of `like` (both named).
+Status dtype_mismatch(const Array& a, const Array& like, const char* hint);
+
+/// A `Rank`-dimensional view of `a` as elements of `T` (its dtype must be T's; the caller
+/// dispatched on it). DLPack inputs go through `view_from_dlpack` (device, dtype, alignment
+/// and view checks); numpy inputs keep their strides and are checked with `check_view`.
+template <class T, size_t Rank>
+TensorView<const T, Rank> view_of(const Array& a) {
+  TensorView<const T, Rank> view;
+  // The families check ranks with their own hints first; this keeps a missed one an error.
+  raise_if_error(check_rank(a, static_cast<std::int64_t>(Rank), "see the function's docstring"));
+  if (a.dl_tensor != nullptr) {
+    raise_if_error(
+        view_from_dlpack(*static_cast<const DLTensor*>(a.dl_tensor), &view, a.name.c_str()));
+    return view;
+  }
+  for (size_t i = 0; i < Rank; ++i) {
+    view.extents[i] = a.shape[i];
+    view.strides[i] = a.strides[i];
+  }
+  view.data = static_cast<const T*>(a.data);
+  raise_if_error(check_view(view, a.name.c_str()));
+  return view;
+}
+
+/// A 4-d view whose dim i is `a`'s dim physical_of_logical[i]: page layouts (nhd, hnd).
+template <class T>
+TensorView<const T, 4> view_permuted(const Array& a,
+                                     const std::array<int, 4>& physical_of_logical) {
+  const TensorView<const T, 4> physical = view_of<T, 4>(a);
+  TensorView<const T, 4> view = physical;
+  for (size_t i = 0; i < 4; ++i) {
+    const auto p = static_cast<size_t>(physical_of_logical[i]);
+    view.extents[i] = physical.extents[p];
+    view.strides[i] = physical.strides[p];
+  }
+  return view;
+}
+
+/// An int32/int64 array copied to int64 (lengths, page tables: O(batch + pages)); the kernels
+/// run with int64 indices, so each (q, K/V) pair is one instantiation.
+std::vector<std::int64_t> widen_indices(const Array& a);
+
+/// dtype_not_supported unless `a` has a dtype of FloatTypes: the kernels check q (or a state)
+/// with it before allocating outputs of its dtype.
+inline void require_float(const Array& a, const char* hint) {
+  if (!dispatch(FloatTypes{}, a.dtype, [](auto) {})) raise_if_error(dtype_error(a, hint));
+}
+
+/// A fresh C-contiguous numpy array of dtype `t` and shape `shape`.
+py::array new_array(DType t, const std::vector<std::int64_t>& shape);
+
+/// A row-major view of an array `new_array` made (C-contiguous, owned by the module).
+template <class T, size_t Rank>
+TensorView<T, Rank> output_view(py::array& out) {
+  std::array<std::int64_t, Rank> extents{};
+  for (size_t i = 0; i < Rank; ++i)
+    extents[i] = static_cast<std::int64_t>(out.shape(static_cast<py::ssize_t>(i)));
+  return TensorView<T, Rank>(static_cast<T*>(out.mutable_data()), extents,
+                             static_cast<std::int64_t>(out.size()));
+}
+
+// ---- options --------------------------------------------------------------------------------
+
+/// The keyword arguments of one call; `take_*` removes what it reads, `finish` rejects the rest.
+class Kwargs {
+ public:
+  Kwargs(py::kwargs kwargs, const char* function);
+  std::optional<double> take_float(const char* key);
+  std::optional<std::int64_t> take_int(const char* key);
+  std::optional<bool> take_bool(const char* key);
+  std::optional<std::string> take_string(const char* key);
+  /// The raw object (None when absent).
+  py::object take_object(const char* key);
+  /// Raises TypeError naming the first keyword no parser took.
+  void finish();
+
+ private:
+  py::dict dict_;
+  const char* function_;
+};
+
+/// A float option narrowed to float32: refused (ValueError) when it leaves float32's range or
+/// underflows to zero, as attnref-run does, so `1e39` is not silently `inf`.
+float to_float32(double value, const char* key);
+
+/// The options every family shares.
+struct CommonOptions {
+  Profile profile = Profile::kReference;
+  bool shape = true, metadata = true, data = false;  // validation tiers (check_* functions)
+  float sm_scale = 1.0f;
+  std::optional<float> soft_cap;
+  float mask_value;
+  bool return_lse = false;
+  int num_threads = 1;
+};
+
+/// Parses sm_scale, soft_cap and mask_value, then return_lse and num_threads for a kernel
+/// (`for_kernel`: the kernels validate under the reference profile) or profile and tiers for a
+/// check_* function.
+CommonOptions parse_common_options(Kwargs& kw, bool for_kernel);
+
+/// The kv_layout option ("jax", "nhd", "hnd"; default "jax") as the physical dim of each
+/// logical [num_kv_heads, total_pages, page_size, head_dim] dim.
+std::array<int, 4> parse_kv_layout_option(Kwargs& kw);
+
+/// Calls `fn(Tag<Q>{}, Tag<KV>{})` for q's float dtype and K/V's (q's, or int8); raises
+/// ShapeError for any other pair. `k` and `v` must share a dtype.
+template <class Fn>
+void dispatch_q_kv(const Array& q, const Array& k, const Array& v, Fn&& fn) {
+  if (k.dtype != v.dtype) {
+    raise_if_error(
+        Status(ErrorCode::kQuantizationMismatch, "",
+               "k_pages ({d0}) and v_pages ({d1}) must have the same dtype",
+               "quantize K and V together, or neither",
+               {static_cast<std::int64_t>(k.dtype), static_cast<std::int64_t>(v.dtype)}));
+  }
+  const bool found = dispatch(FloatTypes{}, q.dtype, [&](auto qtag) {
+    using Q = typename decltype(qtag)::type;
+    if (k.dtype == q.dtype) {
+      fn(qtag, Tag<Q>{});
+    } else if (!dispatch(PageTypes{}, k.dtype, [&](auto kvtag) { fn(qtag, kvtag); })) {
+      raise_if_error(dtype_mismatch(k, q,
+                                    "K/V pages take q's dtype, int8 (with scales), or bfloat16 "
+                                    "bits (attnref.view_as(pages_uint16, 'bfloat16'))"));
+    }
+  });
+  if (!found) raise_if_error(dtype_error(q, "q is float16, float32 or float64"));
+}
+
+/// Runs `fn(executor)` with the GIL released on a pool of `num_threads` threads (1: the
+/// calling thread only).
+template <class Fn>
+void run_released(int num_threads, Fn&& fn) {
+  py::gil_scoped_release release;
+  ThreadPoolExecutor executor(num_threads);
+  fn(executor);
+}
+
+// ---- family registration ---------------------------------------------------------------------
+
+void bind_paged(py::module_& m);
+void bind_splash(py::module_& m);
+void bind_ragged(py::module_& m);
+void bind_merge_and_config(py::module_& m);
+
+}  // namespace python
+}  // namespace attnref

@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: Apache-2.0
+// attnref.check_paged and attnref.paged_attention: paged attention (decode).
+// Options: one PagedInputs, filled by read_paged, applied by make_args.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnref/kernels/paged_attention.hpp"
+#include "attnref/validate/paged.hpp"
+#include "binding.hpp"
+
+namespace attnref {
+namespace python {
+namespace {
+
+struct PagedInputs {
+  Array q, k, v, lengths, page_indices, k_scales, v_scales;
+  std::array<int, 4> layout{0, 1, 2, 3};
+  CommonOptions common;
+  std::int64_t pages_per_compute_block = 1;
+  MegacoreMode megacore_mode = MegacoreMode::kNone;
+  bool round_kv_to_bf16 = false;
+};
+
+PagedInputs read_paged(py::handle q, py::handle k, py::handle v, py::handle lengths,
+                       py::handle page_indices, py::kwargs kwargs, bool for_kernel,
+                       const char* function) {
+  PagedInputs in;
+  Kwargs kw(std::move(kwargs), function);
+  in.common = parse_common_options(kw, for_kernel);
+  in.layout = parse_kv_layout_option(kw);
+  if (auto n = kw.take_int("pages_per_compute_block")) in.pages_per_compute_block = *n;
+  if (auto mode = kw.take_string("megacore_mode")) {
+    if (*mode == "kv_head") {
+      in.megacore_mode = MegacoreMode::kKvHead;
+    } else if (*mode == "batch") {
+      in.megacore_mode = MegacoreMode::kBatch;
+    } else {
+      throw py::value_error("megacore_mode must be None, 'kv_head' or 'batch'");
+    }
+  }
+  if (auto r = kw.take_bool("round_kv_to_bf16")) in.round_kv_to_bf16 = *r;
+  py::object k_scales = kw.take_object("k_scales");
+  py::object v_scales = kw.take_object("v_scales");
+  kw.finish();
+
+  in.q = read_array(q, "q");
+  in.k = read_array(k, "k_pages");
+  in.v = read_array(v, "v_pages");
+  in.lengths = read_array(lengths, "lengths");
+  in.page_indices = read_array(page_indices, "page_indices");
+  in.k_scales = read_array(k_scales, "k_scales", true);
+  in.v_scales = read_array(v_scales, "v_scales", true);
+
+  raise_if_error(check_rank(in.q, 3, "q is [batch, num_q_heads, head_dim]"));
+  const char* pages_hint =
+      "pages are [num_kv_heads, total_pages, page_size, head_dim] (kv_layout='jax'), "
+      "[total_pages, page_size, num_kv_heads, head_dim] ('nhd') or "
+      "[total_pages, num_kv_heads, page_size, head_dim] ('hnd')";
+  raise_if_error(check_rank(in.k, 4, pages_hint));
+  raise_if_error(check_rank(in.v, 4, pages_hint));
+  if (in.lengths.rank() == 2 && in.q.rank() == 3 && in.lengths.shape[0] == in.q.shape[0]) {
+    raise_if_error(paged_lengths_rank_error(in.lengths.shape[0], in.lengths.shape[1]));
+  }
+  raise_if_error(check_rank(in.lengths, 1, "lengths is [batch]"));
+  raise_if_error(check_rank(in.page_indices, 2, "page_indices is [batch, pages_per_sequence]"));
+  for (const Array* s : {&in.k_scales, &in.v_scales}) {
+    if (!s->present()) continue;
+    raise_if_error(
+        check_rank(*s, 4, "scales are the pages' shape with a last dim of 1 or head_dim"));
+    if (s->dtype != DType::kFloat32) raise_if_error(dtype_error(*s, "scales are float32"));
+  }
+  return in;
+}
+
+template <class Q, class KV, class Index>
+PagedAttentionArgs<Q, KV, Index> make_args(const PagedInputs& in) {
+  PagedAttentionArgs<Q, KV, Index> a;
+  a.q = view_of<Q, 3>(in.q);
+  a.k_pages = view_permuted<KV>(in.k, in.layout);
+  a.v_pages = view_permuted<KV>(in.v, in.layout);
+  if (in.k_scales.present()) a.k_scales = view_permuted<float>(in.k_scales, in.layout);
+  if (in.v_scales.present()) a.v_scales = view_permuted<float>(in.v_scales, in.layout);
+  a.sm_scale = in.common.sm_scale;
+  a.soft_cap = in.common.soft_cap;
+  a.mask_value = in.common.mask_value;
+  a.pages_per_compute_block = in.pages_per_compute_block;
+  a.megacore_mode = in.megacore_mode;
+  a.round_kv_to_bf16 = in.round_kv_to_bf16;
+  return a;
+}
+
+/// The index dtypes, reported in JAX's order: JAX checks P1..P6 before P7 (lengths int32), so
+/// on a dtype error the shape tier runs over int32 stand-ins of the index arrays (it reads
+/// their extents, never their data) and a P1..P6 finding wins.
+template <class Q, class KV>
+void check_index_dtypes(const PagedInputs& in) {
+  const Status dtypes =
+      check_paged_index_dtypes(in.lengths.dtype, in.page_indices.dtype, in.common.profile);
+  if (dtypes.ok()) return;
+  const std::int32_t zero = 0;
+  PagedAttentionArgs<Q, KV, std::int32_t> a = make_args<Q, KV, std::int32_t>(in);
+  a.lengths = TensorView<const std::int32_t, 1>(&zero, {in.lengths.shape[0]}, {0});
+  a.page_indices = TensorView<const std::int32_t, 2>(
+      &zero, {in.page_indices.shape[0], in.page_indices.shape[1]}, {0, 0});
+  raise_in_jax_order(check_paged_shapes(a, in.common.profile), {"P1", "P2", "P3", "P4", "P5", "P6"},
+                     dtypes);
+}
+
+void check_paged_py(py::handle q, py::handle k, py::handle v, py::handle lengths,
+                    py::handle page_indices, py::kwargs kwargs) {
+  const PagedInputs in =
+      read_paged(q, k, v, lengths, page_indices, std::move(kwargs), false, "check_paged");
+  dispatch_q_kv(in.q, in.k, in.v, [&](auto qtag, auto kvtag) {
+    using Q = typename decltype(qtag)::type;
+    using KV = typename decltype(kvtag)::type;
+    check_index_dtypes<Q, KV>(in);
+    dispatch(IndexTypes{}, in.lengths.dtype, [&](auto itag) {
+      using I = typename decltype(itag)::type;
+      PagedAttentionArgs<Q, KV, I> a = make_args<Q, KV, I>(in);
+      a.lengths = view_of<I, 1>(in.lengths);
+      a.page_indices = view_of<I, 2>(in.page_indices);
+      const Profile p = in.common.profile;
+      raise_if_error(check_paged_shapes(a, p));
+      if (in.common.metadata) raise_if_error(check_paged_metadata(a, p));
+      if (in.common.data) raise_if_error(check_paged_data(a));
+    });
+  });
+}
+
+py::object paged_attention_py(py::handle q, py::handle k, py::handle v, py::handle lengths,
+                              py::handle page_indices, py::kwargs kwargs) {
+  const PagedInputs in =
+      read_paged(q, k, v, lengths, page_indices, std::move(kwargs), true, "paged_attention");
+  require_float(in.q, "q is a float dtype");
+  py::array out = new_array(in.q.dtype, in.q.shape);
+  py::array lse = new_array(DType::kFloat32, {in.q.shape[0], in.q.shape[1]});
+  dispatch_q_kv(in.q, in.k, in.v, [&](auto qtag, auto kvtag) {
+    using Q = typename decltype(qtag)::type;
+    using KV = typename decltype(kvtag)::type;
+    check_index_dtypes<Q, KV>(in);
+    PagedAttentionArgs<Q, KV, std::int64_t> a = make_args<Q, KV, std::int64_t>(in);
+    const std::vector<std::int64_t> lens = widen_indices(in.lengths);
+    const std::vector<std::int64_t> table = widen_indices(in.page_indices);
+    a.lengths = TensorView<const std::int64_t, 1>(lens.data(), {in.lengths.shape[0]},
+                                                  static_cast<std::int64_t>(lens.size()));
+    a.page_indices = TensorView<const std::int64_t, 2>(
+        table.data(), {in.page_indices.shape[0], in.page_indices.shape[1]},
+        static_cast<std::int64_t>(table.size()));
+    const auto out_view = output_view<Q, 3>(out);
+    const auto lse_view = output_view<float, 2>(lse);
+    Status status;
+    run_released(in.common.num_threads, [&](auto& executor) {
+      status = try_paged_attention(a, out_view, lse_view, executor);
+    });
+    raise_if_error(status);
+  });
+  if (in.common.return_lse) return py::make_tuple(out, lse);
+  return std::move(out);
+}
+
+}  // namespace
+
+void bind_paged(py::module_& m) {
+  m.def("check_paged", &check_paged_py, py::arg("q"), py::arg("k_pages"), py::arg("v_pages"),
+        py::arg("lengths"), py::arg("page_indices"),
+        R"(check_paged(q, k_pages, v_pages, lengths, page_indices, *, kv_layout="jax",
+            k_scales=None, v_scales=None, soft_cap=None, sm_scale=1.0, mask_value=None,
+            pages_per_compute_block=1, megacore_mode=None, round_kv_to_bf16=False,
+            profile="reference", tiers=("shape", "metadata")) -> None
+
+Validates paged attention (decode) inputs; raises ShapeError on the first failed check.
+  q             [batch, num_q_heads, head_dim]
+  k_pages       [num_kv_heads, total_pages, page_size, head_dim] (kv_layout "jax"),
+                [total_pages, page_size, num_kv_heads, head_dim] ("nhd"),
+                [total_pages, num_kv_heads, page_size, head_dim] ("hnd"); q's dtype or int8
+  v_pages       as k_pages
+  lengths       [batch] int32 or int64
+  page_indices  [batch, pages_per_sequence], lengths' dtype
+  k_scales, v_scales  float32, the pages' shape with a last dim of 1 or head_dim (int8 pages)
+profile "jax" adds every check of JAX's Pallas TPU kernel; tiers picks the shape (O(1)),
+metadata (lengths and page indices) and data (no NaN/Inf in what the kernel reads) tiers.)");
+  m.def("paged_attention", &paged_attention_py, py::arg("q"), py::arg("k_pages"),
+        py::arg("v_pages"), py::arg("lengths"), py::arg("page_indices"),
+        R"(paged_attention(q, k_pages, v_pages, lengths, page_indices, *, kv_layout="jax",
+                k_scales=None, v_scales=None, soft_cap=None, sm_scale=1.0, mask_value=None,
+                pages_per_compute_block=1, megacore_mode=None, round_kv_to_bf16=False,
+                return_lse=False, num_threads=1) -> out or (out, lse)
+
+Validates (reference profile, shape and metadata tiers), then runs attnref's reference kernel
+with the GIL released. Arguments as check_paged.
+  out  [batch, num_q_heads, head_dim], q's dtype; a zero row for a sequence of length 0
+  lse  [batch, num_q_heads] float32, the softmax's natural logsumexp (-inf for length 0))");
+}
+
+}  // namespace python
+}  // namespace attnref

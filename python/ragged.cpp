@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: Apache-2.0
+// attnref.check_ragged and attnref.ragged_paged_attention: ragged paged attention (continuous
+// batching), over JAX's combined K/V pool or an engine's separate K and V pools.
+// Options: one RaggedInputs, filled by read_ragged, applied by make_args.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnref/core/kv_layout.hpp"
+#include "attnref/kernels/ragged_paged_attention.hpp"
+#include "attnref/validate/ragged.hpp"
+#include "binding.hpp"
+
+namespace attnref {
+namespace python {
+namespace {
+
+struct RaggedInputs {
+  Array q, kv, k, v, kv_lens, page_indices, cu_q_lens, num_seqs;
+  bool combined = true;  // kv_pages is JAX's [P, S, 2*Hkv, D] pool, not a (k, v) pair
+  std::optional<std::int64_t> num_seqs_int;  // num_seqs given as a Python int
+  std::array<int, 4> layout{0, 1, 2, 3};
+  CommonOptions common;
+  std::optional<std::int64_t> sliding_window, num_kv_pages_per_block, num_queries_per_block,
+      vmem_limit_bytes;
+  std::optional<float> k_scale, v_scale;
+
+  const Array& pages() const { return combined ? kv : k; }
+};
+
+RaggedInputs read_ragged(py::handle q, py::handle kv_pages, py::handle kv_lens,
+                         py::handle page_indices, py::handle cu_q_lens, py::handle num_seqs,
+                         py::kwargs kwargs, bool for_kernel, const char* function) {
+  RaggedInputs in;
+  Kwargs kw(std::move(kwargs), function);
+  in.common = parse_common_options(kw, for_kernel);
+  in.layout = parse_kv_layout_option(kw);
+  in.sliding_window = kw.take_int("sliding_window");
+  in.num_kv_pages_per_block = kw.take_int("num_kv_pages_per_block");
+  in.num_queries_per_block = kw.take_int("num_queries_per_block");
+  in.vmem_limit_bytes = kw.take_int("vmem_limit_bytes");
+  if (auto s = kw.take_float("k_scale")) in.k_scale = to_float32(*s, "k_scale");
+  if (auto s = kw.take_float("v_scale")) in.v_scale = to_float32(*s, "v_scale");
+  kw.finish();
+
+  in.q = read_array(q, "q");
+  in.combined = !(py::isinstance<py::tuple>(kv_pages) || py::isinstance<py::list>(kv_pages));
+  if (in.combined) {
+    in.kv = read_array(kv_pages, "kv_pages");
+  } else {
+    const auto pair = py::reinterpret_borrow<py::sequence>(kv_pages);
+    if (pair.size() != 2)
+      throw py::type_error("kv_pages is one array or a (k_pages, v_pages) pair");
+    in.k = read_array(pair[0], "k_pages");
+    in.v = read_array(pair[1], "v_pages");
+  }
+  in.kv_lens = read_array(kv_lens, "kv_lens");
+  in.page_indices = read_array(page_indices, "page_indices");
+  in.cu_q_lens = read_array(cu_q_lens, "cu_q_lens");
+  if (py::isinstance<py::int_>(num_seqs) && !py::isinstance<py::bool_>(num_seqs)) {
+    in.num_seqs_int = num_seqs.cast<std::int64_t>();
+  } else {
+    in.num_seqs = read_array(num_seqs, "num_seqs");
+  }
+
+  raise_if_error(check_rank(in.q, 3, "q is [max_num_batched_tokens, num_q_heads, head_dim]"));
+  if (in.combined) {
+    raise_if_error(check_rank(in.kv, 4,
+                              "kv_pages is [total_pages, page_size, 2 * num_kv_heads, "
+                              "head_dim], or pass a (k_pages, v_pages) pair"));
+  } else {
+    const char* hint =
+        "pages are [num_kv_heads, total_pages, page_size, head_dim] (kv_layout='jax'), "
+        "[total_pages, page_size, num_kv_heads, head_dim] ('nhd') or "
+        "[total_pages, num_kv_heads, page_size, head_dim] ('hnd')";
+    raise_if_error(check_rank(in.k, 4, hint));
+    raise_if_error(check_rank(in.v, 4, hint));
+  }
+  raise_if_error(check_rank(in.kv_lens, 1, "kv_lens is [max_num_seqs]"));
+  raise_if_error(check_rank(in.page_indices, 2, "page_indices is [max_num_seqs, pages_per_seq]"));
+  raise_if_error(check_rank(in.cu_q_lens, 1, "cu_q_lens is [max_num_seqs + 1]"));
+  if (in.num_seqs.present()) raise_if_error(check_rank(in.num_seqs, 1, "num_seqs is [1]"));
+  return in;
+}
+
+/// The num_seqs of the call, as `Index` storage for a view, or as a host value: an int, a
+/// one-element array of any index dtype (read as a value), or an array of `Index` of another
+/// extent (kept as a view, so JAX's R1 reports the extent; other dtypes get zeros of it).
+template <class Index>
+struct NumSeqs {
+  std::vector<Index> storage;
+  std::optional<std::int64_t> value;
+};
+
+template <class Index>
+NumSeqs<Index> num_seqs_of(const RaggedInputs& in) {
+  NumSeqs<Index> n;
+  if (in.num_seqs_int) {
+    n.value = *in.num_seqs_int;
+    return n;
+  }
+  const std::vector<std::int64_t> wide = widen_indices(in.num_seqs);
+  if (wide.size() == 1) {
+    n.value = wide[0];
+  } else {
+    n.storage.assign(static_cast<size_t>(in.num_seqs.shape[0]), Index{0});
+  }
+  return n;
+}
+
+template <class Q, class KV, class Index>
+RaggedPagedAttentionArgs<Q, KV, Index> make_args(const RaggedInputs& in, const NumSeqs<Index>& n) {
+  RaggedPagedAttentionArgs<Q, KV, Index> a;
+  a.q = view_of<Q, 3>(in.q);
+  if (in.combined) {
+    raise_if_error(ragged_kv_views(view_of<KV, 4>(in.kv), &a.k_pages, &a.v_pages));
+  } else {
+    a.k_pages = view_permuted<KV>(in.k, in.layout);
+    a.v_pages = view_permuted<KV>(in.v, in.layout);
+  }
+  if (n.value) {
+    a.num_seqs_value = n.value;
+  } else {
+    a.num_seqs =
+        TensorView<const Index, 1>(n.storage.data(), {static_cast<std::int64_t>(n.storage.size())});
+  }
+  a.sm_scale = in.common.sm_scale;
+  a.soft_cap = in.common.soft_cap;
+  a.mask_value = in.common.mask_value;
+  a.sliding_window = in.sliding_window;
+  a.k_scale = in.k_scale;
+  a.v_scale = in.v_scale;
+  a.num_kv_pages_per_block = in.num_kv_pages_per_block;
+  a.num_queries_per_block = in.num_queries_per_block;
+  a.vmem_limit_bytes = in.vmem_limit_bytes;
+  return a;
+}
+
+/// The index dtypes, reported in JAX's order: R12, R13 and R1..R4 come before R5, so on a dtype
+/// error the shape tier runs over int32 stand-ins of the index arrays (it reads their extents,
+/// never their data) and one of those findings wins.
+template <class Q, class KV>
+void check_index_dtypes(const RaggedInputs& in) {
+  const DType num_seqs_dtype = in.num_seqs_int ? DType::kInt64 : in.num_seqs.dtype;
+  const Status dtypes =
+      check_ragged_index_dtypes(in.kv_lens.dtype, in.page_indices.dtype, in.cu_q_lens.dtype,
+                                num_seqs_dtype, in.common.profile);
+  if (dtypes.ok()) return;
+  const std::int32_t zero = 0;
+  NumSeqs<std::int32_t> n;
+  if (in.num_seqs_int) {
+    n.value = *in.num_seqs_int;
+  } else {
+    n.storage.assign(static_cast<size_t>(in.num_seqs.shape[0]), 0);
+  }
+  RaggedPagedAttentionArgs<Q, KV, std::int32_t> a = make_args<Q, KV, std::int32_t>(in, n);
+  a.kv_lens = TensorView<const std::int32_t, 1>(&zero, {in.kv_lens.shape[0]}, {0});
+  a.page_indices = TensorView<const std::int32_t, 2>(
+      &zero, {in.page_indices.shape[0], in.page_indices.shape[1]}, {0, 0});
+  a.cu_q_lens = TensorView<const std::int32_t, 1>(&zero, {in.cu_q_lens.shape[0]}, {0});
+  raise_in_jax_order(check_ragged_shapes(a, in.common.profile),
+                     {"R12", "R13", "R1", "R2", "R3", "R4"}, dtypes);
+}
+
+void check_ragged_py(py::handle q, py::handle kv_pages, py::handle kv_lens, py::handle page_indices,
+                     py::handle cu_q_lens, py::handle num_seqs, py::kwargs kwargs) {
+  const RaggedInputs in = read_ragged(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs,
+                                      std::move(kwargs), false, "check_ragged");
+  dispatch_q_kv(in.q, in.pages(), in.combined ? in.kv : in.v, [&](auto qtag, auto kvtag) {
+    using Q = typename decltype(qtag)::type;
+    using KV = typename decltype(kvtag)::type;
+    check_index_dtypes<Q, KV>(in);
+    dispatch(IndexTypes{}, in.kv_lens.dtype, [&](auto itag) {
+      using I = typename decltype(itag)::type;
+      const NumSeqs<I> n = num_seqs_of<I>(in);
+      RaggedPagedAttentionArgs<Q, KV, I> a = make_args<Q, KV, I>(in, n);
+      a.kv_lens = view_of<I, 1>(in.kv_lens);
+      a.page_indices = view_of<I, 2>(in.page_indices);
+      a.cu_q_lens = view_of<I, 1>(in.cu_q_lens);
+      const Profile p = in.common.profile;
+      raise_if_error(check_ragged_shapes(a, p));
+      if (in.common.metadata) raise_if_error(check_ragged_metadata(a, p));
+      if (in.common.data) raise_if_error(check_ragged_data(a));
+    });
+  });
+}
+
+py::object ragged_attention_py(py::handle q, py::handle kv_pages, py::handle kv_lens,
+                               py::handle page_indices, py::handle cu_q_lens, py::handle num_seqs,
+                               py::kwargs kwargs) {
+  const RaggedInputs in = read_ragged(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs,
+                                      std::move(kwargs), true, "ragged_paged_attention");
+  require_float(in.q, "q is a float dtype");
+  py::array out = new_array(in.q.dtype, in.q.shape);
+  py::array lse = new_array(DType::kFloat32, {in.q.shape[0], in.q.shape[1]});
+  dispatch_q_kv(in.q, in.pages(), in.combined ? in.kv : in.v, [&](auto qtag, auto kvtag) {
+    using Q = typename decltype(qtag)::type;
+    using KV = typename decltype(kvtag)::type;
+    check_index_dtypes<Q, KV>(in);
+    const NumSeqs<std::int64_t> n = num_seqs_of<std::int64_t>(in);
+    RaggedPagedAttentionArgs<Q, KV, std::int64_t> a = make_args<Q, KV, std::int64_t>(in, n);
+    const std::vector<std::int64_t> lens = widen_indices(in.kv_lens);
+    const std::vector<std::int64_t> table = widen_indices(in.page_indices);
+    const std::vector<std::int64_t> cu = widen_indices(in.cu_q_lens);
+    a.kv_lens = TensorView<const std::int64_t, 1>(lens.data(), {in.kv_lens.shape[0]});
+    a.page_indices = TensorView<const std::int64_t, 2>(
+        table.data(), {in.page_indices.shape[0], in.page_indices.shape[1]});
+    a.cu_q_lens = TensorView<const std::int64_t, 1>(cu.data(), {in.cu_q_lens.shape[0]});
+    const auto out_view = output_view<Q, 3>(out);
+    const auto lse_view = output_view<float, 2>(lse);
+    Status status;
+    run_released(in.common.num_threads, [&](auto& executor) {
+      status = try_ragged_paged_attention(a, out_view, lse_view, executor);
+    });
+    raise_if_error(status);
+  });
+  if (in.common.return_lse) return py::make_tuple(out, lse);
+  return std::move(out);
+}
+
+}  // namespace
+
+void bind_ragged(py::module_& m) {
+  m.def("check_ragged", &check_ragged_py, py::arg("q"), py::arg("kv_pages"), py::arg("kv_lens"),
+        py::arg("page_indices"), py::arg("cu_q_lens"), py::arg("num_seqs"),
+        R"(check_ragged(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, *,
+             kv_layout="jax", sliding_window=None, soft_cap=None, sm_scale=1.0,
+             mask_value=None, k_scale=None, v_scale=None, num_kv_pages_per_block=None,
+             num_queries_per_block=None, vmem_limit_bytes=None, profile="reference",
+             tiers=("shape", "metadata")) -> None
+
+Validates ragged paged attention inputs; raises ShapeError on the first failed check.
+  q             [max_num_batched_tokens, num_q_heads, head_dim]
+  kv_pages      JAX's combined pool [total_pages, page_size, 2 * num_kv_heads, head_dim]
+                (K of KV head h at 2h, V at 2h+1), or a (k_pages, v_pages) pair in kv_layout:
+                [num_kv_heads, total_pages, page_size, head_dim] ("jax"),
+                [total_pages, page_size, num_kv_heads, head_dim] ("nhd"),
+                [total_pages, num_kv_heads, page_size, head_dim] ("hnd"); q's dtype or int8
+  kv_lens       [max_num_seqs] int32 or int64
+  page_indices  [max_num_seqs, pages_per_seq], kv_lens' dtype
+  cu_q_lens     [max_num_seqs + 1], kv_lens' dtype
+  num_seqs      an int, or [1] int32/int64)");
+  m.def("ragged_paged_attention", &ragged_attention_py, py::arg("q"), py::arg("kv_pages"),
+        py::arg("kv_lens"), py::arg("page_indices"), py::arg("cu_q_lens"), py::arg("num_seqs"),
+        R"(ragged_paged_attention(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, *,
+                       <the options of check_ragged but profile and tiers>,
+                       return_lse=False, num_threads=1) -> out or (out, lse)
+
+Validates (reference profile), then runs the reference kernel with the GIL released.
+  out  [max_num_batched_tokens, num_q_heads, head_dim], q's dtype; zero on padding rows
+  lse  [max_num_batched_tokens, num_q_heads] float32 (-inf on padding rows))");
+}
+
+}  // namespace python
+}  // namespace attnref

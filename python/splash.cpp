@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: Apache-2.0
+// attnref.check_splash, attnref.splash_attention and attnref.splash_attention_backward: splash
+// attention (prefill and training), forward and backward.
+// Options: one SplashInputs, filled by read_splash, applied by make_args; masks by make_mask.
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnref/kernels/splash_attention.hpp"
+#include "attnref/masks/mask.hpp"
+#include "attnref/validate/splash.hpp"
+#include "binding.hpp"
+
+namespace attnref {
+namespace python {
+namespace {
+
+struct SplashInputs {
+  Array q, k, v, dout, q_seg, kv_seg, sinks;
+  bool is_mqa = false;
+  CommonOptions common;
+  SplashBlockSizes blocks = SplashBlockSizes::get_default();
+  py::object mask_spec;
+  std::vector<Array> mask_arrays;  // dense masks, kept alive while their views are used
+  std::vector<float> sinks_f32;
+  bool backward = false;  // check_splash(..., backward=True)
+};
+
+const char* const kMaskForms =
+    "mask is None, 'causal', ('causal', offset), ('local', left, right[, offset]) with sides "
+    "int or None, ('chunked', size), a bool array [1 or num_q_heads, q_seq_len, kv_seq_len] or "
+    "[q_seq_len, kv_seq_len], or a list of those per query head";
+
+std::optional<std::int64_t> window_side(py::handle side, const char* which) {
+  if (side.is_none()) return std::nullopt;
+  if (py::isinstance<py::bool_>(side) || !py::isinstance<py::int_>(side))
+    throw py::type_error(kMaskForms);
+  const auto v = side.cast<std::int64_t>();
+  if (v < 0) {
+    raise_if_error(Status(ErrorCode::kInvalidMaskParameter, "",
+                          "the local window's {f} side is {0}; it must not be negative",
+                          "each side counts the keys allowed before (left) or after (right) the "
+                          "diagonal: 0 or more, or None for no limit",
+                          {v}, {}, which));
+  }
+  return v;
+}
+
+/// One head's mask from a string, tuple or 2-D bool array (`arrays` keeps arrays alive).
+AnyMask head_mask(py::handle spec, MaskShape shape, std::vector<Array>* arrays) {
+  if (py::isinstance<py::str>(spec)) {
+    const auto s = spec.cast<std::string>();
+    if (s == "causal") return CausalMask{shape, 0};
+    if (s == "full") return FullMask{shape};
+    throw py::value_error(kMaskForms);
+  }
+  if (py::isinstance<py::tuple>(spec)) {
+    const auto t = spec.cast<py::tuple>();
+    const std::string kind =
+        t.size() > 0 && py::isinstance<py::str>(t[0]) ? t[0].cast<std::string>() : "";
+    const auto int_at = [&](size_t i) {
+      if (py::isinstance<py::bool_>(t[i]) || !py::isinstance<py::int_>(t[i]))
+        throw py::type_error(kMaskForms);
+      return t[i].cast<std::int64_t>();
+    };
+    if (kind == "causal" && t.size() == 2) return CausalMask{shape, int_at(1)};
+    if (kind == "local" && (t.size() == 3 || t.size() == 4)) {
+      return LocalMask{shape, window_side(t[1], "left"), window_side(t[2], "right"),
+                       t.size() == 4 ? int_at(3) : 0};
+    }
+    if (kind == "chunked" && t.size() == 2) return ChunkedCausalMask{shape, int_at(1)};
+    throw py::value_error(kMaskForms);
+  }
+  arrays->push_back(read_array(spec, "mask"));
+  const Array& a = arrays->back();
+  raise_if_error(check_rank(a, 2, "a per-head mask is [q_seq_len, kv_seq_len]"));
+  raise_if_error(check_mask_dtype(a.dtype));
+  return DenseMask{view_of<bool, 2>(a)};
+}
+
+/// The MultiHeadMask a `mask` argument describes.
+MultiHeadMask make_mask(SplashInputs& in, MaskShape shape) {
+  py::handle spec = in.mask_spec;
+  if (spec.is_none()) return MultiHeadMask{FullMask{shape}};
+  if (py::isinstance<py::list>(spec)) {
+    std::vector<AnyMask> heads;
+    for (py::handle h : spec) heads.push_back(head_mask(h, shape, &in.mask_arrays));
+    return MultiHeadMask(std::move(heads));
+  }
+  if (py::isinstance<py::str>(spec) || py::isinstance<py::tuple>(spec))
+    return MultiHeadMask{head_mask(spec, shape, &in.mask_arrays)};
+  in.mask_arrays.push_back(read_array(spec, "mask"));
+  const Array& a = in.mask_arrays.back();
+  if (a.rank() == 2) return MultiHeadMask{head_mask(spec, shape, &in.mask_arrays)};
+  raise_if_error(check_mask_rank(a.rank(), a.shape.data()));
+  raise_if_error(check_mask_dtype(a.dtype));
+  const auto heads_extent = a.shape[0];
+  if (heads_extent != 1 && heads_extent != in.q.shape[0]) {
+    raise_if_error(Status(ErrorCode::kMaskHeadCount, "",
+                          "the mask has {0} heads; expected 1 (shared by all heads) or "
+                          "num_q_heads={1}",
+                          "give one mask per query head, or a single mask for all of them",
+                          {heads_extent, in.q.shape[0]}));
+  }
+  const TensorView<const bool, 3> all = view_of<bool, 3>(a);
+  std::vector<AnyMask> heads;
+  for (std::int64_t h = 0; h < heads_extent; ++h) {
+    heads.emplace_back(DenseMask{TensorView<const bool, 2>(all.data + h * all.strides[0],
+                                                           {all.extents[1], all.extents[2]},
+                                                           {all.strides[1], all.strides[2]})});
+  }
+  return MultiHeadMask(std::move(heads));
+}
+
+SplashInputs read_splash(py::handle q, py::handle k, py::handle v, py::handle dout,
+                         py::kwargs kwargs, bool for_kernel, const char* function) {
+  SplashInputs in;
+  Kwargs kw(std::move(kwargs), function);
+  in.common = parse_common_options(kw, for_kernel);
+  in.mask_spec = kw.take_object("mask");
+  const std::int64_t bq = kw.take_int("block_q").value_or(128);
+  const std::int64_t bkv = kw.take_int("block_kv").value_or(128);
+  in.blocks.block_q = bq;
+  in.blocks.block_kv = bkv;
+  in.blocks.block_kv_compute = kw.take_int("block_kv_compute").value_or(bkv);
+  // The backward blocks follow the forward ones (as attnref-run's).
+  in.blocks.block_q_dkv = in.blocks.block_q_dq = bq;
+  in.blocks.block_kv_dkv = in.blocks.block_kv_dq = bkv;
+  in.blocks.block_kv_dkv_compute = in.blocks.block_kv_compute;
+  if (!for_kernel) in.backward = kw.take_bool("backward").value_or(false);
+  py::object q_seg = kw.take_object("q_segment_ids");
+  py::object kv_seg = kw.take_object("kv_segment_ids");
+  py::object sinks = kw.take_object("sinks");
+  kw.finish();
+
+  in.q = read_array(q, "q");
+  in.k = read_array(k, "k");
+  in.v = read_array(v, "v");
+  if (!dout.is_none()) in.dout = read_array(dout, "dout");
+  in.q_seg = read_array(q_seg, "q_segment_ids", true);
+  in.kv_seg = read_array(kv_seg, "kv_segment_ids", true);
+  in.sinks = read_array(sinks, "sinks", true);
+
+  raise_if_error(check_rank(in.q, 3, "q is [num_q_heads, q_seq_len, head_dim_qk]"));
+  in.is_mqa = in.k.rank() == 2;
+  raise_if_error(check_key_rank(in.k.rank(), in.is_mqa));
+  raise_if_error(check_rank(in.v, in.k.rank(),
+                            "v has k's rank: [num_kv_heads, kv_seq_len, head_dim_v], or MQA "
+                            "[kv_seq_len, head_dim_v]"));
+  if (in.dout.present()) {
+    raise_if_error(check_rank(in.dout, 3, "dout is [num_q_heads, q_seq_len, head_dim_v]"));
+  }
+  for (const Array* seg : {&in.q_seg, &in.kv_seg}) {
+    if (!seg->present()) continue;
+    raise_if_error(check_rank(*seg, 1, "segment ids are [sequence length]"));
+    if (seg->dtype != DType::kInt32) raise_if_error(dtype_error(*seg, "segment ids are int32"));
+  }
+  if (in.sinks.present()) {
+    raise_if_error(check_rank(in.sinks, 1, "sinks are [num_q_heads]"));
+    // Sinks are float32 in the kernel: any float dtype is narrowed, refusing what overflows.
+    const bool found = dispatch(FloatTypes{}, in.sinks.dtype, [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      const auto view = view_of<S, 1>(in.sinks);
+      for (std::int64_t i = 0; i < view.extents[0]; ++i) {
+        const auto x = static_cast<double>(view(i));
+        if (std::isfinite(x) && !std::isfinite(static_cast<float>(x))) {
+          raise_if_error(Status(ErrorCode::kNonFiniteData, "",
+                                "sinks[{0}]={r0} is outside the float32 range",
+                                "sinks are cast to float32", {i}, {x}, "sinks"));
+        }
+        in.sinks_f32.push_back(static_cast<float>(x));
+      }
+    });
+    if (!found) raise_if_error(dtype_error(in.sinks, "sinks are a float dtype"));
+  }
+  for (const Array* x : {&in.k, &in.v, &in.dout}) {
+    if (x->present() && x->dtype != in.q.dtype)
+      raise_if_error(dtype_mismatch(*x, in.q, "k, v and dout take q's dtype"));
+  }
+  return in;
+}
+
+/// `[num_kv_heads, kv_seq_len, d]` view of k or v, or `[1, kv_seq_len, d]` for MQA's 2-D arrays.
+template <class T>
+TensorView<const T, 3> kv_view(const Array& a) {
+  if (a.rank() == 3) return view_of<T, 3>(a);
+  const TensorView<const T, 2> v2 = view_of<T, 2>(a);
+  return TensorView<const T, 3>(v2.data, {1, v2.extents[0], v2.extents[1]},
+                                {0, v2.strides[0], v2.strides[1]});
+}
+
+template <class T>
+SplashAttentionArgs<T> make_args(const SplashInputs& in) {
+  SplashAttentionArgs<T> a;
+  a.q = view_of<T, 3>(in.q);
+  a.k = kv_view<T>(in.k);
+  a.v = kv_view<T>(in.v);
+  a.is_mqa = in.is_mqa;
+  if (in.q_seg.present()) a.q_segment_ids = view_of<std::int32_t, 1>(in.q_seg);
+  if (in.kv_seg.present()) a.kv_segment_ids = view_of<std::int32_t, 1>(in.kv_seg);
+  if (in.sinks.present()) {
+    a.sinks = TensorView<const float, 1>(in.sinks_f32.data(),
+                                         {static_cast<std::int64_t>(in.sinks_f32.size())});
+  }
+  a.soft_cap = in.common.soft_cap;
+  a.sm_scale = in.common.sm_scale;
+  a.mask_value = in.common.mask_value;
+  a.block_sizes = in.blocks;
+  return a;
+}
+
+/// Calls fn(Tag<T>{}) for q's dtype.
+template <class Fn>
+void dispatch_q(const Array& q, Fn&& fn) {
+  if (!dispatch(FloatTypes{}, q.dtype, fn)) raise_if_error(dtype_error(q, "q is a float dtype"));
+}
+
+void check_splash_py(py::handle q, py::handle k, py::handle v, py::kwargs kwargs) {
+  SplashInputs in = read_splash(q, k, v, py::none(), std::move(kwargs), false, "check_splash");
+  dispatch_q(in.q, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const SplashAttentionArgs<T> a = make_args<T>(in);
+    const MultiHeadMask mask = make_mask(in, {a.q_seq_len(), a.kv_seq_len()});
+    const Profile p = in.common.profile;
+    raise_if_error(check_splash_shapes(a, mask, p));
+    if (in.common.metadata) raise_if_error(check_splash_metadata(a, mask, p));
+    if (in.backward) raise_if_error(check_splash_backward(a, mask, p));
+    if (in.common.data) raise_if_error(check_splash_data(a));
+  });
+}
+
+/// `[num_heads, seq_len, d]` output view of an array of k's shape (2-D under MQA).
+template <class T>
+TensorView<T, 3> kv_output_view(py::array& arr) {
+  if (arr.ndim() == 3) return output_view<T, 3>(arr);
+  const auto s0 = static_cast<std::int64_t>(arr.shape(0)),
+             s1 = static_cast<std::int64_t>(arr.shape(1));
+  return TensorView<T, 3>(static_cast<T*>(arr.mutable_data()), {1, s0, s1},
+                          static_cast<std::int64_t>(arr.size()));
+}
+
+py::object splash_forward_py(py::handle q, py::handle k, py::handle v, py::kwargs kwargs) {
+  SplashInputs in = read_splash(q, k, v, py::none(), std::move(kwargs), true, "splash_attention");
+  const std::int64_t hq = in.q.shape[0], sq = in.q.shape[1], dv = in.v.shape.back();
+  require_float(in.q, "q is a float dtype");
+  py::array out = new_array(in.q.dtype, {hq, sq, dv});
+  py::array lse = new_array(DType::kFloat32, {hq, sq});
+  dispatch_q(in.q, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const SplashAttentionArgs<T> a = make_args<T>(in);
+    const MultiHeadMask mask = make_mask(in, {a.q_seq_len(), a.kv_seq_len()});
+    SplashPlan<T> plan;
+    raise_if_error(make_splash_plan(a, mask, &plan));
+    const auto out_view = output_view<T, 3>(out);
+    const auto lse_view = output_view<float, 2>(lse);
+    Status status;
+    run_released(in.common.num_threads, [&](auto& executor) {
+      status = try_splash_attention(plan, out_view, lse_view, executor);
+    });
+    raise_if_error(status);
+  });
+  if (in.common.return_lse) return py::make_tuple(out, lse);
+  return std::move(out);
+}
+
+py::tuple splash_backward_py(py::handle q, py::handle k, py::handle v, py::handle dout,
+                             py::kwargs kwargs) {
+  SplashInputs in =
+      read_splash(q, k, v, dout, std::move(kwargs), true, "splash_attention_backward");
+  const std::int64_t hq = in.q.shape[0], sq = in.q.shape[1], dv = in.v.shape.back();
+  if (in.dout.shape != std::vector<std::int64_t>{hq, sq, dv}) {
+    raise_if_error(Status(
+        ErrorCode::kShapeMismatch, "", "dout has shape ({0}, {1}, {2}); expected ({3}, {4}, {5})",
+        "dout is the gradient of out [num_q_heads, q_seq_len, head_dim_v]",
+        {in.dout.shape[0], in.dout.shape[1], in.dout.shape[2], hq, sq, dv}, {}, "dout"));
+  }
+  require_float(in.q, "q is a float dtype");
+  py::array dq = new_array(in.q.dtype, in.q.shape);
+  py::array dk = new_array(in.q.dtype, in.k.shape);
+  py::array dvv = new_array(in.q.dtype, in.v.shape);
+  py::object dsinks = py::none();
+  py::array dsinks_array =
+      new_array(DType::kFloat32, {static_cast<std::int64_t>(in.sinks_f32.size())});
+  if (in.sinks.present()) dsinks = dsinks_array;
+  dispatch_q(in.q, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const SplashAttentionArgs<T> a = make_args<T>(in);
+    const MultiHeadMask mask = make_mask(in, {a.q_seq_len(), a.kv_seq_len()});
+    SplashPlan<T> plan;
+    raise_if_error(make_splash_plan(a, mask, &plan));
+    raise_if_error(plan.backward_status);
+    const TensorView<const T, 3> dout_view = view_of<T, 3>(in.dout);
+    std::vector<T> out(static_cast<size_t>(hq * sq * dv));
+    std::vector<float> lse(static_cast<size_t>(hq * sq));
+    SplashGradients<T> g;
+    g.dq = output_view<T, 3>(dq);
+    g.dk = kv_output_view<T>(dk);
+    g.dv = kv_output_view<T>(dvv);
+    if (in.sinks.present()) g.dsinks = output_view<float, 1>(dsinks_array);
+    Status status;
+    run_released(in.common.num_threads, [&](auto& executor) {
+      const TensorView<T, 3> out_view(out.data(), {hq, sq, dv});
+      const TensorView<float, 2> lse_view(lse.data(), {hq, sq});
+      status = try_splash_attention(plan, out_view, lse_view, executor);
+      if (!status.ok()) return;
+      status = try_splash_attention_backward(plan, TensorView<const T, 3>(out_view),
+                                             TensorView<const float, 2>(lse_view), dout_view, g,
+                                             executor);
+    });
+    raise_if_error(status);
+  });
+  return py::make_tuple(dq, dk, dvv, dsinks);
+}
+
+}  // namespace
+
+void bind_splash(py::module_& m) {
+  m.def("check_splash", &check_splash_py, py::arg("q"), py::arg("k"), py::arg("v"),
+        R"(check_splash(q, k, v, *, mask=None, q_segment_ids=None, kv_segment_ids=None,
+             sinks=None, soft_cap=None, sm_scale=1.0, mask_value=None, block_q=128,
+             block_kv=128, block_kv_compute=None, backward=False, profile="reference",
+             tiers=("shape", "metadata")) -> None
+
+Validates splash attention inputs; raises ShapeError on the first failed check.
+  q     [num_q_heads, q_seq_len, head_dim_qk]
+  k     [num_kv_heads, kv_seq_len, head_dim_qk], or MQA [kv_seq_len, head_dim_qk]; q's dtype
+  v     [num_kv_heads, kv_seq_len, head_dim_v], or MQA [kv_seq_len, head_dim_v]; q's dtype
+  mask  None (full), "causal", ("causal", offset), ("local", left, right[, offset]) (each side
+        an int or None), ("chunked", size), a bool array [1 or num_q_heads, q_seq_len,
+        kv_seq_len] or [q_seq_len, kv_seq_len], or a list of those, one per query head
+  q_segment_ids [q_seq_len], kv_segment_ids [kv_seq_len]: int32, both or neither
+  sinks [num_q_heads]: attention-sink logits (any float dtype, used as float32)
+backward=True also runs the backward pass's checks.)");
+  m.def("splash_attention", &splash_forward_py, py::arg("q"), py::arg("k"), py::arg("v"),
+        R"(splash_attention(q, k, v, *, mask=None, q_segment_ids=None, kv_segment_ids=None,
+                 sinks=None, soft_cap=None, sm_scale=1.0, mask_value=None, block_q=128,
+                 block_kv=128, block_kv_compute=None, return_lse=False, num_threads=1)
+    -> out or (out, lse)
+
+Validates (reference profile), then runs the forward kernel with the GIL released. Arguments
+as check_splash.
+  out  [num_q_heads, q_seq_len, head_dim_v], q's dtype; a zero row where no key is visible
+  lse  [num_q_heads, q_seq_len] float32 natural logsumexp (-inf where no key is visible))");
+  m.def("splash_attention_backward", &splash_backward_py, py::arg("q"), py::arg("k"), py::arg("v"),
+        py::arg("dout"),
+        R"(splash_attention_backward(q, k, v, dout, *, <the options of splash_attention but
+                          return_lse>) -> (dq, dk, dv, dsinks)
+
+Runs the forward, then the backward pass, given dout [num_q_heads, q_seq_len, head_dim_v].
+  dq  [num_q_heads, q_seq_len, head_dim_qk]; dk, dv: k's and v's shapes (2-D under MQA)
+  dsinks  [num_q_heads] float32 with sinks, else None)");
+}
+
+}  // namespace python
+}  // namespace attnref

@@ -1,0 +1,66 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Random hostile calls: valid inputs with one to three mutations (index values anywhere,
+extents cut, dtypes changed, strides reversed or transposed) end in a result or a ShapeError;
+never another exception, never a crash."""
+import numpy as np
+import pytest
+
+import attnref
+from conftest import paged_batch, ragged_batch
+
+DTYPES = [np.float16, np.float32, np.float64, np.int8, np.int32, np.int64, np.bool_, np.uint16]
+
+
+def valid_calls(rng):
+    q, k, v, lengths, pi = paged_batch(seed=int(rng.integers(100)))
+    rq, kv, kv_lens, rpi, cu, n = ragged_batch(seed=int(rng.integers(100)))
+    s = rng.standard_normal((3, 4, 6, 8)).astype(np.float32)
+    out, lse = attnref.paged_attention(q, k, v, lengths, pi, return_lse=True)
+    return [
+        (attnref.paged_attention, [q, k, v, lengths, pi], {"num_threads": 2}),
+        (attnref.check_paged, [q, k, v, lengths, pi], {"tiers": ("shape", "metadata", "data")}),
+        (attnref.splash_attention, [s[0, :2], s[1, :1], s[2, :1]], {"mask": ("local", 2, 1),
+                                                                   "block_q": 3}),
+        (attnref.splash_attention_backward, [s[0, :2], s[1, 0], s[2, 0], s[0, :2]], {"block_kv": 3}),
+        (attnref.ragged_paged_attention, [rq, kv, kv_lens, rpi, cu, n], {"sliding_window": 3}),
+        (attnref.check_ragged, [rq, kv, kv_lens, rpi, cu, n], {"tiers": ("shape", "metadata", "data")}),
+        (attnref.merge_attention_states, [out, lse, out, lse], {}),
+    ]
+
+
+def mutate(rng, a):
+    kind = int(rng.integers(5))
+    if kind == 0 and np.issubdtype(a.dtype, np.integer):
+        return rng.integers(-3, 14, a.shape).astype(a.dtype)
+    if kind == 1 and a.ndim:
+        axis = int(rng.integers(a.ndim))
+        return np.take(a, np.arange(int(rng.integers(0, a.shape[axis] + 1))), axis=axis)
+    if kind == 2:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return a.astype(DTYPES[int(rng.integers(len(DTYPES)))])
+    if kind == 3 and a.ndim >= 2:
+        return a.swapaxes(0, 1)
+    if kind == 4 and a.ndim:
+        return a[::-1] if rng.random() < 0.3 else a[:, None] if a.ndim < 4 else a[..., ::2]
+    return a
+
+
+def random_call(rng):
+    calls = valid_calls(rng)
+    fn, args, options = calls[int(rng.integers(len(calls)))]
+    args = list(args)
+    for _ in range(int(rng.integers(1, 4))):
+        i = int(rng.integers(len(args)))
+        args[i] = mutate(rng, np.asarray(args[i]))
+    try:
+        fn(*args, **options)
+        return "ok"
+    except attnref.ShapeError as e:
+        return e.code
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_calls_never_crash(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(150):
+        random_call(rng)
