@@ -7,6 +7,8 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <numeric>
 
 #include "attnref/validate/options.hpp"
 
@@ -271,6 +273,115 @@ float to_float32(double value, const char* key) {
     throw py::value_error(std::string(key) + " underflows to 0 in float32");
   }
   return static_cast<float>(value);
+}
+
+Float32Vector read_float32_vector(py::handle obj, const char* name) {
+  Float32Vector out;
+  out.array = read_array(obj, name, true);
+  if (!out.present()) return out;
+  raise_if_error(check_rank(out.array, 1, "one value per query head: [num_q_heads]"));
+  const bool found = dispatch(FloatTypes{}, out.array.dtype, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    const auto view = view_of<S, 1>(out.array);
+    for (std::int64_t i = 0; i < view.extents[0]; ++i) {
+      const auto x = static_cast<double>(view(i));
+      if (std::isfinite(x) && !std::isfinite(static_cast<float>(x))) {
+        raise_if_error(Status(ErrorCode::kNonFiniteData, "",
+                              "{f}[{0}]={r0} is outside the float32 range",
+                              "the kernels read it as float32", {i}, {x}, name));
+      }
+      out.values.push_back(static_cast<float>(x));
+    }
+  });
+  if (!found) raise_if_error(dtype_error(out.array, "a float dtype, read as float32"));
+  return out;
+}
+
+namespace {
+
+/// `obj` (a float array) as doubles in C order, with its shape; `name` a literal.
+std::vector<double> read_doubles(py::handle obj, const char* name,
+                                 std::vector<std::int64_t>* shape) {
+  const Array a = read_array(obj, name);
+  require_float(a, "a float dtype (float16, float32 or float64)");
+  *shape = a.shape;
+  const auto c = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(obj);
+  if (!c) throw py::type_error(std::string(name) + " must convert to a float64 numpy array");
+  return std::vector<double>(c.data(), c.data() + c.size());
+}
+
+}  // namespace
+
+CompareInputs read_compare_options(py::handle got, py::kwargs& kwargs, const char* function) {
+  for (const char* refused : {"return_lse", "num_threads"}) {
+    if (kwargs.contains(refused)) {
+      throw py::type_error(std::string(function) + "() got an unexpected keyword argument '" +
+                           refused + "'");
+    }
+  }
+  CompareInputs c;
+  c.got = read_doubles(got, "got", &c.got_shape);
+  const auto pop = [&](const char* key) { return kwargs.attr("pop")(key, py::none()); };
+  const py::object lse = pop("got_lse");
+  if (!lse.is_none()) c.got_lse = read_doubles(lse, "got_lse", &c.got_lse_shape);
+  const py::object atol = pop("atol"), rtol = pop("rtol"), padding = pop("ignore_padding");
+  if (!atol.is_none()) c.options.tol.atol = atol.cast<double>();
+  if (!rtol.is_none()) c.options.tol.rtol = rtol.cast<double>();
+  if (!(c.options.tol.atol >= 0 && c.options.tol.rtol >= 0))
+    throw py::value_error("atol and rtol must be 0 or more");
+  if (!padding.is_none()) c.options.ignore_padding = padding.cast<bool>();
+  return c;
+}
+
+Status check_compare_shapes(const CompareInputs& c, const std::vector<std::int64_t>& out_shape,
+                            const std::vector<std::int64_t>& lse_shape) {
+  // Outputs are rank 3 and logsumexps rank 2 in every family: one message literal each.
+  const auto check = [](const std::vector<std::int64_t>& got, const std::vector<std::int64_t>& want,
+                        const char* message, const char* what) {
+    if (got == want) return Status();
+    Status::Ints v{
+        static_cast<std::int64_t>(got.size()),
+        std::accumulate(got.begin(), got.end(), std::int64_t{1}, std::multiplies<std::int64_t>())};
+    for (size_t i = 0; i < want.size() && i < 3; ++i) v[2 + i] = want[i];
+    return Status(ErrorCode::kShapeMismatch, "", message,
+                  "compare an output of the reference's shape", v, {}, what);
+  };
+  ATTNREF_RETURN_IF_ERROR(check(c.got_shape, out_shape,
+                                "{f} has {0} dimensions and {1} values; the reference output "
+                                "is ({2}, {3}, {4})",
+                                "got"));
+  if (c.got_lse.empty() && c.got_lse_shape.empty()) return Status();
+  return check(c.got_lse_shape, lse_shape,
+               "{f} has {0} dimensions and {1} values; the reference logsumexp is ({2}, {3})",
+               "got_lse");
+}
+
+py::dict report_dict(const compare::Report& r) {
+  py::dict d;
+  d["ok"] = r.ok();
+  d["count"] = r.count;
+  d["mismatches"] = r.mismatches;
+  d["lse_mismatches"] = r.lse_mismatches;
+  d["max_abs"] = r.max_abs;
+  d["max_rel"] = r.max_rel;
+  d["lse_max_abs"] = r.lse_max_abs;
+  d["ignored_padding"] = r.ignored_padding;
+  d["padding_only"] = r.padding_only;
+  py::list causes;
+  for (const compare::Cause& c : r.causes) {
+    py::dict one;
+    one["what"] = c.what;
+    one["max_abs"] = c.max_abs;
+    one["reproduce"] = c.option;
+    causes.append(one);
+  }
+  d["causes"] = causes;
+  d["where"] = py::cast(r.where);
+  std::vector<std::string> notes = r.skipped;
+  if (!r.cap_note.empty()) notes.insert(notes.begin(), r.cap_note);
+  d["notes"] = py::cast(notes);
+  d["text"] = compare::format_report(r);
+  return d;
 }
 
 CommonOptions parse_common_options(Kwargs& kw, bool for_kernel) {

@@ -14,6 +14,9 @@
 //    refuses unknown keywords, and `parse_common_options` for the shared ones) and applied to
 //    the C++ Args by one `make_args`. A new keyword is one member, one line in `read_*`, one in
 //    `make_args` (and the docstring and .pyi stub).
+//  - per-head float arrays (sinks, alibi_slopes) go through one reader, `read_float32_vector`.
+//  - comparison reports (`compare_*`): `read_compare_options` takes the output and tolerances out
+//    of the keywords before the family's `read_*` sees the rest; `report_dict` renders a Report.
 //  - one translation unit per family (paged.cpp, splash.cpp, ragged.cpp, merge_config.cpp), as
 //    the Eigen kernels compile slowly; binding.cpp holds the shared code and registers them.
 #pragma once
@@ -33,6 +36,7 @@
 
 #include <Eigen/Core>
 
+#include "attnref/compare/report.hpp"
 #include "attnref/core/dtype.hpp"
 #include "attnref/core/executor.hpp"
 #include "attnref/core/profile.hpp"
@@ -226,6 +230,23 @@ class Kwargs {
 /// underflows to zero, as attnref-run does, so `1e39` is not silently `inf`.
 float to_float32(double value, const char* key);
 
+/// A per-query-head float array option (sinks, alibi_slopes): any float dtype, narrowed to the
+/// float32 the kernels read. `view()` is empty when the option is absent.
+struct Float32Vector {
+  Array array;
+  std::vector<float> values;
+  bool present() const { return array.present(); }
+  TensorView<const float, 1> view() const {
+    if (!present()) return {};
+    return TensorView<const float, 1>(values.data(), {static_cast<std::int64_t>(values.size())});
+  }
+};
+
+/// Reads `obj` (None: absent) as a rank-1 float array named `name` (a literal). A finite value
+/// outside float32's range is non_finite_data, not a silent inf; NaN and inf pass through for
+/// the family's own checks (data tier, invalid_alibi_slope).
+Float32Vector read_float32_vector(py::handle obj, const char* name);
+
 /// The options every family shares.
 struct CommonOptions {
   Profile profile = Profile::kReference;
@@ -269,6 +290,27 @@ void dispatch_q_kv(const Array& q, const Array& k, const Array& v, Fn&& fn) {
   });
   if (!found) raise_if_error(dtype_error(q, "q is float16, float32 or float64"));
 }
+
+/// What a compare_* call compares: the user's output and logsumexp as doubles in C order, their
+/// shapes, and the tolerances.
+struct CompareInputs {
+  std::vector<double> got, got_lse;
+  std::vector<std::int64_t> got_shape, got_lse_shape;
+  compare::Options options;
+};
+
+/// Reads `got` and takes atol, rtol, got_lse and ignore_padding out of `kwargs` (the rest are
+/// the family's kernel options); return_lse and num_threads are refused (TypeError).
+CompareInputs read_compare_options(py::handle got, py::kwargs& kwargs, const char* function);
+
+/// shape_mismatch unless got (and got_lse when given) have the reference's shapes.
+Status check_compare_shapes(const CompareInputs& c, const std::vector<std::int64_t>& out_shape,
+                            const std::vector<std::int64_t>& lse_shape);
+
+/// The report as a dict: ok, count, mismatches, lse_mismatches, max_abs, max_rel, lse_max_abs,
+/// ignored_padding, padding_only, causes (dicts of what, max_abs, reproduce), where, notes and
+/// text (attnref-run's report).
+py::dict report_dict(const compare::Report& r);
 
 /// Runs `fn(executor)` with the GIL released on a pool of `num_threads` threads (1: the
 /// calling thread only).

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "attnref/compare/paged.hpp"
 #include "attnref/kernels/paged_attention.hpp"
 #include "attnref/validate/paged.hpp"
 #include "binding.hpp"
@@ -20,6 +21,8 @@ struct PagedInputs {
   std::int64_t pages_per_compute_block = 1;
   MegacoreMode megacore_mode = MegacoreMode::kNone;
   bool round_kv_to_bf16 = false;
+  std::optional<std::int64_t> sliding_window;
+  Float32Vector sinks, alibi_slopes;
 };
 
 PagedInputs read_paged(py::handle q, py::handle k, py::handle v, py::handle lengths,
@@ -40,6 +43,9 @@ PagedInputs read_paged(py::handle q, py::handle k, py::handle v, py::handle leng
     }
   }
   if (auto r = kw.take_bool("round_kv_to_bf16")) in.round_kv_to_bf16 = *r;
+  in.sliding_window = kw.take_int("sliding_window");
+  py::object sinks = kw.take_object("sinks");
+  py::object alibi_slopes = kw.take_object("alibi_slopes");
   py::object k_scales = kw.take_object("k_scales");
   py::object v_scales = kw.take_object("v_scales");
   kw.finish();
@@ -70,6 +76,8 @@ PagedInputs read_paged(py::handle q, py::handle k, py::handle v, py::handle leng
         check_rank(*s, 4, "scales are the pages' shape with a last dim of 1 or head_dim"));
     if (s->dtype != DType::kFloat32) raise_if_error(dtype_error(*s, "scales are float32"));
   }
+  in.sinks = read_float32_vector(sinks, "sinks");
+  in.alibi_slopes = read_float32_vector(alibi_slopes, "alibi_slopes");
   return in;
 }
 
@@ -87,6 +95,9 @@ PagedAttentionArgs<Q, KV, Index> make_args(const PagedInputs& in) {
   a.pages_per_compute_block = in.pages_per_compute_block;
   a.megacore_mode = in.megacore_mode;
   a.round_kv_to_bf16 = in.round_kv_to_bf16;
+  a.sliding_window = in.sliding_window;
+  a.sinks = in.sinks.view();
+  a.alibi_slopes = in.alibi_slopes.view();
   return a;
 }
 
@@ -105,6 +116,25 @@ void check_index_dtypes(const PagedInputs& in) {
       &zero, {in.page_indices.shape[0], in.page_indices.shape[1]}, {0, 0});
   raise_in_jax_order(check_paged_shapes(a, in.common.profile), {"P1", "P2", "P3", "P4", "P5", "P6"},
                      dtypes);
+}
+
+/// The kernels' index arrays, widened to int64 (kept alive while the args view them).
+struct WideIndices {
+  std::vector<std::int64_t> lengths, table;
+};
+
+/// `*a` with int64 views of `in`'s lengths and page table, which the result holds.
+template <class Q, class KV>
+WideIndices wide_args(const PagedInputs& in, PagedAttentionArgs<Q, KV, std::int64_t>* a) {
+  check_index_dtypes<Q, KV>(in);
+  *a = make_args<Q, KV, std::int64_t>(in);
+  WideIndices w{widen_indices(in.lengths), widen_indices(in.page_indices)};
+  a->lengths = TensorView<const std::int64_t, 1>(w.lengths.data(), {in.lengths.shape[0]},
+                                                 static_cast<std::int64_t>(w.lengths.size()));
+  a->page_indices = TensorView<const std::int64_t, 2>(
+      w.table.data(), {in.page_indices.shape[0], in.page_indices.shape[1]},
+      static_cast<std::int64_t>(w.table.size()));
+  return w;
 }
 
 void check_paged_py(py::handle q, py::handle k, py::handle v, py::handle lengths,
@@ -138,15 +168,8 @@ py::object paged_attention_py(py::handle q, py::handle k, py::handle v, py::hand
   dispatch_q_kv(in.q, in.k, in.v, [&](auto qtag, auto kvtag) {
     using Q = typename decltype(qtag)::type;
     using KV = typename decltype(kvtag)::type;
-    check_index_dtypes<Q, KV>(in);
-    PagedAttentionArgs<Q, KV, std::int64_t> a = make_args<Q, KV, std::int64_t>(in);
-    const std::vector<std::int64_t> lens = widen_indices(in.lengths);
-    const std::vector<std::int64_t> table = widen_indices(in.page_indices);
-    a.lengths = TensorView<const std::int64_t, 1>(lens.data(), {in.lengths.shape[0]},
-                                                  static_cast<std::int64_t>(lens.size()));
-    a.page_indices = TensorView<const std::int64_t, 2>(
-        table.data(), {in.page_indices.shape[0], in.page_indices.shape[1]},
-        static_cast<std::int64_t>(table.size()));
+    PagedAttentionArgs<Q, KV, std::int64_t> a;
+    const WideIndices idx = wide_args<Q, KV>(in, &a);
     const auto out_view = output_view<Q, 3>(out);
     const auto lse_view = output_view<float, 2>(lse);
     Status status;
@@ -159,6 +182,29 @@ py::object paged_attention_py(py::handle q, py::handle k, py::handle v, py::hand
   return std::move(out);
 }
 
+py::dict compare_paged_py(py::handle got, py::handle q, py::handle k, py::handle v,
+                          py::handle lengths, py::handle page_indices, py::kwargs kwargs) {
+  const CompareInputs c = read_compare_options(got, kwargs, "compare_paged");
+  const PagedInputs in =
+      read_paged(q, k, v, lengths, page_indices, std::move(kwargs), true, "compare_paged");
+  require_float(in.q, "q is a float dtype");
+  raise_if_error(check_compare_shapes(c, in.q.shape, {in.q.shape[0], in.q.shape[1]}));
+  compare::Report report;
+  dispatch_q_kv(in.q, in.k, in.v, [&](auto qtag, auto kvtag) {
+    using Q = typename decltype(qtag)::type;
+    using KV = typename decltype(kvtag)::type;
+    PagedAttentionArgs<Q, KV, std::int64_t> a;
+    const WideIndices idx = wide_args<Q, KV>(in, &a);
+    Status status;
+    {
+      py::gil_scoped_release release;
+      status = compare::try_compare_paged(a, c.got, c.got_lse, c.options, &report);
+    }
+    raise_if_error(status);
+  });
+  return report_dict(report);
+}
+
 }  // namespace
 
 void bind_paged(py::module_& m) {
@@ -167,7 +213,8 @@ void bind_paged(py::module_& m) {
         R"(check_paged(q, k_pages, v_pages, lengths, page_indices, *, kv_layout="jax",
             k_scales=None, v_scales=None, soft_cap=None, sm_scale=1.0, mask_value=None,
             pages_per_compute_block=1, megacore_mode=None, round_kv_to_bf16=False,
-            profile="reference", tiers=("shape", "metadata")) -> None
+            sliding_window=None, sinks=None, alibi_slopes=None, profile="reference",
+            tiers=("shape", "metadata")) -> None
 
 Validates paged attention (decode) inputs; raises ShapeError on the first failed check.
   q             [batch, num_q_heads, head_dim]
@@ -178,6 +225,9 @@ Validates paged attention (decode) inputs; raises ShapeError on the first failed
   lengths       [batch] int32 or int64
   page_indices  [batch, pages_per_sequence], lengths' dtype
   k_scales, v_scales  float32, the pages' shape with a last dim of 1 or head_dim (int8 pages)
+  sliding_window  w > 0: the query (at position length-1) sees only the last w keys
+  sinks         [num_q_heads]: one extra logit per head in the softmax (float, read as float32)
+  alibi_slopes  [num_q_heads]: slope[h] * (key_pos - query_pos) added after the soft cap
 profile "jax" adds every check of JAX's Pallas TPU kernel; tiers picks the shape (O(1)),
 metadata (lengths and page indices) and data (no NaN/Inf in what the kernel reads) tiers.)");
   m.def("paged_attention", &paged_attention_py, py::arg("q"), py::arg("k_pages"),
@@ -185,12 +235,29 @@ metadata (lengths and page indices) and data (no NaN/Inf in what the kernel read
         R"(paged_attention(q, k_pages, v_pages, lengths, page_indices, *, kv_layout="jax",
                 k_scales=None, v_scales=None, soft_cap=None, sm_scale=1.0, mask_value=None,
                 pages_per_compute_block=1, megacore_mode=None, round_kv_to_bf16=False,
-                return_lse=False, num_threads=1) -> out or (out, lse)
+                sliding_window=None, sinks=None, alibi_slopes=None, return_lse=False,
+                num_threads=1) -> out or (out, lse)
 
 Validates (reference profile, shape and metadata tiers), then runs attnref's reference kernel
 with the GIL released. Arguments as check_paged.
   out  [batch, num_q_heads, head_dim], q's dtype; a zero row for a sequence of length 0
-  lse  [batch, num_q_heads] float32, the softmax's natural logsumexp (-inf for length 0))");
+  lse  [batch, num_q_heads] float32, the softmax's natural logsumexp (for length 0: -inf, or
+       the sink's logit with sinks))");
+  m.def("compare_paged", &compare_paged_py, py::arg("got"), py::arg("q"), py::arg("k_pages"),
+        py::arg("v_pages"), py::arg("lengths"), py::arg("page_indices"),
+        R"(compare_paged(got, q, k_pages, v_pages, lengths, page_indices, *, atol=1e-5, rtol=1e-5,
+              got_lse=None, ignore_padding=False, <the options of paged_attention but
+              return_lse and num_threads>) -> dict
+
+Compares another kernel's output `got` [batch, num_q_heads, head_dim] (and `got_lse`
+[batch, num_q_heads], natural log, when given) with attnref's reference for the same inputs
+and options, as attnref-run --expect does. An element matches when
+|got - ref| <= atol + rtol * |ref|. On a mismatch the reference is re-run with one change at a
+time (sm_scale, soft cap, GQA head mapping, K/V swapped, layout, ...) and each change under
+which `got` matches is a likely cause. Returns a dict: ok, count, mismatches, lse_mismatches,
+max_abs, max_rel, lse_max_abs, ignored_padding, padding_only, causes (a list of dicts: what,
+max_abs under the change, reproduce: the attnref-run options), where (lines), notes (lines),
+text (the whole report as attnref-run prints it).)");
 }
 
 }  // namespace python

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "attnref/compare/ragged.hpp"
 #include "attnref/core/kv_layout.hpp"
 #include "attnref/kernels/ragged_paged_attention.hpp"
 #include "attnref/validate/ragged.hpp"
@@ -24,6 +25,7 @@ struct RaggedInputs {
   std::optional<std::int64_t> sliding_window, num_kv_pages_per_block, num_queries_per_block,
       vmem_limit_bytes;
   std::optional<float> k_scale, v_scale;
+  Float32Vector sinks, alibi_slopes;
 
   const Array& pages() const { return combined ? kv : k; }
 };
@@ -41,6 +43,8 @@ RaggedInputs read_ragged(py::handle q, py::handle kv_pages, py::handle kv_lens,
   in.vmem_limit_bytes = kw.take_int("vmem_limit_bytes");
   if (auto s = kw.take_float("k_scale")) in.k_scale = to_float32(*s, "k_scale");
   if (auto s = kw.take_float("v_scale")) in.v_scale = to_float32(*s, "v_scale");
+  py::object sinks = kw.take_object("sinks");
+  py::object alibi_slopes = kw.take_object("alibi_slopes");
   kw.finish();
 
   in.q = read_array(q, "q");
@@ -80,6 +84,8 @@ RaggedInputs read_ragged(py::handle q, py::handle kv_pages, py::handle kv_lens,
   raise_if_error(check_rank(in.page_indices, 2, "page_indices is [max_num_seqs, pages_per_seq]"));
   raise_if_error(check_rank(in.cu_q_lens, 1, "cu_q_lens is [max_num_seqs + 1]"));
   if (in.num_seqs.present()) raise_if_error(check_rank(in.num_seqs, 1, "num_seqs is [1]"));
+  in.sinks = read_float32_vector(sinks, "sinks");
+  in.alibi_slopes = read_float32_vector(alibi_slopes, "alibi_slopes");
   return in;
 }
 
@@ -133,6 +139,8 @@ RaggedPagedAttentionArgs<Q, KV, Index> make_args(const RaggedInputs& in, const N
   a.num_kv_pages_per_block = in.num_kv_pages_per_block;
   a.num_queries_per_block = in.num_queries_per_block;
   a.vmem_limit_bytes = in.vmem_limit_bytes;
+  a.sinks = in.sinks.view();
+  a.alibi_slopes = in.alibi_slopes.view();
   return a;
 }
 
@@ -160,6 +168,27 @@ void check_index_dtypes(const RaggedInputs& in) {
   a.cu_q_lens = TensorView<const std::int32_t, 1>(&zero, {in.cu_q_lens.shape[0]}, {0});
   raise_in_jax_order(check_ragged_shapes(a, in.common.profile),
                      {"R12", "R13", "R1", "R2", "R3", "R4"}, dtypes);
+}
+
+/// The kernels' num_seqs and index arrays, widened to int64 (kept alive while the args view
+/// them).
+struct WideIndices {
+  NumSeqs<std::int64_t> num_seqs;
+  std::vector<std::int64_t> kv_lens, table, cu;
+};
+
+/// `*a` with int64 views of `in`'s index arrays, which the result holds.
+template <class Q, class KV>
+WideIndices wide_args(const RaggedInputs& in, RaggedPagedAttentionArgs<Q, KV, std::int64_t>* a) {
+  check_index_dtypes<Q, KV>(in);
+  WideIndices w{num_seqs_of<std::int64_t>(in), widen_indices(in.kv_lens),
+                widen_indices(in.page_indices), widen_indices(in.cu_q_lens)};
+  *a = make_args<Q, KV, std::int64_t>(in, w.num_seqs);
+  a->kv_lens = TensorView<const std::int64_t, 1>(w.kv_lens.data(), {in.kv_lens.shape[0]});
+  a->page_indices = TensorView<const std::int64_t, 2>(
+      w.table.data(), {in.page_indices.shape[0], in.page_indices.shape[1]});
+  a->cu_q_lens = TensorView<const std::int64_t, 1>(w.cu.data(), {in.cu_q_lens.shape[0]});
+  return w;
 }
 
 void check_ragged_py(py::handle q, py::handle kv_pages, py::handle kv_lens, py::handle page_indices,
@@ -196,16 +225,8 @@ py::object ragged_attention_py(py::handle q, py::handle kv_pages, py::handle kv_
   dispatch_q_kv(in.q, in.pages(), in.combined ? in.kv : in.v, [&](auto qtag, auto kvtag) {
     using Q = typename decltype(qtag)::type;
     using KV = typename decltype(kvtag)::type;
-    check_index_dtypes<Q, KV>(in);
-    const NumSeqs<std::int64_t> n = num_seqs_of<std::int64_t>(in);
-    RaggedPagedAttentionArgs<Q, KV, std::int64_t> a = make_args<Q, KV, std::int64_t>(in, n);
-    const std::vector<std::int64_t> lens = widen_indices(in.kv_lens);
-    const std::vector<std::int64_t> table = widen_indices(in.page_indices);
-    const std::vector<std::int64_t> cu = widen_indices(in.cu_q_lens);
-    a.kv_lens = TensorView<const std::int64_t, 1>(lens.data(), {in.kv_lens.shape[0]});
-    a.page_indices = TensorView<const std::int64_t, 2>(
-        table.data(), {in.page_indices.shape[0], in.page_indices.shape[1]});
-    a.cu_q_lens = TensorView<const std::int64_t, 1>(cu.data(), {in.cu_q_lens.shape[0]});
+    RaggedPagedAttentionArgs<Q, KV, std::int64_t> a;
+    const WideIndices idx = wide_args<Q, KV>(in, &a);
     const auto out_view = output_view<Q, 3>(out);
     const auto lse_view = output_view<float, 2>(lse);
     Status status;
@@ -218,6 +239,30 @@ py::object ragged_attention_py(py::handle q, py::handle kv_pages, py::handle kv_
   return std::move(out);
 }
 
+py::dict compare_ragged_py(py::handle got, py::handle q, py::handle kv_pages, py::handle kv_lens,
+                           py::handle page_indices, py::handle cu_q_lens, py::handle num_seqs,
+                           py::kwargs kwargs) {
+  const CompareInputs c = read_compare_options(got, kwargs, "compare_ragged");
+  const RaggedInputs in = read_ragged(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs,
+                                      std::move(kwargs), true, "compare_ragged");
+  require_float(in.q, "q is a float dtype");
+  raise_if_error(check_compare_shapes(c, in.q.shape, {in.q.shape[0], in.q.shape[1]}));
+  compare::Report report;
+  dispatch_q_kv(in.q, in.pages(), in.combined ? in.kv : in.v, [&](auto qtag, auto kvtag) {
+    using Q = typename decltype(qtag)::type;
+    using KV = typename decltype(kvtag)::type;
+    RaggedPagedAttentionArgs<Q, KV, std::int64_t> a;
+    const WideIndices idx = wide_args<Q, KV>(in, &a);
+    Status status;
+    {
+      py::gil_scoped_release release;
+      status = compare::try_compare_ragged(a, c.got, c.got_lse, c.options, &report);
+    }
+    raise_if_error(status);
+  });
+  return report_dict(report);
+}
+
 }  // namespace
 
 void bind_ragged(py::module_& m) {
@@ -226,8 +271,8 @@ void bind_ragged(py::module_& m) {
         R"(check_ragged(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, *,
              kv_layout="jax", sliding_window=None, soft_cap=None, sm_scale=1.0,
              mask_value=None, k_scale=None, v_scale=None, num_kv_pages_per_block=None,
-             num_queries_per_block=None, vmem_limit_bytes=None, profile="reference",
-             tiers=("shape", "metadata")) -> None
+             num_queries_per_block=None, vmem_limit_bytes=None, sinks=None,
+             alibi_slopes=None, profile="reference", tiers=("shape", "metadata")) -> None
 
 Validates ragged paged attention inputs; raises ShapeError on the first failed check.
   q             [max_num_batched_tokens, num_q_heads, head_dim]
@@ -239,7 +284,11 @@ Validates ragged paged attention inputs; raises ShapeError on the first failed c
   kv_lens       [max_num_seqs] int32 or int64
   page_indices  [max_num_seqs, pages_per_seq], kv_lens' dtype
   cu_q_lens     [max_num_seqs + 1], kv_lens' dtype
-  num_seqs      an int, or [1] int32/int64)");
+  num_seqs      an int, or [1] int32/int64
+  sliding_window  w > 0: row r of a sequence (at position kv_len - q_len + r) sees only keys
+                in (pos - w, pos]
+  sinks         [num_q_heads]: one extra logit per head in the softmax (float, read as float32)
+  alibi_slopes  [num_q_heads]: slope[h] * (key_pos - query_pos) added after the soft cap)");
   m.def("ragged_paged_attention", &ragged_attention_py, py::arg("q"), py::arg("kv_pages"),
         py::arg("kv_lens"), py::arg("page_indices"), py::arg("cu_q_lens"), py::arg("num_seqs"),
         R"(ragged_paged_attention(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, *,
@@ -249,6 +298,16 @@ Validates ragged paged attention inputs; raises ShapeError on the first failed c
 Validates (reference profile), then runs the reference kernel with the GIL released.
   out  [max_num_batched_tokens, num_q_heads, head_dim], q's dtype; zero on padding rows
   lse  [max_num_batched_tokens, num_q_heads] float32 (-inf on padding rows))");
+  m.def("compare_ragged", &compare_ragged_py, py::arg("got"), py::arg("q"), py::arg("kv_pages"),
+        py::arg("kv_lens"), py::arg("page_indices"), py::arg("cu_q_lens"), py::arg("num_seqs"),
+        R"(compare_ragged(got, q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, *,
+               atol=1e-5, rtol=1e-5, got_lse=None, ignore_padding=False,
+               <the options of ragged_paged_attention but return_lse and num_threads>) -> dict
+
+Compares another kernel's output `got` [max_num_batched_tokens, num_q_heads, head_dim] (and
+`got_lse` [max_num_batched_tokens, num_q_heads] when given) with attnref's reference; as
+compare_paged (ignore_padding leaves out rows past cu_q_lens[num_seqs]). Returns compare_paged's
+dict.)");
 }
 
 }  // namespace python

@@ -2,11 +2,11 @@
 // attnref.check_splash, attnref.splash_attention and attnref.splash_attention_backward: splash
 // attention (prefill and training), forward and backward.
 // Options: one SplashInputs, filled by read_splash, applied by make_args; masks by make_mask.
-#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "attnref/compare/splash.hpp"
 #include "attnref/kernels/splash_attention.hpp"
 #include "attnref/masks/mask.hpp"
 #include "attnref/validate/splash.hpp"
@@ -17,14 +17,15 @@ namespace python {
 namespace {
 
 struct SplashInputs {
-  Array q, k, v, dout, q_seg, kv_seg, sinks;
+  Array q, k, v, dout, q_seg, kv_seg;
+  Float32Vector sinks, alibi_slopes;
+  std::optional<std::int64_t> sliding_window;
   bool is_mqa = false;
   CommonOptions common;
   SplashBlockSizes blocks = SplashBlockSizes::get_default();
   py::object mask_spec;
   std::vector<Array> mask_arrays;  // dense masks, kept alive while their views are used
-  std::vector<float> sinks_f32;
-  bool backward = false;  // check_splash(..., backward=True)
+  bool backward = false;           // check_splash(..., backward=True)
 };
 
 const char* const kMaskForms =
@@ -132,6 +133,8 @@ SplashInputs read_splash(py::handle q, py::handle k, py::handle v, py::handle do
   py::object q_seg = kw.take_object("q_segment_ids");
   py::object kv_seg = kw.take_object("kv_segment_ids");
   py::object sinks = kw.take_object("sinks");
+  py::object alibi_slopes = kw.take_object("alibi_slopes");
+  in.sliding_window = kw.take_int("sliding_window");
   kw.finish();
 
   in.q = read_array(q, "q");
@@ -140,7 +143,6 @@ SplashInputs read_splash(py::handle q, py::handle k, py::handle v, py::handle do
   if (!dout.is_none()) in.dout = read_array(dout, "dout");
   in.q_seg = read_array(q_seg, "q_segment_ids", true);
   in.kv_seg = read_array(kv_seg, "kv_segment_ids", true);
-  in.sinks = read_array(sinks, "sinks", true);
 
   raise_if_error(check_rank(in.q, 3, "q is [num_q_heads, q_seq_len, head_dim_qk]"));
   in.is_mqa = in.k.rank() == 2;
@@ -156,24 +158,8 @@ SplashInputs read_splash(py::handle q, py::handle k, py::handle v, py::handle do
     raise_if_error(check_rank(*seg, 1, "segment ids are [sequence length]"));
     if (seg->dtype != DType::kInt32) raise_if_error(dtype_error(*seg, "segment ids are int32"));
   }
-  if (in.sinks.present()) {
-    raise_if_error(check_rank(in.sinks, 1, "sinks are [num_q_heads]"));
-    // Sinks are float32 in the kernel: any float dtype is narrowed, refusing what overflows.
-    const bool found = dispatch(FloatTypes{}, in.sinks.dtype, [&](auto tag) {
-      using S = typename decltype(tag)::type;
-      const auto view = view_of<S, 1>(in.sinks);
-      for (std::int64_t i = 0; i < view.extents[0]; ++i) {
-        const auto x = static_cast<double>(view(i));
-        if (std::isfinite(x) && !std::isfinite(static_cast<float>(x))) {
-          raise_if_error(Status(ErrorCode::kNonFiniteData, "",
-                                "sinks[{0}]={r0} is outside the float32 range",
-                                "sinks are cast to float32", {i}, {x}, "sinks"));
-        }
-        in.sinks_f32.push_back(static_cast<float>(x));
-      }
-    });
-    if (!found) raise_if_error(dtype_error(in.sinks, "sinks are a float dtype"));
-  }
+  in.sinks = read_float32_vector(sinks, "sinks");
+  in.alibi_slopes = read_float32_vector(alibi_slopes, "alibi_slopes");
   for (const Array* x : {&in.k, &in.v, &in.dout}) {
     if (x->present() && x->dtype != in.q.dtype)
       raise_if_error(dtype_mismatch(*x, in.q, "k, v and dout take q's dtype"));
@@ -199,10 +185,9 @@ SplashAttentionArgs<T> make_args(const SplashInputs& in) {
   a.is_mqa = in.is_mqa;
   if (in.q_seg.present()) a.q_segment_ids = view_of<std::int32_t, 1>(in.q_seg);
   if (in.kv_seg.present()) a.kv_segment_ids = view_of<std::int32_t, 1>(in.kv_seg);
-  if (in.sinks.present()) {
-    a.sinks = TensorView<const float, 1>(in.sinks_f32.data(),
-                                         {static_cast<std::int64_t>(in.sinks_f32.size())});
-  }
+  a.sinks = in.sinks.view();
+  a.alibi_slopes = in.alibi_slopes.view();
+  a.sliding_window = in.sliding_window;
   a.soft_cap = in.common.soft_cap;
   a.sm_scale = in.common.sm_scale;
   a.mask_value = in.common.mask_value;
@@ -281,7 +266,7 @@ py::tuple splash_backward_py(py::handle q, py::handle k, py::handle v, py::handl
   py::array dvv = new_array(in.q.dtype, in.v.shape);
   py::object dsinks = py::none();
   py::array dsinks_array =
-      new_array(DType::kFloat32, {static_cast<std::int64_t>(in.sinks_f32.size())});
+      new_array(DType::kFloat32, {static_cast<std::int64_t>(in.sinks.values.size())});
   if (in.sinks.present()) dsinks = dsinks_array;
   dispatch_q(in.q, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -313,13 +298,61 @@ py::tuple splash_backward_py(py::handle q, py::handle k, py::handle v, py::handl
   return py::make_tuple(dq, dk, dvv, dsinks);
 }
 
+/// What compare_splash may change in the mask: a single causal or local mask's offset and left
+/// side (any other mask is left as it is).
+compare::SplashMaskParams mask_params(py::handle spec) {
+  using Kind = compare::SplashMaskParams::Kind;
+  compare::SplashMaskParams p;
+  if (py::isinstance<py::str>(spec) && spec.cast<std::string>() == "causal") {
+    p.kind = Kind::kCausal;
+  } else if (py::isinstance<py::tuple>(spec)) {
+    // make_mask has accepted the tuple, so its items have the types its form needs.
+    const auto t = spec.cast<py::tuple>();
+    const std::string kind = t[0].cast<std::string>();
+    if (kind == "causal") {
+      p.kind = Kind::kCausal;
+      p.offset = t[1].cast<std::int64_t>();
+    } else if (kind == "local") {
+      p.kind = Kind::kLocal;
+      if (!t[1].is_none()) p.left = t[1].cast<std::int64_t>();
+      if (!t[2].is_none()) p.right = t[2].cast<std::int64_t>();
+      if (t.size() == 4) p.offset = t[3].cast<std::int64_t>();
+    }
+  }
+  return p;
+}
+
+py::dict compare_splash_py(py::handle got, py::handle q, py::handle k, py::handle v,
+                           py::kwargs kwargs) {
+  const CompareInputs c = read_compare_options(got, kwargs, "compare_splash");
+  SplashInputs in = read_splash(q, k, v, py::none(), std::move(kwargs), true, "compare_splash");
+  const std::int64_t hq = in.q.shape[0], sq = in.q.shape[1], dv = in.v.shape.back();
+  require_float(in.q, "q is a float dtype");
+  raise_if_error(check_compare_shapes(c, {hq, sq, dv}, {hq, sq}));
+  compare::Report report;
+  dispatch_q(in.q, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const SplashAttentionArgs<T> a = make_args<T>(in);
+    const MultiHeadMask mask = make_mask(in, {a.q_seq_len(), a.kv_seq_len()});
+    const compare::SplashMaskParams params = mask_params(in.mask_spec);
+    Status status;
+    {
+      py::gil_scoped_release release;
+      status = compare::try_compare_splash(a, mask, params, c.got, c.got_lse, c.options, &report);
+    }
+    raise_if_error(status);
+  });
+  return report_dict(report);
+}
+
 }  // namespace
 
 void bind_splash(py::module_& m) {
   m.def("check_splash", &check_splash_py, py::arg("q"), py::arg("k"), py::arg("v"),
         R"(check_splash(q, k, v, *, mask=None, q_segment_ids=None, kv_segment_ids=None,
-             sinks=None, soft_cap=None, sm_scale=1.0, mask_value=None, block_q=128,
-             block_kv=128, block_kv_compute=None, backward=False, profile="reference",
+             sinks=None, sliding_window=None, alibi_slopes=None, soft_cap=None,
+             sm_scale=1.0, mask_value=None, block_q=128, block_kv=128,
+             block_kv_compute=None, backward=False, profile="reference",
              tiers=("shape", "metadata")) -> None
 
 Validates splash attention inputs; raises ShapeError on the first failed check.
@@ -331,17 +364,21 @@ Validates splash attention inputs; raises ShapeError on the first failed check.
         kv_seq_len] or [q_seq_len, kv_seq_len], or a list of those, one per query head
   q_segment_ids [q_seq_len], kv_segment_ids [kv_seq_len]: int32, both or neither
   sinks [num_q_heads]: attention-sink logits (any float dtype, used as float32)
+  sliding_window  w > 0: row i sees key j only if i - w < j <= i, on top of the mask
+  alibi_slopes [num_q_heads]: slope[h] * (j - i) added after the soft cap (float, as float32)
 backward=True also runs the backward pass's checks.)");
   m.def("splash_attention", &splash_forward_py, py::arg("q"), py::arg("k"), py::arg("v"),
         R"(splash_attention(q, k, v, *, mask=None, q_segment_ids=None, kv_segment_ids=None,
-                 sinks=None, soft_cap=None, sm_scale=1.0, mask_value=None, block_q=128,
-                 block_kv=128, block_kv_compute=None, return_lse=False, num_threads=1)
+                 sinks=None, sliding_window=None, alibi_slopes=None, soft_cap=None,
+                 sm_scale=1.0, mask_value=None, block_q=128, block_kv=128,
+                 block_kv_compute=None, return_lse=False, num_threads=1)
     -> out or (out, lse)
 
 Validates (reference profile), then runs the forward kernel with the GIL released. Arguments
 as check_splash.
   out  [num_q_heads, q_seq_len, head_dim_v], q's dtype; a zero row where no key is visible
-  lse  [num_q_heads, q_seq_len] float32 natural logsumexp (-inf where no key is visible))");
+  lse  [num_q_heads, q_seq_len] float32 natural logsumexp (-inf where no key is visible and
+       there is no sink))");
   m.def("splash_attention_backward", &splash_backward_py, py::arg("q"), py::arg("k"), py::arg("v"),
         py::arg("dout"),
         R"(splash_attention_backward(q, k, v, dout, *, <the options of splash_attention but
@@ -350,6 +387,15 @@ as check_splash.
 Runs the forward, then the backward pass, given dout [num_q_heads, q_seq_len, head_dim_v].
   dq  [num_q_heads, q_seq_len, head_dim_qk]; dk, dv: k's and v's shapes (2-D under MQA)
   dsinks  [num_q_heads] float32 with sinks, else None)");
+  m.def("compare_splash", &compare_splash_py, py::arg("got"), py::arg("q"), py::arg("k"),
+        py::arg("v"),
+        R"(compare_splash(got, q, k, v, *, atol=1e-5, rtol=1e-5, got_lse=None,
+               <the options of splash_attention but return_lse and num_threads>) -> dict
+
+Compares another kernel's output `got` [num_q_heads, q_seq_len, head_dim_v] (and `got_lse`
+[num_q_heads, q_seq_len] when given) with attnref's reference; as compare_paged. A mask given
+as "causal", ("causal", offset) or ("local", left, right[, offset]) also tries a shifted
+diagonal and window. Returns compare_paged's dict.)");
 }
 
 }  // namespace python

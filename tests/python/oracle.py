@@ -20,21 +20,35 @@ def cap(x, soft_cap):
     return x if soft_cap is None else soft_cap * np.tanh(x / soft_cap)
 
 
-def paged(q, k_pages, v_pages, lengths, page_indices, sm_scale=1.0, soft_cap=None):
-    """q [B, Hq, D], pages [Hkv, P, S, D] (jax layout) -> out [B, Hq, D], lse [B, Hq]."""
+def alibi(alibi_slopes, h, key_pos, query_pos):
+    """The ALiBi bias slope[h] * (key_pos - query_pos), added after the soft cap (0 without)."""
+    return 0.0 if alibi_slopes is None else float(alibi_slopes[h]) * (key_pos - query_pos)
+
+
+def in_window(key_pos, query_pos, sliding_window):
+    """Key t is visible from query position p iff p - W < t <= p (no window: t <= p)."""
+    return key_pos <= query_pos and (sliding_window is None or key_pos > query_pos - sliding_window)
+
+
+def paged(q, k_pages, v_pages, lengths, page_indices, sm_scale=1.0, soft_cap=None,
+          sliding_window=None, sinks=None, alibi_slopes=None):
+    """q [B, Hq, D], pages [Hkv, P, S, D] (jax layout) -> out [B, Hq, D], lse [B, Hq]. The
+    query sits at position length - 1."""
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k_pages, v_pages))
     batch, hq, dim = q.shape
     hkv, _, page_size, _ = k.shape
     out = np.zeros((batch, hq, v.shape[3]))
     lse = np.full((batch, hq), -np.inf)
     for b in range(batch):
-        tokens = range(int(lengths[b]))
+        pos = int(lengths[b]) - 1
+        tokens = [t for t in range(int(lengths[b])) if in_window(t, pos, sliding_window)]
         for h in range(hq):
             g = h // (hq // hkv)
             keys = [k[g, page_indices[b, t // page_size], t % page_size] for t in tokens]
             vals = [v[g, page_indices[b, t // page_size], t % page_size] for t in tokens]
-            logits = [cap(sm_scale * q[b, h] @ kt, soft_cap) for kt in keys]
-            w, lse[b, h] = softmax_row(logits)
+            logits = [cap(sm_scale * q[b, h] @ kt, soft_cap) + alibi(alibi_slopes, h, t, pos)
+                      for t, kt in zip(tokens, keys)]
+            w, lse[b, h] = softmax_row(logits, None if sinks is None else float(sinks[h]))
             for wt, vt in zip(w, vals):
                 out[b, h] += wt * vt
     return out, lse
@@ -62,8 +76,10 @@ def mask_array(kind, sq, skv, *args):
     raise ValueError(kind)
 
 
-def splash(q, k, v, mask, sm_scale=1.0, soft_cap=None, sinks=None, q_seg=None, kv_seg=None):
-    """q [Hq, Sq, D], k/v [Hkv, Skv, D], mask bool [Hq, Sq, Skv] -> out [Hq, Sq, Dv], lse."""
+def splash(q, k, v, mask, sm_scale=1.0, soft_cap=None, sinks=None, q_seg=None, kv_seg=None,
+           sliding_window=None, alibi_slopes=None):
+    """q [Hq, Sq, D], k/v [Hkv, Skv, D], mask bool [Hq, Sq, Skv] -> out [Hq, Sq, Dv], lse.
+    Row r sits at position r, column t at t (for the window and ALiBi)."""
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
     hq, sq, _ = q.shape
     hkv, skv, dv = v.shape
@@ -72,8 +88,10 @@ def splash(q, k, v, mask, sm_scale=1.0, soft_cap=None, sinks=None, q_seg=None, k
     for h in range(hq):
         g = h // (hq // hkv)
         for r in range(sq):
-            cols = [t for t in range(skv) if mask[h, r, t] and (q_seg is None or q_seg[r] == kv_seg[t])]
-            logits = [cap(sm_scale * q[h, r] @ k[g, t], soft_cap) for t in cols]
+            cols = [t for t in range(skv) if mask[h, r, t] and (q_seg is None or q_seg[r] == kv_seg[t])
+                    and (sliding_window is None or in_window(t, r, sliding_window))]
+            logits = [cap(sm_scale * q[h, r] @ k[g, t], soft_cap) + alibi(alibi_slopes, h, t, r)
+                      for t in cols]
             sink = None if sinks is None else float(sinks[h])
             w, lse[h, r] = softmax_row(logits, sink)
             for wt, t in zip(w, cols):
@@ -81,10 +99,11 @@ def splash(q, k, v, mask, sm_scale=1.0, soft_cap=None, sinks=None, q_seg=None, k
     return out, lse
 
 
-def splash_backward(q, k, v, mask, dout, sm_scale=1.0, sinks=None):
-    """Gradients (dq, dk, dv, dsinks) of splash (no soft cap) by the softmax chain rule."""
+def splash_backward(q, k, v, mask, dout, sm_scale=1.0, sinks=None, alibi_slopes=None):
+    """Gradients (dq, dk, dv, dsinks) of splash (no soft cap) by the softmax chain rule. The
+    ALiBi bias is a constant of the logits: it changes the weights, not the chain rule."""
     q, k, v, dout = (np.asarray(x, dtype=np.float64) for x in (q, k, v, dout))
-    out, lse = splash(q, k, v, mask, sm_scale, None, sinks)
+    out, lse = splash(q, k, v, mask, sm_scale, None, sinks, alibi_slopes=alibi_slopes)
     hq, sq, _ = q.shape
     hkv = k.shape[0]
     dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
@@ -92,6 +111,9 @@ def splash_backward(q, k, v, mask, dout, sm_scale=1.0, sinks=None):
     for h in range(hq):
         g = h // (hq // hkv)
         logits = sm_scale * q[h] @ k[g].T
+        if alibi_slopes is not None:
+            rows, cols = np.meshgrid(np.arange(q.shape[1]), np.arange(k.shape[1]), indexing="ij")
+            logits = logits + float(alibi_slopes[h]) * (cols - rows)
         p = np.where(mask[h], np.exp(logits - lse[h][:, None]), 0.0)
         dv[g] += p.T @ dout[h]
         dp = dout[h] @ v[g].T
@@ -105,8 +127,9 @@ def splash_backward(q, k, v, mask, dout, sm_scale=1.0, sinks=None):
 
 
 def ragged(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, sm_scale=1.0,
-           sliding_window=None, soft_cap=None):
-    """q [T, Hq, D], kv_pages [P, S, 2*Hkv, D] (K of head h at 2h, V at 2h+1)."""
+           sliding_window=None, soft_cap=None, sinks=None, alibi_slopes=None):
+    """q [T, Hq, D], kv_pages [P, S, 2*Hkv, D] (K of head h at 2h, V at 2h+1). Row r of a
+    sequence sits at position kv_len - q_len + r."""
     q = np.asarray(q, dtype=np.float64)
     kv = np.asarray(kv_pages, dtype=np.float64)
     tokens, hq, _ = q.shape
@@ -117,13 +140,13 @@ def ragged(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, sm_scale=1.0
         q0, q1, kv_len = int(cu_q_lens[i]), int(cu_q_lens[i + 1]), int(kv_lens[i])
         for r in range(q1 - q0):
             pos = kv_len - (q1 - q0) + r
-            cols = [c for c in range(kv_len)
-                    if c <= pos and (sliding_window is None or c > pos - sliding_window)]
+            cols = [c for c in range(kv_len) if in_window(c, pos, sliding_window)]
             for h in range(hq):
                 g = h // (hq // hkv)
                 row = [kv[page_indices[i, c // page_size], c % page_size] for c in cols]
-                logits = [cap(sm_scale * q[q0 + r, h] @ x[2 * g], soft_cap) for x in row]
-                w, lse[q0 + r, h] = softmax_row(logits)
+                logits = [cap(sm_scale * q[q0 + r, h] @ x[2 * g], soft_cap)
+                          + alibi(alibi_slopes, h, c, pos) for c, x in zip(cols, row)]
+                w, lse[q0 + r, h] = softmax_row(logits, None if sinks is None else float(sinks[h]))
                 for wt, x in zip(w, row):
                     out[q0 + r, h] += wt * x[2 * g + 1]
     return out, lse
