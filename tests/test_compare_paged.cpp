@@ -269,7 +269,7 @@ TEST(ComparePaged, SlidingWindowOffByOne) {
   PagedAttentionArgs<float> wrong = p.args;
   wrong.sliding_window = 2;
   const compare::Report r = report_of(p.args, attnref::reference::paged_attention(wrong));
-  expect_one_cause(r, "sliding window off by one: 2 instead of 3");
+  ASSERT_NO_FATAL_FAILURE(expect_one_cause(r, "sliding window off by one: 2 instead of 3"));
   EXPECT_EQ(r.causes[0].option, "--sliding-window 2");
 }
 
@@ -280,7 +280,7 @@ TEST(ComparePaged, SinksIgnored) {
   PagedAttentionArgs<float> wrong = p.args;
   wrong.sinks = {};
   const compare::Report r = report_of(p.args, attnref::reference::paged_attention(wrong));
-  expect_one_cause(r, "attention sinks ignored");
+  ASSERT_NO_FATAL_FAILURE(expect_one_cause(r, "attention sinks ignored"));
   EXPECT_EQ(r.causes[0].option, "no --sinks");
 }
 

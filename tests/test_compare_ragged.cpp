@@ -110,7 +110,7 @@ TEST(CompareRagged, SinksIgnored) {
   Problem wrong;
   const compare::Report r =
       report_of(p.args, attnref::reference::ragged_paged_attention(wrong.args));
-  expect_one_cause(r, "attention sinks ignored");
+  ASSERT_NO_FATAL_FAILURE(expect_one_cause(r, "attention sinks ignored"));
   EXPECT_EQ(r.causes[0].option, "no --sinks");
 }
 

@@ -132,7 +132,7 @@ TEST(CompareSplash, SlidingWindowOptionOffByOne) {
   const MultiHeadMask mask{CausalMask{MaskShape{6, 10}, 0}};
   const compare::Report r = report_of(p.args, mask, causal_params(0),
                                       attnref::reference::splash_forward(wrong, causal(0)).out);
-  expect_one_cause(r, "sliding window off by one: 4 instead of 3");
+  ASSERT_NO_FATAL_FAILURE(expect_one_cause(r, "sliding window off by one: 4 instead of 3"));
   EXPECT_EQ(r.causes[0].option, "--sliding-window 4");
 }
 
