@@ -105,6 +105,8 @@ Status try_compare_paged(const PagedAttentionArgs<Q, KV, Index>& a, const std::v
   if (PagedAttentionArgs<Q, KV, Index>::kQuantized) f.layout.reset();  // scales: their own
   f.layout_option = "--k-pages/--v-pages";
   f.lengths_option = "--lengths";
+  f.window = a.sliding_window;
+  f.has_sinks = !a.sinks.empty_view();
   f.swap_option = "--k-pages and --v-pages (and their scales)";
   f.lse_given = !got_lse.empty();
 
@@ -156,6 +158,11 @@ Status try_compare_paged(const PagedAttentionArgs<Q, KV, Index>& a, const std::v
       b.sm_scale = c.sm_scale ? *c.sm_scale : a.sm_scale;
       b.soft_cap = c.change_soft_cap ? c.soft_cap : a.soft_cap;
       b.round_kv_to_bf16 = a.round_kv_to_bf16;
+      b.sliding_window = c.window ? c.window : a.sliding_window;
+      if (!a.sinks.empty_view() && !c.drop_sinks)
+        b.sinks = TensorView<const float, 1>(&a.sinks(qh), {1});
+      if (!a.alibi_slopes.empty_view())
+        b.alibi_slopes = TensorView<const float, 1>(&a.alibi_slopes(qh), {1});
       const Status st = try_paged_attention(b, TensorView<Q, 3>(o.data(), {n, 1, dim}),
                                             TensorView<float, 2>(l.data(), {n, 1}));
       if (!st.ok()) {
