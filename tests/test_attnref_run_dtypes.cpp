@@ -14,6 +14,7 @@
 #include "kv_dtype_cases.hpp"
 #include "reference/paged.hpp"
 #include "reference/ragged.hpp"
+#include "reference/splash.hpp"
 
 namespace {
 
@@ -136,6 +137,31 @@ TEST_F(DtypesCli, RaggedFp8AndBf16Dumps) {
   exact.v_scale = std::stof(std::to_string(*c.v_scale));
   std::vector<double> want = attnref::reference::ragged_paged_attention(exact.args());
   expect_result("ragged", args, want, 1.6e-2);
+}
+
+TEST_F(DtypesCli, SplashBf16Dumps) {
+  // q [2, 5, 8], k/v [1, 5, 8] (GQA over one KV head), causal; bf16 codes as |V2 and uint16.
+  std::mt19937 rng(11);
+  std::vector<bfloat16> q(2 * 5 * 8), k(5 * 8), v(5 * 8);
+  for (auto* x : {&q, &k, &v})
+    for (bfloat16& e : *x) e = kv_dtype_test::random_element<bfloat16>(rng);
+  save_raw("q.npy", DType::kVoid16, {2, 5, 8}, q);
+  save_raw("k.npy", DType::kUInt16, {1, 5, 8}, k);
+  save_raw("v.npy", DType::kVoid16, {1, 5, 8}, v);
+  attnref::SplashAttentionArgs<bfloat16> a;
+  a.q = {q.data(), {2, 5, 8}};
+  a.k = {k.data(), {1, 5, 8}};
+  a.v = {v.data(), {1, 5, 8}};
+  a.sm_scale = 0.5f;
+  const auto causal = [](std::int64_t, std::int64_t r, std::int64_t t) { return t <= r; };
+  const std::vector<double> want = attnref::reference::splash_forward(a, causal).out;
+  expect_result("splash",
+                "--q q.npy --k k.npy --v v.npy --causal --sm-scale 0.5 --q-dtype bf16 "
+                "--kv-dtype bf16",
+                want, 1.6e-2);
+  const Result r = run_subcommand("splash", "--q q.npy --k k.npy --v v.npy --kv-dtype e4m3");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_EQ(r.first_err_line(), "attnref-run splash: --kv-dtype must be one of bf16; got 'e4m3'");
 }
 
 // --- errors --------------------------------------------------------------------------------------
