@@ -162,18 +162,23 @@ const Acc* page_rows(const TensorView<const KV, 4>& pages, const TensorView<cons
   const KV* base =
       pages.data + head * pages.strides[0] + page * pages.strides[1] + first * pages.strides[2];
   const bool scaled = !scales.empty_view();
-  const std::int64_t scale_step = scaled && scales.extents[3] != 1 ? scales.strides[3] : 0;
+  const bool per_element = scaled && scales.extents[3] != 1;
+  const std::int64_t step = pages.strides[3];
   for (std::int64_t t = 0; t < rows; ++t) {
     const KV* row = base + t * pages.strides[2];
     Acc* out = scratch + t * dim;
-    if (!scaled) {
+    const float* s = scaled ? &scales(head, page, first + t, 0) : nullptr;
+    if (per_element) {
       for (std::int64_t d = 0; d < dim; ++d)
-        out[d] = static_cast<Acc>(row[d * pages.strides[3]].to_float());
-      continue;
+        out[d] = static_cast<Acc>(row[d * step].to_float() * s[d * scales.strides[3]]);
+    } else if (step == 1) {  // the common case: a tight loop of table lookups
+      const float s0 = scaled ? *s : 1.0f;
+      for (std::int64_t d = 0; d < dim; ++d) out[d] = static_cast<Acc>(row[d].to_float() * s0);
+    } else {
+      const float s0 = scaled ? *s : 1.0f;
+      for (std::int64_t d = 0; d < dim; ++d)
+        out[d] = static_cast<Acc>(row[d * step].to_float() * s0);
     }
-    const float* s = &scales(head, page, first + t, 0);
-    for (std::int64_t d = 0; d < dim; ++d)
-      out[d] = static_cast<Acc>(row[d * pages.strides[3]].to_float() * s[d * scale_step]);
   }
   *ld = dim;
   return scratch;
