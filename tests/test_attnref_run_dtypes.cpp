@@ -139,6 +139,38 @@ TEST_F(DtypesCli, RaggedFp8AndBf16Dumps) {
   expect_result("ragged", args, want, 1.6e-2);
 }
 
+TEST_F(DtypesCli, RaggedCombinedFp8Pool) {
+  // JAX's combined pool [P, S, 2 * Hkv, D] of e4m3 codes (K of head h at 2h, V at 2h + 1),
+  // saved as |V1; float32 q, no scales.
+  constexpr std::int64_t P = 3, S = 4, Hkv = 1, D = 8, T = 3, Hq = 2;
+  std::mt19937 rng(12);
+  std::vector<float> q(T * Hq * D);
+  for (float& x : q) x = kv_dtype_test::random_element<float>(rng);
+  std::vector<float8_e4m3fn> pool(P * S * 2 * Hkv * D);
+  for (auto& x : pool) x = kv_dtype_test::random_element<float8_e4m3fn>(rng);
+  std::vector<std::int32_t> kv_lens{6}, table{2, 0}, cu{0, 3};
+  save<float>("q.npy", {T, Hq, D}, q);
+  save_raw("kv.npy", DType::kVoid8, {P, S, 2 * Hkv, D}, pool);
+  save<std::int32_t>("kvl.npy", {1}, kv_lens);
+  save<std::int32_t>("pi.npy", {1, 2}, table);
+  save<std::int32_t>("cu.npy", {2}, cu);
+  save<std::int32_t>("n.npy", {1}, {1});
+  attnref::RaggedPagedAttentionArgs<float, float8_e4m3fn> a;
+  a.q = {q.data(), {T, Hq, D}};
+  ASSERT_TRUE(attnref::ragged_kv_views(
+                  attnref::TensorView<const float8_e4m3fn, 4>(pool.data(), {P, S, 2 * Hkv, D}),
+                  &a.k_pages, &a.v_pages)
+                  .ok());
+  a.kv_lens = {kv_lens.data(), {1}};
+  a.page_indices = {table.data(), {1, 2}};
+  a.cu_q_lens = {cu.data(), {2}};
+  a.num_seqs_value = 1;
+  expect_result("ragged",
+                "--q q.npy --kv-pages kv.npy --kv-lens kvl.npy --page-indices pi.npy --cu-q-lens "
+                "cu.npy --num-seqs n.npy --kv-dtype e4m3",
+                attnref::reference::ragged_paged_attention(a), 2e-5);
+}
+
 TEST_F(DtypesCli, SplashBf16Dumps) {
   // q [2, 5, 8], k/v [1, 5, 8] (GQA over one KV head), causal; bf16 codes as |V2 and uint16.
   std::mt19937 rng(11);
