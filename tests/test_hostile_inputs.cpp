@@ -371,6 +371,79 @@ const std::vector<Row>& rows() {
          p.args.mask_value = kInf;
          return of(p.run());
        }},
+      {"paged: sliding window 0", ErrorCode::kInvalidSlidingWindow,
+       "sliding_window=0 must be positive.",
+       [] {
+         Paged p;
+         p.args.sliding_window = 0;
+         return of(p.run());
+       }},
+      {"paged: sliding window INT64_MAX (longer than any sequence: no window)", ErrorCode::kOk, "",
+       [] {
+         Paged p;
+         p.args.sliding_window = kI64Max;
+         return of(p.run_with_data());
+       }},
+      {"paged: sliding window 1, the page before it index -1 and its K/V NaN (never read)",
+       ErrorCode::kOk, "",
+       [] {
+         Paged p;
+         for (std::size_t i = 0; i < p.k.size(); ++i)
+           if ((i / (Paged::S * Paged::D)) % Paged::P == 1) p.k[i] = p.v[i] = kNaN;  // page 1
+         p.table[0] = -1;
+         p.args.sliding_window = 1;
+         const Status s = p.run_with_data();
+         for (std::int64_t i = 0; i < Paged::Hq * Paged::D; ++i)
+           if (!std::isfinite(p.out[static_cast<std::size_t>(i)]))
+             return of(Status(ErrorCode::kNonFiniteData, "", "an output row is not finite", ""));
+         return of(s);
+       }},
+      {"ALiBi slope NaN", ErrorCode::kInvalidAlibiSlope, "alibi_slopes[2]=nan must be finite.",
+       [] {
+         Paged p;
+         std::vector<float> slopes = {0.5f, 0.25f, kNaN, 0.125f};
+         p.args.alibi_slopes = {slopes.data(), {4}};
+         return of(p.run());
+       }},
+      {"ragged: ALiBi slope -Inf", ErrorCode::kInvalidAlibiSlope,
+       "alibi_slopes[0]=-inf must be finite.",
+       [] {
+         Ragged r;
+         std::vector<float> slopes = {-kInf, 0.25f};
+         r.args.alibi_slopes = {slopes.data(), {2}};
+         return of(r.run());
+       }},
+      {"ALiBi slopes of num_q_heads + 1", ErrorCode::kAlibiSlopesShape,
+       "alibi_slopes must have shape (4,), one slope per query head. Got (5,).",
+       [] {
+         Paged p;
+         std::vector<float> slopes(5, 0.5f);
+         p.args.alibi_slopes = {slopes.data(), {5}};
+         return of(p.run());
+       }},
+      {"ALiBi slope 1e38 (finite; distant keys' bias overflows to -inf: weight 0)", ErrorCode::kOk,
+       "",
+       [] {
+         Paged p;
+         std::vector<float> slopes(4, 1e38f);
+         p.args.alibi_slopes = {slopes.data(), {4}};
+         return of(p.run_with_data());
+       }},
+      {"ragged: sinks of num_q_heads - 1", ErrorCode::kSinksShape,
+       "sinks must have shape (2,), one logit per query head. Got (1,).",
+       [] {
+         Ragged r;
+         std::vector<float> sinks = {0.5f};
+         r.args.sinks = {sinks.data(), {1}};
+         return of(r.run());
+       }},
+      {"NaN sink (data tier)", ErrorCode::kNonFiniteData, "sinks[1] is not finite",
+       [] {
+         Paged p;
+         std::vector<float> sinks = {0.5f, kNaN, 0.0f, 1.0f};
+         p.args.sinks = {sinks.data(), {4}};
+         return of(p.run_with_data());
+       }},
       {"pages_per_compute_block 0", ErrorCode::kInvalidBlockSize,
        "pages_per_compute_block must be positive. Got 0.",
        [] {

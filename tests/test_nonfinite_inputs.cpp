@@ -457,8 +457,8 @@ void check_splash(Splash& s, const std::set<std::int64_t>& bad,
   s.q = splash_ref::to<float>(p.q);
   s.k = splash_ref::to<float>(p.k);
   s.v = splash_ref::to<float>(p.v);
-  std::vector<float> sinks32;
-  attnref::SplashAttentionArgs<double> ad = p.args(&sinks32);
+  std::vector<float> sinks32, slopes32;
+  attnref::SplashAttentionArgs<double> ad = p.args(&sinks32, &slopes32);
   attnref::SplashAttentionArgs<float> a;
   a.q = {s.q.data(), {p.hq, p.sq, p.dqk}};
   a.k = {s.k.data(), {p.hkv, p.skv, p.dqk}};

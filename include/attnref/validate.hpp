@@ -12,6 +12,7 @@
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
 #include "attnref/masks/mask_checks.hpp"
+#include "attnref/validate/head_options.hpp"
 #include "attnref/validate/heads.hpp"
 #include "attnref/validate/mask_blocks.hpp"
 #include "attnref/validate/model_config.hpp"

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -739,5 +740,35 @@ struct PoolRef {
     pool().parallel_for(n, fn);
   }
 };
+
+/// Engine features every family takes, drawn after a harness's other draws (older corpus inputs
+/// then decode their call as before).
+/// A sliding window, about 1 call in 4: mostly in [1, longest + 1], 1 in 8 of those hostile (0,
+/// negative, INT64_MAX, ...).
+inline std::optional<std::int64_t> draw_window(Reader& r, std::int64_t longest) {
+  if (!r.chance(64)) return std::nullopt;
+  if (r.chance(32)) return hostile_int(r, longest);
+  return r.range(1, sat_add(std::max<std::int64_t>(longest, 0), 1));
+}
+
+/// A per-query-head vector (sinks, ALiBi slopes), about 1 call in 4: `heads` values (1 in 16 one
+/// more or one fewer: a shape error) of Rng::small() * `scale`; with `hostile`, 1 in 16 calls
+/// one value is a hostile real (NaN, Inf, huge). Nothing (an empty view) past 4096 heads unless
+/// the count is off. Returns whether a vector was drawn; `b` holds exactly its elements.
+inline bool draw_head_values(Reader& r, Rng& rng, std::int64_t heads, float scale, bool hostile,
+                             Buffer<float, 1>* b) {
+  if (!r.chance(64)) return false;
+  std::int64_t n = heads;
+  if (r.chance(16)) n = r.flag() ? sat_add(heads, 1) : heads - 1;
+  if (n < 0 || n > 4096) return false;
+  Geometry<1> g;
+  g.extents = {n};
+  g.strides = {1};
+  make_buffer(g, 0.0f, b);
+  for (std::int64_t h = 0; h < n; ++h) b->data[static_cast<size_t>(h)] = rng.small() * scale;
+  if (hostile && n > 0 && r.chance(16))
+    b->data[static_cast<size_t>(r.range(0, n - 1))] = hostile_real(r);
+  return true;
+}
 
 }  // namespace attnref_fuzz

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // libFuzzer harness of the paged family: fuzz bytes become a paged-attention call (shapes,
 // strides, buffer sizes, page tables, lengths, KV layouts, float or int8 pages with scales, fp8
-// (e4m3fn, e5m2) pages with or without scales (NaN codes where nothing reads),
-// int32 or int64 indices, soft cap / mask value / scale, executor), sometimes made hostile by a
+// (e4m3fn, e5m2) pages with or without scales (NaN codes where nothing reads), int32 or int64
+// indices, soft cap / mask value / scale, sliding window (keys before it NaN), sinks, ALiBi
+// slopes, executor), sometimes made hostile by a
 // few mutations (extents, strides, buffer sizes, null data, page indices, lengths, options).
 // Widened draws (the Wide byte, fuzz_common.hpp): an empty batch and no pages next to huge head
 // counts, head dims, page sizes or page-table widths; thousands of heads; int64 lengths and page
@@ -236,6 +237,15 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
       table[static_cast<size_t>(r.range(0, batch * pps - 1))] = past_int32(r);
   }
 
+  // Engine features, drawn last: a sliding window, sinks and ALiBi slopes (finite sinks: a NaN
+  // sink is bad data, which the output check below does not expect; slopes may be hostile, the
+  // metadata tier refuses those). Slopes stay small so that the bias keeps the logits in the
+  // range the float comparison below is sized for.
+  a.sliding_window = draw_window(r, capacity);
+  Buffer<float, 1> sinks, slopes;
+  if (draw_head_values(r, rng, hq, 1.0f, false, &sinks)) a.sinks = sinks.cview();
+  if (draw_head_values(r, rng, hq, 1.0f / 16, true, &slopes)) a.alibi_slopes = slopes.cview();
+
   // --- buffers -----------------------------------------------------------------------------
   Buffer<float, 3> q;
   make_buffer(q_g, kNaN, &q);
@@ -286,7 +296,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
 
   // --- validate ----------------------------------------------------------------------------
   DataSize data;
-  data.add(q).add(k).add(v).add(ks).add(vs).add(len_b).add(pi_b);
+  data.add(q).add(k).add(v).add(ks).add(vs).add(len_b).add(pi_b).add(sinks).add(slopes);
   Status jax, ref;
   {
     BudgetScope budget("check_paged", data);
@@ -342,8 +352,13 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
       return static_cast<KV>(rng.small());
     }
   };
+  // Keys before a sliding window are never read: they keep their NaN (and their pages may be
+  // dead entries).
+  const auto first_key = [&](std::int64_t b) {
+    return attnref::detail::first_window_key(a.lengths(b), a.sliding_window);
+  };
   for (std::int64_t b = 0; b < B; ++b) {
-    for (std::int64_t t = 0; t < a.lengths(b); ++t) {
+    for (std::int64_t t = first_key(b); t < a.lengths(b); ++t) {
       const std::int64_t page = a.page_indices(b, t / S), slot = t % S;
       for (std::int64_t h = 0; h < a.num_kv_heads(); ++h) {
         for (std::int64_t d = 0; d < D; ++d) {
@@ -374,7 +389,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
     } else {
       for (std::int64_t b = 0; b < B && !poisoned; ++b) {
         if (a.lengths(b) == 0) continue;
-        const std::int64_t t = r.range(0, a.lengths(b) - 1);
+        const std::int64_t t = r.range(first_key(b), a.lengths(b) - 1);  // a key it reads
         const std::int64_t page = a.page_indices(b, t / S), h = r.range(0, a.num_kv_heads() - 1);
         if constexpr (kQuant) {
           (r.flag() ? ks : vs).view(h, page, t % S, 0) = bad;

@@ -3,8 +3,9 @@
 // (decode, prefill and chunked-prefill sequences in one batch; shapes, strides, buffer sizes,
 // KV layouts, page tables, kv_lens, cu_q_lens, num_seqs as a view or a host value, float,
 // bfloat16, double, int8 or fp8 (e4m3fn, e5m2) pages with scales, int32 or int64 indices, sliding
-// window, soft cap, scale, mask value and the TPU knobs, executor), sometimes made hostile by a few
-// mutations (extents, strides, buffer sizes, null data, page-table entries -1 / total_pages /
+// window, soft cap, sinks, ALiBi slopes, scale, mask value and the TPU knobs, executor), sometimes
+// made hostile by a few mutations (extents, strides, buffer sizes, null data, page-table entries
+// -1 / total_pages /
 // INT32_MAX / huge, kv_lens, cu_q_lens decreasing / negative / past the token buffer, num_seqs
 // negative or past max_num_seqs, options). Widened draws (the Wide byte, fuzz_common.hpp): no
 // tokens and no pages next to head counts, head dims, page sizes or page-table widths past int32;
@@ -271,6 +272,13 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
     if (which & 8) num_seqs = r.flag() ? past_int32(r) : -past_int32(r);
   }
 
+  // Engine features, drawn last: sinks (finite: a NaN sink is bad data, which the output check
+  // below does not expect) and ALiBi slopes (sometimes hostile: the metadata tier refuses them;
+  // small, so the bias keeps the logits in the range the comparison below is sized for).
+  Buffer<float, 1> sinks, slopes;
+  if (draw_head_values(r, rng, hq, 1.0f, false, &sinks)) a.sinks = sinks.cview();
+  if (draw_head_values(r, rng, hq, 1.0f / 16, true, &slopes)) a.alibi_slopes = slopes.cview();
+
   // --- buffers -------------------------------------------------------------------------------
   Buffer<Q, 3> q;
   make_buffer(q_g, static_cast<Q>(kNaN), &q);
@@ -317,7 +325,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
   // JAX's combined pool becomes the K and V views through the library's helper, which checks
   // R12 and the pool view; the views are only made when it passes.
   DataSize data;
-  data.add(q).add(kv).add(len_b).add(cu_b).add(ns_b).add(pi_b);
+  data.add(q).add(kv).add(len_b).add(cu_b).add(ns_b).add(pi_b).add(sinks).add(slopes);
   Status split;
   {
     BudgetScope budget("ragged_kv_views", data);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // libFuzzer harness of the splash family: fuzz bytes become a splash-attention call (head counts
 // with GQA, MQA and non-divisible counts, sequence lengths, head dims, strided layouts, segment
-// ids, sinks, block sizes forward and backward, sharding, soft cap / scale / mask value) and a
+// ids, sinks, block sizes forward and backward, sharding, soft cap / scale / mask value, sliding
+// window, ALiBi slopes) and a
 // mask (full, causal, local window, chunked causal, dense bool view, predicate, & and |, one per
 // head), sometimes made hostile by a few mutations (extents, strides, buffer sizes, null data,
 // mask parameters and shapes, block sizes, options).
@@ -465,6 +466,13 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
     }
   }
 
+  // Engine features, drawn last: a sliding window on top of the mask, and ALiBi slopes
+  // (sometimes hostile: the metadata tier refuses them; small, so the bias keeps the logits in
+  // the range the comparisons below are sized for).
+  a.sliding_window = draw_window(r, std::max(sq, skv));
+  Buffer<float, 1> slopes;
+  if (draw_head_values(r, rng, hq, 1.0f / 16, true, &slopes)) a.alibi_slopes = slopes.cview();
+
   // --- buffers -------------------------------------------------------------------------------
   Buffer<Q, 3> q;
   Buffer<KV, 3> k, v;
@@ -518,7 +526,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
   // The inputs' bytes: the views' buffers, and the mask: its dense buffers and, per head, the
   // 64 or so bytes of the mask object the caller built (so a MaskInfo may keep O(1) per head).
   DataSize data;
-  data.add(q).add(k).add(v).add(qs).add(ks).add(sinks);
+  data.add(q).add(k).add(v).add(qs).add(ks).add(sinks).add(slopes);
   for (const MaskSpec& m : heads) {
     data.add_raw(1, 64);
     if (m.dense) data.add(*m.dense);

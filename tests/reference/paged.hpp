@@ -3,7 +3,10 @@
 //   out[b, qh, :] = sum_{t < lengths[b]} softmax_t(cap(sm_scale * q[b, qh] . k_t)) v_t,
 // k_t / v_t the K/V row of token t through the page table, a zero row for length 0, and
 //   lse[b, qh] = log sum_{t < lengths[b]} exp(cap(sm_scale * q[b, qh] . k_t)), -inf for length 0
-// (when asked for). Int8 pages
+// (when asked for). Engine features, in the pipeline's order: the ALiBi bias
+// slope[qh] * (t - (lengths[b] - 1)) is added after the cap; a sliding window W keeps the keys
+// t > lengths[b] - 1 - W; a sink s[qh] is one more logit in the max and the sum with no value
+// row (a row with no key and a sink: out 0, lse = s[qh]). Int8 pages
 // dequantize as JAX does (w * scale / 127.5, one scale per token or per element), fp8 pages as
 // fp8(w) * scale (scale 1 without scales; fp8 values from their bit fields); float pages
 // round to bf16 when `round_kv_to_bf16` asks for it. Independent of the kernels: plain loops over
@@ -29,7 +32,7 @@ namespace reference {
 /// Error scales of a paged result for callers that size tolerances (the fuzz harness); lo, hi
 /// are [B, Hq, D].
 struct PagedBounds : ValueRange {
-  std::vector<double> max_logit;  ///< [B, Hq]: largest |sm_scale * q.k| before the cap
+  std::vector<double> max_logit;  ///< [B, Hq]: largest |sm_scale * q.k| before the cap, or |bias|
 };
 
 /// K or V element (h, page, slot, d) as the math sees it.
@@ -73,9 +76,13 @@ std::vector<double> paged_attention(const PagedAttentionArgs<Q, KV, Index>& a,
     for (std::int64_t qh = 0; qh < hq; ++qh) {
       const std::int64_t h = qh / group;
       const size_t row = static_cast<size_t>(b * hq + qh);
+      const std::int64_t first =
+          a.sliding_window ? std::max<std::int64_t>(0, len - *a.sliding_window) : 0;
+      const bool has_sink = !a.sinks.empty_view();
+      const double sink = has_sink ? static_cast<double>(a.sinks(qh)) : 0.0;
       w.assign(static_cast<size_t>(len), 0.0);
-      double max_w = -std::numeric_limits<double>::infinity();
-      for (std::int64_t t = 0; t < len; ++t) {
+      double max_w = has_sink ? sink : -std::numeric_limits<double>::infinity();
+      for (std::int64_t t = first; t < len; ++t) {
         const std::int64_t page = static_cast<std::int64_t>(a.page_indices(b, t / page_size));
         double dot = 0.0;
         for (std::int64_t d = 0; d < dim; ++d)
@@ -86,24 +93,34 @@ std::vector<double> paged_attention(const PagedAttentionArgs<Q, KV, Index>& a,
           const double cap = static_cast<double>(*a.soft_cap);
           x = cap * std::tanh(x / cap);
         }
+        if (!a.alibi_slopes.empty_view()) {
+          const double bias =
+              static_cast<double>(a.alibi_slopes(qh)) * static_cast<double>(t - (len - 1));
+          x += bias;
+          // The bias is rounded in float too: it scales the error like a logit.
+          if (bounds) bounds->max_logit[row] = std::max(bounds->max_logit[row], std::fabs(bias));
+        }
         w[static_cast<size_t>(t)] = x;
         max_w = (std::isnan(x) || std::isnan(max_w)) ? std::nan("") : std::max(max_w, x);
       }
-      if (len > 0 && !std::isfinite(max_w)) {  // NaN / +inf logit, or all -inf: a NaN row
+      if ((len > 0 || has_sink) && !std::isfinite(max_w)) {  // NaN / +inf logit, or all -inf
         for (std::int64_t d = 0; d < dim; ++d)
           out[row * static_cast<size_t>(dim) + static_cast<size_t>(d)] = std::nan("");
+        if (lse) (*lse)[row] = std::nan("");
         continue;
       }
-      double sum = 0.0;
-      for (double& x : w) sum += (x = std::exp(x - max_w));
-      if (lse && len > 0) (*lse)[row] = max_w + std::log(sum);
-      for (std::int64_t t = 0; t < len; ++t) {
+      double sum = has_sink ? std::exp(sink - max_w) : 0.0;
+      for (std::int64_t t = first; t < len; ++t)
+        sum += (w[static_cast<size_t>(t)] = std::exp(w[static_cast<size_t>(t)] - max_w));
+      if (lse && (len > 0 || has_sink)) (*lse)[row] = max_w + std::log(sum);
+      for (std::int64_t t = first; t < len; ++t) {
         const std::int64_t page = static_cast<std::int64_t>(a.page_indices(b, t / page_size));
         for (std::int64_t d = 0; d < dim; ++d) {
           const size_t i = row * static_cast<size_t>(dim) + static_cast<size_t>(d);
           const double v = paged_kv_value(a, true, h, page, t % page_size, d);
           out[i] += w[static_cast<size_t>(t)] / sum * v;
-          if (bounds) bounds->add(i, v, t == 0);
+          // A sink is a zero value row: the output then lies between 0 and the values.
+          if (bounds) bounds->add(i, v, t == first && !has_sink);
         }
       }
     }

@@ -6,7 +6,9 @@
 //   out[cu_q_lens[i] + r, qh] = sum_c softmax_c(cap(sm_scale * q . k_c)) v_c,
 // rows past cu_q_lens[num_seqs] are 0; the logsumexp (when asked for) is
 //   lse[cu_q_lens[i] + r, qh] = log sum_c exp(cap(sm_scale * q . k_c)), -inf past
-// cu_q_lens[num_seqs]. With k_scale / v_scale K/V dequantize as the spec writes
+// cu_q_lens[num_seqs]. Engine features, in the pipeline's order: the ALiBi bias
+// slope[qh] * (c - pos) is added after the cap; a sink s[qh] is one more logit in the max and
+// the sum with no value row. With k_scale / v_scale K/V dequantize as the spec writes
 // it, q_dtype(f32(x) * scale) (f64 for double q). Independent of the kernels: plain loops over
 // the views' own indexing.
 // Non-finite inputs (docs/hostile-inputs.md): a row whose largest visible logit is NaN (any NaN
@@ -33,7 +35,7 @@ namespace reference {
 /// Error scales of a ragged result for callers that size tolerances (the fuzz harness); lo, hi
 /// are [T, Hq, D].
 struct RaggedBounds : ValueRange {
-  std::vector<double> logit_mag;  ///< [T, Hq]: largest sum_d |sm_scale * q_d * k_d| (inf: overflow)
+  std::vector<double> logit_mag;  ///< [T, Hq]: largest sum_d |sm_scale q_d k_d| or |bias|
   /// [T, Hq]: largest sum_d |q_d * k_d|, before sm_scale: the kernels compute q . k in the
   /// accumulator first (JAX: `(q . k) * sm_scale` in f32), so this is what can overflow there.
   std::vector<double> dot_mag;
@@ -109,7 +111,9 @@ std::vector<double> ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV,
         const std::int64_t h = qh / group;
         const size_t row = static_cast<size_t>(t * hq + qh);
         w.clear();
-        double max_w = -std::numeric_limits<double>::infinity();
+        const bool has_sink = !a.sinks.empty_view();
+        const double sink = has_sink ? static_cast<double>(a.sinks(qh)) : 0.0;
+        double max_w = has_sink ? sink : -std::numeric_limits<double>::infinity();
         for (std::int64_t c = first; c <= pos; ++c) {
           double dot = 0.0, mag = 0.0;
           for (std::int64_t d = 0; d < dim; ++d) {
@@ -128,15 +132,23 @@ std::vector<double> ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV,
             const double cap = static_cast<double>(*a.soft_cap);
             x = cap * std::tanh(x / cap);
           }
+          if (!a.alibi_slopes.empty_view()) {
+            const double bias =
+                static_cast<double>(a.alibi_slopes(qh)) * static_cast<double>(c - pos);
+            x += bias;
+            // The bias is rounded in float too: it scales the error like a logit.
+            if (bounds) bounds->logit_mag[row] = std::max(bounds->logit_mag[row], std::fabs(bias));
+          }
           w.push_back(x);
           max_w = (std::isnan(x) || std::isnan(max_w)) ? std::nan("") : std::max(max_w, x);
         }
         if (!std::isfinite(max_w)) {  // NaN / +inf logit, or all -inf (a row sees >= 1 key)
           for (std::int64_t d = 0; d < dim; ++d)
             out[row * static_cast<size_t>(dim) + static_cast<size_t>(d)] = std::nan("");
+          if (lse) (*lse)[row] = std::nan("");
           continue;
         }
-        double sum = 0.0;
+        double sum = has_sink ? std::exp(sink - max_w) : 0.0;
         for (double& x : w) sum += (x = std::exp(x - max_w));
         if (lse && !w.empty()) (*lse)[row] = max_w + std::log(sum);
         for (std::int64_t c = first; c <= pos; ++c) {
@@ -146,7 +158,7 @@ std::vector<double> ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV,
             const double v = v_seq[kv_at(c, h, d)];
             out[at] += p * v;
             if (bounds) {
-              bounds->add(at, v, c == first);
+              bounds->add(at, v, c == first && !has_sink);  // a sink: a zero value row
               bounds->v_max[row] = std::max(bounds->v_max[row], std::fabs(v));
             }
           }

@@ -3,7 +3,8 @@
 // math (§2.5, §2.6, §2.7), read straight from the arguments. The mask is a callable
 // `allowed(h, r, t) -> bool` (query head, query row, key row), so a caller can evaluate it
 // independently of the library's masks; segment ids and sinks come from the arguments.
-//   x[h, r, t]  = cap(sm_scale * q[h, r] . k[kv(h), t]) where allowed and segments agree
+//   x[h, r, t]  = cap(sm_scale * q[h, r] . k[kv(h), t]) + slope[h] * (t - r) where allowed,
+//                 segments agree and (with a sliding window W) r - W < t <= r
 //   lse[h, r]   = log(exp(sink[h]) + sum_t exp(x)),  -inf when nothing is visible
 //   out[h, r]   = sum_t exp(x - lse) v[kv(h), t],     0 when nothing is visible
 // Gradients are those of sum(out * dout), with di = sum_d out * dout over the caller's `out`
@@ -32,7 +33,7 @@ namespace reference {
 struct SplashForwardResult : ValueRange {
   std::vector<double> out;     ///< [Hq, Sq, Dv]
   std::vector<double> lse;     ///< [Hq, Sq]
-  double max_logit_mag = 0.0;  ///< largest sum_e |sm_scale * q_e * k_e| over visible pairs
+  double max_logit_mag = 0.0;  ///< largest sum_e |sm_scale q_e k_e| + |bias|, visible pairs
 };
 
 /// Gradients, plus their sums of absolute terms (the rounding scale of each element).
@@ -49,6 +50,8 @@ struct SplashDense {
   std::vector<std::int32_t> q_seg, kv_seg;
   double scale = 1.0;
   std::optional<double> soft_cap;
+  std::optional<std::int64_t> window;
+  std::vector<double> slopes;  // ALiBi, [Hq] or empty
   const Allowed* allowed = nullptr;
 
   template <class Q, class KV>
@@ -62,6 +65,10 @@ struct SplashDense {
         scale(static_cast<double>(a.sm_scale)),
         allowed(&allowed_) {
     if (a.soft_cap) soft_cap = static_cast<double>(*a.soft_cap);
+    window = a.sliding_window;
+    if (!a.alibi_slopes.empty_view())
+      for (std::int64_t h = 0; h < hq; ++h)
+        slopes.push_back(static_cast<double>(a.alibi_slopes(h)));
     for (std::int64_t h = 0; h < hq; ++h)
       for (std::int64_t r = 0; r < sq; ++r)
         for (std::int64_t e = 0; e < dqk; ++e) q.push_back(to_double(a.q(h, r, e)));
@@ -91,10 +98,11 @@ struct SplashDense {
   bool visible(std::int64_t h, std::int64_t r, std::int64_t t) const {
     if (!q_seg.empty() && q_seg[static_cast<size_t>(r)] != kv_seg[static_cast<size_t>(t)])
       return false;
+    if (window && !(r - *window < t && t <= r)) return false;
     return (*allowed)(h, r, t);
   }
-  /// The capped logit at (h, r, t); `th` gets tanh(x / cap) (0 without a cap), `mag` the sum
-  /// of |sm_scale * q_e * k_e|.
+  /// The capped logit at (h, r, t) plus the ALiBi bias; `th` gets tanh(x / cap) of the
+  /// uncapped logit (0 without a cap), `mag` the sum of |sm_scale * q_e * k_e|.
   double logit(std::int64_t h, std::int64_t r, std::int64_t t, double* th, double* mag) const {
     double x = 0.0, m = 0.0;
     for (std::int64_t e = 0; e < dqk; ++e) {
@@ -104,9 +112,16 @@ struct SplashDense {
     x *= scale;
     *mag = std::fabs(scale) * m;
     *th = 0.0;
-    if (!soft_cap) return x;
-    *th = std::tanh(x / *soft_cap);
-    return *soft_cap * *th;
+    if (soft_cap) {
+      *th = std::tanh(x / *soft_cap);
+      x = *soft_cap * *th;
+    }
+    if (!slopes.empty()) {
+      const double bias = slopes[static_cast<size_t>(h)] * static_cast<double>(t - r);
+      x += bias;
+      *mag += std::fabs(bias);  // rounded in float too: it scales the error like a logit
+    }
+    return x;
   }
 };
 

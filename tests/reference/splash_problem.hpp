@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -37,10 +38,13 @@ struct Problem {
   std::vector<double> sinks;                // empty: none
   double soft_cap = 0;                      // 0: none
   double scale = 1;
+  std::optional<std::int64_t> window;  // sliding window W
+  std::vector<double> slopes;          // ALiBi [Hq]; empty: none
   std::function<bool(std::int64_t h, std::int64_t r, std::int64_t t)> allowed;  // mask only
 
-  /// The problem as float64 arguments (views of this problem and of `sinks_f32`).
-  attnref::SplashAttentionArgs<double> args(std::vector<float>* sinks_f32) const {
+  /// The problem as float64 arguments (views of this problem, `sinks_f32` and `slopes_f32`).
+  attnref::SplashAttentionArgs<double> args(std::vector<float>* sinks_f32,
+                                            std::vector<float>* slopes_f32) const {
     attnref::SplashAttentionArgs<double> a;
     a.q = {q.data(), {hq, sq, dqk}};
     a.k = {k.data(), {hkv, skv, dqk}};
@@ -54,22 +58,27 @@ struct Problem {
     sinks_f32->assign(sinks.size(), 0.0f);
     for (size_t h = 0; h < sinks.size(); ++h) (*sinks_f32)[h] = static_cast<float>(sinks[h]);
     if (!sinks.empty()) a.sinks = {sinks_f32->data(), {hq}};
+    a.sliding_window = window;
+    slopes_f32->assign(slopes.size(), 0.0f);
+    for (size_t h = 0; h < slopes.size(); ++h) (*slopes_f32)[h] = static_cast<float>(slopes[h]);
+    if (!slopes.empty()) a.alibi_slopes = {slopes_f32->data(), {hq}};
     return a;
   }
 };
 
 /// Forward of the problem: out [Hq,Sq,Dv] and lse [Hq,Sq].
 inline attnref::reference::SplashForwardResult forward(const Problem& p) {
-  std::vector<float> sinks;
-  return attnref::reference::splash_forward(p.args(&sinks), p.allowed);
+  std::vector<float> sinks, slopes;
+  return attnref::reference::splash_forward(p.args(&sinks, &slopes), p.allowed);
 }
 
 /// Gradients of sum(out * dout) at the forward `f`.
 inline attnref::reference::SplashBackwardResult backward(
     const Problem& p, const attnref::reference::SplashForwardResult& f,
     const std::vector<double>& dout) {
-  std::vector<float> sinks;
-  return attnref::reference::splash_backward(p.args(&sinks), p.allowed, f.out, f.lse, dout);
+  std::vector<float> sinks, slopes;
+  return attnref::reference::splash_backward(p.args(&sinks, &slopes), p.allowed, f.out, f.lse,
+                                             dout);
 }
 
 /// Fills `x` with uniform values in [lo, hi).

@@ -25,8 +25,9 @@ namespace attnref {
 namespace cli {
 
 const OptionSpec kOutOption{"--out", "OUT.npy", "write the result as float32 .npy"};
-const OptionSpec kExpectOption{"--expect", "EXP.npy",
-                               "compare the result with this array; exit 3 when it differs"};
+const OptionSpec kExpectOption{
+    "--expect", "EXP.npy",
+    "compare the result with this array; exit 3 when it differs, saying where and why"};
 const OptionSpec kAtolOption{"--atol", "A",
                              "absolute tolerance of --expect (default by dtype: f16 1e-2, f32 "
                              "1e-5, f64 1e-10)"};
@@ -364,6 +365,28 @@ Status check_rank(const Input& input, std::size_t rank, const char* name, const 
       {}, name);
 }
 
+HeadValues load_head_values(const ParsedArgs& args, const char* option, const char* name,
+                            const char* shape_hint, ErrorCode range_code) {
+  HeadValues h;
+  h.input = load_input(args, option, false);
+  if (!h.present()) return h;
+  fail_if_error(check_rank(h.input, 1, name, shape_hint));
+  const DType t = h.input.array.dtype;
+  if (t != DType::kFloat16 && t != DType::kFloat32 && t != DType::kFloat64)
+    fail_status(dtype_error(h.input, name, "a float array (it is cast to float32)"));
+  // float64 values are narrowed to float32: a finite value past its range would become inf.
+  for (double x : to_doubles(h.input.array)) {
+    if (std::isfinite(x) && !std::isfinite(static_cast<float>(x))) {
+      fail_status(Status(range_code, "", "{f}[{0}]={r0} is outside the float32 range",
+                         "the values are cast to float32, whose largest finite magnitude is "
+                         "3.4028235e+38",
+                         {static_cast<std::int64_t>(h.values.size())}, {x}, name));
+    }
+    h.values.push_back(static_cast<float>(x));
+  }
+  return h;
+}
+
 Status check_q_dtype(const Input& q) {
   const DType t = q.array.dtype;
   if (t == DType::kFloat16 || t == DType::kFloat32 || t == DType::kFloat64) return Status();
@@ -373,6 +396,9 @@ Status check_q_dtype(const Input& q) {
 std::vector<OptionSpec> with_common_options(std::vector<OptionSpec> own) {
   static const OptionSpec kCommon[] = {
       {"--soft-cap", "C", "soft cap c: logits become c * tanh(x / c)"},
+      {"--alibi-slopes", "A.npy",
+       "ALiBi slopes [num_q_heads] (float): logits + slope * (key - query position), after the "
+       "soft cap"},
       {"--mask-value", "M", "JAX's additive mask value (default -2.3819763e+38)"},
       {"--sm-scale", "S", "scale of q.k (default 1.0)"},
       {"--profile", "P", "jax or reference (default reference)"},
@@ -622,23 +648,56 @@ void check_result_options(const ParsedArgs& args) {
   tolerance_of(args, Tolerance{0.0, 0.0});
 }
 
-Input load_expect(const ParsedArgs& args, const std::vector<std::int64_t>& shape) {
-  check_result_options(args);
-  Input expect = load_input(args, "--expect", false);
+namespace {
+
+/// Loads a float array named by `option` and checks its shape against `shape`.
+Input load_float_of_shape(const ParsedArgs& args, const char* option,
+                          const std::vector<std::int64_t>& shape) {
+  Input expect = load_input(args, option, false);
   if (!expect.present()) return expect;
   const DType t = expect.array.dtype;
   if (t != DType::kFloat16 && t != DType::kFloat32 && t != DType::kFloat64) {
-    throw Exit(kExitUsage, std::string("attnref: error[bad_file] ") + expect.path + ": --expect " +
-                               "has dtype " + dtype_name(t) + "; it must be a float array" +
+    throw Exit(kExitUsage, std::string("attnref: error[bad_file] ") + expect.path + ": " + option +
+                               " has dtype " + dtype_name(t) + "; it must be a float array" +
                                "\nsave the expected output as float16, float32 or float64");
   }
   if (expect.array.shape != shape) {
-    throw Exit(kExitUsage, std::string("attnref: error[bad_file] ") + expect.path +
-                               ": --expect has shape " + shape_string(expect.array.shape) +
+    throw Exit(kExitUsage, std::string("attnref: error[bad_file] ") + expect.path + ": " + option +
+                               " has shape " + shape_string(expect.array.shape) +
                                "; the result has shape " + shape_string(shape) +
                                "\nthe expected array must have the result's shape");
   }
   return expect;
+}
+
+}  // namespace
+
+Input load_expect(const ParsedArgs& args, const std::vector<std::int64_t>& shape) {
+  check_result_options(args);
+  return load_float_of_shape(args, "--expect", shape);
+}
+
+const OptionSpec kExpectLseOption{
+    "--expect-lse", "LSE.npy",
+    "compare the natural logsumexp too (with --expect; shape of --lse-out)"};
+const OptionSpec kIgnorePaddingOption{
+    "--ignore-padding", nullptr,
+    "with --expect: leave padding rows (no query or no key) out of the comparison"};
+
+Input load_expect_lse(const ParsedArgs& args, const std::vector<std::int64_t>& shape) {
+  for (const char* option : {"--expect-lse", "--ignore-padding"}) {
+    if (args.has(option) && !args.has("--expect"))
+      args.usage_error(std::string(option) + " needs --expect");
+  }
+  return load_float_of_shape(args, "--expect-lse", shape);
+}
+
+compare::Options compare_options(const ParsedArgs& args, Tolerance tol) {
+  compare::Options o;
+  const Tolerance t = tolerance_of(args, tol);
+  o.tol = compare::Tolerance{t.atol, t.rtol};
+  o.ignore_padding = args.has("--ignore-padding");
+  return o;
 }
 
 OutputFiles::~OutputFiles() {
@@ -727,7 +786,7 @@ void stage_option_output(const ParsedArgs& args, OutputFiles* outputs, const cha
 
 int finish_output(const ParsedArgs& args, const std::vector<std::int64_t>& shape,
                   const std::vector<double>& values, const Input& expect, Tolerance tol,
-                  OutputFiles* outputs) {
+                  OutputFiles* outputs, const ExplainMismatch& explain) {
   OutputFiles own;
   OutputFiles& files = outputs != nullptr ? *outputs : own;
   if (std::optional<std::string> out_path = args.value("--out")) {
@@ -745,18 +804,40 @@ int finish_output(const ParsedArgs& args, const std::vector<std::int64_t>& shape
         (c.max_abs_index >= 0 ? " at " + index_string(c.max_abs_index, shape) : "") +
         "\nmax rel error: " + number(c.max_rel) +
         (c.max_rel_index >= 0 ? " at " + index_string(c.max_rel_index, shape) : "");
-    if (c.mismatches > 0) {
-      const auto i = static_cast<std::size_t>(c.first_mismatch);
-      throw Exit(kExitMismatch,
-                 "attnref: mismatch: " + std::to_string(c.mismatches) + " of " +
-                     std::to_string(c.count) + " elements differ from " + expect.path + " beyond " +
-                     tolerances + "\n" + errors + "\nmismatches: " + std::to_string(c.mismatches) +
-                     "\nfirst mismatch: " + index_string(c.first_mismatch, shape) + ": got " +
-                     number(values[i]) + ", expected " + number(expected[i]));
+    std::optional<compare::Report> report;
+    // The report re-runs the reference: only when it can say something.
+    if (explain && (c.mismatches > 0 || args.has("--expect-lse"))) report = explain(tol);
+    if (report ? !report->ok() : c.mismatches > 0) {
+      std::string text;
+      if (c.mismatches > 0) {
+        const auto i = static_cast<std::size_t>(c.first_mismatch);
+        text = "attnref: mismatch: " + std::to_string(c.mismatches) + " of " +
+               std::to_string(c.count) + " elements differ from " + expect.path + " beyond " +
+               tolerances + "\n" + errors + "\nmismatches: " + std::to_string(c.mismatches) +
+               "\nfirst mismatch: " + index_string(c.first_mismatch, shape) + ": got " +
+               number(values[i]) + ", expected " + number(expected[i]);
+      } else {
+        text = "attnref: mismatch: the output matches " + expect.path + " within " + tolerances +
+               " but not everywhere the report compares";
+      }
+      if (report) {
+        if (report->lse_mismatches > 0) {
+          text += "\nlogsumexp mismatches: " + std::to_string(report->lse_mismatches) +
+                  " (max abs error " + number(report->lse_max_abs) + ")";
+        }
+        std::string causes = compare::format_causes(*report);
+        if (!causes.empty() && causes.back() == '\n') causes.pop_back();
+        text += "\n" + causes;
+      }
+      throw Exit(kExitMismatch, text);
     }
     std::cout << "match: " << c.count << " elements within " << tolerances << " of " << expect.path
               << "\n"
               << errors << "\n";
+    if (report && c.mismatches > 0) {
+      std::cout << "ignored: " << report->ignored_padding
+                << " padding values (--ignore-padding); the other elements match\n";
+    }
   }
   if (!args.has("--out") && !expect.present()) {
     std::cout << "ok (no --out or --expect given: the result was computed and discarded)\n";

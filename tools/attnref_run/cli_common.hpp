@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -38,6 +39,7 @@
 
 #include <Eigen/Core>
 
+#include "attnref/compare/report.hpp"
 #include "attnref/core/dtype.hpp"
 #include "attnref/core/kv_layout.hpp"
 #include "attnref/core/profile.hpp"
@@ -163,6 +165,25 @@ struct Input {
 /// (exit 1); an unreadable or malformed file, or a path that is not a regular file (a FIFO, a
 /// device, a directory: opened without blocking and refused), exits 1 with a `bad_file` message.
 Input load_input(const ParsedArgs& args, const char* option, bool required);
+
+/// A per-query-head vector (`--sinks`, `--alibi-slopes`): a 1-dim float16/32/64 `.npy`, cast
+/// to float32 for the kernel's f32 view; `view()` is empty when the option was not given.
+struct HeadValues {
+  Input input;
+  std::vector<float> values;
+  bool present() const noexcept { return input.present(); }
+  TensorView<const float, 1> view() const {
+    if (!present()) return {};
+    return TensorView<const float, 1>(values.data(), {static_cast<std::int64_t>(values.size())});
+  }
+};
+
+/// Loads a `HeadValues` option: exit 2 for a rank other than 1 (`rank_mismatch`), a dtype other
+/// than float (`dtype_not_supported`) or a finite value past float32's range (`range_code`); the
+/// library checks the length against num_q_heads and the values. `name` and `shape_hint` are
+/// literals ("sinks", "sinks are [num_q_heads]").
+HeadValues load_head_values(const ParsedArgs& args, const char* option, const char* name,
+                            const char* shape_hint, ErrorCode range_code);
 
 /// A float option (--soft-cap, --sm-scale, ...) parsed and checked as double, then narrowed:
 /// a finite value outside float32's range, or a non-zero one that rounds to 0, exits 2 with
@@ -424,9 +445,26 @@ void stage_option_output(const ParsedArgs& args, OutputFiles* outputs, const cha
 /// checked before the run with `load_expect`) compares it with `--atol`/`--rtol` (defaults
 /// `tol`) and exits 3 with a report when it differs. Prints what it did on stdout; returns
 /// kExitOk.
+/// With `explain` (paged, splash, ragged), a mismatch also prints the comparison report's likely
+/// causes and localization, and the report decides: `--expect-lse` and `--ignore-padding`
+/// count as it says.
+using ExplainMismatch = std::function<compare::Report(Tolerance tol)>;
 int finish_output(const ParsedArgs& args, const std::vector<std::int64_t>& shape,
                   const std::vector<double>& values, const Input& expect, Tolerance tol,
-                  OutputFiles* outputs = nullptr);
+                  OutputFiles* outputs = nullptr, const ExplainMismatch& explain = {});
+
+/// `--expect-lse LSE.npy` (compare the logsumexp too) and `--ignore-padding` (leave padding
+/// rows out of the comparison), for the subcommands with a comparison report.
+extern const OptionSpec kExpectLseOption;
+extern const OptionSpec kIgnorePaddingOption;
+
+/// Loads `--expect-lse` (if given; it needs `--expect`) and checks that it is a float array of
+/// `shape` (exit 1 if not).
+Input load_expect_lse(const ParsedArgs& args, const std::vector<std::int64_t>& shape);
+
+/// The comparison options of `--expect`: the tolerance (`--atol`/`--rtol`, defaults `tol`) and
+/// `--ignore-padding`.
+compare::Options compare_options(const ParsedArgs& args, Tolerance tol);
 
 /// Checks the options of a result before any file is read: `--atol`/`--rtol` need `--expect`
 /// and must be non-negative numbers (exit 1 otherwise).

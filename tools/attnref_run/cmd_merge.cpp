@@ -19,7 +19,7 @@ namespace {
 
 /// The inputs of one `merge` invocation.
 struct MergeInputs {
-  Input out_a, lse_a, out_b, lse_b, expect;
+  Input out_a, lse_a, out_b, lse_b, expect, expect_lse;
 };
 
 template <class T>
@@ -38,8 +38,20 @@ int run_typed(const ParsedArgs& args, const MergeInputs& in) {
       TensorView<float, 2>(lse.data(), {rows, heads}, rows * heads)));
   OutputFiles outputs;  // all written, or none
   stage_option_output(args, &outputs, "--lse-out", {rows, heads}, to_doubles(lse));
+  // The report: where the states differ, and a log2 logsumexp; nothing to re-run.
+  const auto explain = [&](Tolerance tol) {
+    compare::OutputShape shape;
+    for (std::int64_t r = 0; r < rows; ++r) shape.rows.push_back({r, -1, compare::RowKind::kPlain});
+    shape.heads = heads;
+    shape.dim = dim;
+    const bool with_lse = in.expect_lse.present();
+    return compare::compare_values(
+        shape, to_doubles(in.expect.array), to_doubles(out),
+        with_lse ? to_doubles(in.expect_lse.array) : std::vector<double>{},
+        with_lse ? to_doubles(lse) : std::vector<double>{}, compare_options(args, tol));
+  };
   return finish_output(args, in.out_a.array.shape, to_doubles(out), in.expect,
-                       default_tolerance(in.out_a.array.dtype), &outputs);
+                       default_tolerance(in.out_a.array.dtype), &outputs, explain);
 }
 
 }  // namespace
@@ -48,7 +60,8 @@ int run_merge(int argc, char** argv) {
   static const CommandSpec kSpec{
       "merge",
       "--out-a A.npy --lse-a LA.npy --out-b B.npy --lse-b LB.npy\n"
-      "       [--out OUT.npy] [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]]",
+      "       [--out OUT.npy] [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]\n"
+      "        [--expect-lse LSE.npy]]",
       "Merges two attention results of the same query rows over disjoint key sets A and B\n"
       "(e.g. paged --lse-out over two page ranges) into the result over A and B:\n"
       "m = max(lse_a, lse_b), w = exp(lse - m), out = (w_a out_a + w_b out_b) / (w_a + w_b),\n"
@@ -63,7 +76,8 @@ int run_merge(int argc, char** argv) {
        {"--lse-out", "LSE.npy", "write the merged logsumexp [rows, heads] as float32 .npy"},
        kExpectOption,
        kAtolOption,
-       kRtolOption}};
+       kRtolOption,
+       kExpectLseOption}};
   const ParsedArgs args(kSpec, argc, argv);
   if (args.help_requested()) return print_help(kSpec);
 
@@ -83,6 +97,7 @@ int run_merge(int argc, char** argv) {
   fail_if_error(check_rank(in.out_b, 3, "out_b", "a state is [rows, heads, head_dim]"));
   fail_if_error(check_rank(in.lse_b, 2, "lse_b", "a logsumexp is [rows, heads]"));
   in.expect = load_expect(args, in.out_a.array.shape);
+  in.expect_lse = load_expect_lse(args, {in.out_a.array.shape[0], in.out_a.array.shape[1]});
 
   const DType t = in.out_a.array.dtype;
   if (t != DType::kFloat16 && t != DType::kFloat32 && t != DType::kFloat64)

@@ -16,6 +16,7 @@
 
 #include <Eigen/Core>
 
+#include "attnref/compare/paged.hpp"
 #include "attnref/core/profile.hpp"
 #include "attnref/kernels/paged_attention.hpp"
 #include "attnref/validate/paged.hpp"
@@ -27,10 +28,12 @@ namespace {
 
 /// The parsed inputs and options of one `paged` invocation.
 struct PagedInputs {
-  Input q, k, v, lengths, page_indices, k_scales, v_scales, expect;
+  Input q, k, v, lengths, page_indices, k_scales, v_scales, expect, expect_lse;
   KvLayout layout = KvLayout::kJax;
   CommonOptions common;
   std::int64_t pages_per_compute_block = 1;
+  std::optional<std::int64_t> sliding_window;
+  HeadValues sinks, alibi_slopes;
 };
 
 /// Index views the shape tier may read extents from but never data: for lengths or a page
@@ -64,6 +67,9 @@ PagedAttentionArgs<Q, KV, Index> make_args(const PagedInputs& in,
   a.mask_value = in.common.mask_value;
   a.sm_scale = in.common.sm_scale;
   a.pages_per_compute_block = in.pages_per_compute_block;
+  a.sliding_window = in.sliding_window;
+  a.sinks = in.sinks.view();
+  a.alibi_slopes = in.alibi_slopes.view();
   return a;
 }
 
@@ -125,8 +131,16 @@ int run_typed(const ParsedArgs& args, const PagedInputs& in) {
       try_paged_attention(run_args, out_view, TensorView<float, 2>(lse.data(), {batch, heads})));
   OutputFiles outputs;  // all written, or none
   stage_option_output(args, &outputs, "--lse-out", {batch, heads}, to_doubles(lse));
+  const auto explain = [&](Tolerance tol) {
+    compare::Report report;
+    fail_if_error(compare::try_compare_paged(
+        run_args, to_doubles(in.expect.array),
+        in.expect_lse.present() ? to_doubles(in.expect_lse.array) : std::vector<double>{},
+        compare_options(args, tol), &report));
+    return report;
+  };
   return finish_output(args, in.q.array.shape, to_doubles(out), in.expect,
-                       default_tolerance(in.q.array.dtype), &outputs);
+                       default_tolerance(in.q.array.dtype), &outputs, explain);
 }
 
 template <class Q, class KV>
@@ -177,10 +191,15 @@ int run_paged(int argc, char** argv) {
       "       [--k-scales KS.npy --v-scales VS.npy] [--q-dtype bf16]\n"
       "       [--kv-dtype bf16|e4m3|e5m2] [--soft-cap C] [--mask-value M]\n"
       "       [--sm-scale S] [--pages-per-compute-block N] [--kv-layout jax|nhd|hnd]\n"
+      "       [--sliding-window W] [--sinks S.npy] [--alibi-slopes A.npy]\n"
       "       [--profile jax|reference] [--check-only] [--check-data] [--out OUT.npy]\n"
-      "       [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]]",
+      "       [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]\n"
+      "        [--expect-lse LSE.npy] [--ignore-padding]]",
       "Paged attention (decode): out[b, h] = softmax over t < lengths[b] of\n"
       "cap(sm_scale * q[b, h] . k_t) applied to v_t, with k_t on page page_indices[b, t / S].\n"
+      "--sliding-window W keeps t > lengths[b] - 1 - W (FlashInfer's window_left is W - 1);\n"
+      "--alibi-slopes adds slope[h] * (t - (lengths[b] - 1)) after the cap; --sinks adds one\n"
+      "logit per head to the softmax's denominator.\n"
       "--lse-out writes the softmax's natural logsumexp [batch, num_q_heads] (-inf for a\n"
       "sequence of length 0): results over disjoint pages then merge (attnref-run merge).\n"
       "Validates the inputs under the chosen profile (jax: every check JAX's Pallas TPU kernel\n"
@@ -203,10 +222,14 @@ int run_paged(int argc, char** argv) {
            kQDtypeOption,
            kKvDtypeOption,
            {"--pages-per-compute-block", "N", "JAX's blocking (default 1; no numerical effect)"},
+           {"--sliding-window", "W", "attend to the last W keys only (W > 0)"},
+           {"--sinks", "S.npy", "attention-sink logits [num_q_heads] (float)"},
            {"--lse-out", "LSE.npy", "write logsumexp [batch, num_q_heads] as float32 .npy"},
            {"--kv-layout", "L",
             "physical page layout: jax [Hkv,P,S,D] (default), nhd [P,S,Hkv,D], "
-            "hnd [P,Hkv,S,D]"}})};
+            "hnd [P,Hkv,S,D]"},
+           kExpectLseOption,
+           kIgnorePaddingOption})};
   const ParsedArgs args(kSpec, argc, argv);
   if (args.help_requested()) return print_help(kSpec);
 
@@ -219,6 +242,7 @@ int run_paged(int argc, char** argv) {
   if (std::optional<std::int64_t> n = args.int64("--pages-per-compute-block")) {
     in.pages_per_compute_block = *n;
   }
+  in.sliding_window = args.int64("--sliding-window");
   for (const char* required : {"--q", "--k-pages", "--v-pages", "--lengths", "--page-indices"}) {
     args.required(required);
   }
@@ -231,6 +255,11 @@ int run_paged(int argc, char** argv) {
   in.page_indices = load_input(args, "--page-indices", true);
   in.k_scales = load_input(args, "--k-scales", false);
   in.v_scales = load_input(args, "--v-scales", false);
+  in.sinks = load_head_values(args, "--sinks", "sinks", "sinks are [num_q_heads]",
+                              ErrorCode::kNonFiniteData);
+  in.alibi_slopes =
+      load_head_values(args, "--alibi-slopes", "alibi_slopes", "ALiBi slopes are [num_q_heads]",
+                       ErrorCode::kInvalidAlibiSlope);
 
   // Ranks (JAX's shape unpacking comes before its checks too).
   fail_if_error(check_rank(in.q, 3, "q", "q is [batch, num_q_heads, head_dim]"));
@@ -250,6 +279,7 @@ int run_paged(int argc, char** argv) {
     fail_if_error(check_rank(in.v_scales, 4, "v_scales", scales_shape_hint(in.layout)));
   }
   in.expect = load_expect(args, in.q.array.shape);
+  in.expect_lse = load_expect_lse(args, {in.q.array.shape[0], in.q.array.shape[1]});
 
   // Element types: raw bf16/fp8 codes become their type (--q-dtype, --kv-dtype) first.
   fail_if_error(apply_dtype_option(&in.q, q_as, "q", "--q-dtype"));

@@ -19,6 +19,7 @@
 
 #include <Eigen/Core>
 
+#include "attnref/compare/ragged.hpp"
 #include "attnref/core/profile.hpp"
 #include "attnref/kernels/ragged_paged_attention.hpp"
 #include "attnref/validate/ragged.hpp"
@@ -30,13 +31,14 @@ namespace {
 
 /// The parsed inputs and options of one `ragged` invocation.
 struct RaggedInputs {
-  Input q, kv, kv_lens, page_indices, cu_q_lens, num_seqs, expect;
+  Input q, kv, kv_lens, page_indices, cu_q_lens, num_seqs, expect, expect_lse;
   Input k, v;                        ///< --k-pages, --v-pages (instead of the combined kv)
   KvLayout layout = KvLayout::kJax;  ///< axis order of k and v
   bool separate() const noexcept { return k.present(); }
   CommonOptions common;
   std::optional<std::int64_t> sliding_window;
   std::optional<float> k_scale, v_scale;
+  HeadValues sinks, alibi_slopes;
 };
 
 /// Metadata views the shape tier may read extents from but never data: for metadata whose file
@@ -95,6 +97,8 @@ Status make_args(const RaggedInputs& in, const std::vector<Index>& num_seqs,
   a.mask_value = in.common.mask_value;
   a.k_scale = in.k_scale;
   a.v_scale = in.v_scale;
+  a.sinks = in.sinks.view();
+  a.alibi_slopes = in.alibi_slopes.view();
   return Status();
 }
 
@@ -199,6 +203,8 @@ int run_typed(const ParsedArgs& args, const RaggedInputs& in) {
   run_args.mask_value = a.mask_value;
   run_args.k_scale = a.k_scale;
   run_args.v_scale = a.v_scale;
+  run_args.sinks = a.sinks;
+  run_args.alibi_slopes = a.alibi_slopes;
   const std::int64_t numel = in.q.array.numel();
   std::vector<Q> out(static_cast<std::size_t>(numel));
   const std::int64_t tokens = a.max_num_batched_tokens(), heads = a.num_q_heads();
@@ -208,8 +214,16 @@ int run_typed(const ParsedArgs& args, const RaggedInputs& in) {
                                            TensorView<float, 2>(lse.data(), {tokens, heads})));
   OutputFiles outputs;  // all written, or none
   stage_option_output(args, &outputs, "--lse-out", {tokens, heads}, to_doubles(lse));
+  const auto explain = [&](Tolerance tol) {
+    compare::Report report;
+    fail_if_error(compare::try_compare_ragged(
+        run_args, to_doubles(in.expect.array),
+        in.expect_lse.present() ? to_doubles(in.expect_lse.array) : std::vector<double>{},
+        compare_options(args, tol), &report));
+    return report;
+  };
   return finish_output(args, in.q.array.shape, to_doubles(out), in.expect,
-                       default_tolerance(in.q.array.dtype), &outputs);
+                       default_tolerance(in.q.array.dtype), &outputs, explain);
 }
 
 template <class Q, class KV>
@@ -235,14 +249,18 @@ int run_ragged(int argc, char** argv) {
       "--q Q.npy --kv-pages KV.npy --kv-lens L.npy --page-indices PI.npy\n"
       "       --cu-q-lens C.npy --num-seqs N.npy [--sm-scale S] [--sliding-window W]\n"
       "       [--soft-cap C] [--mask-value M] [--k-scale S] [--v-scale S]\n"
+      "       [--sinks S.npy] [--alibi-slopes A.npy]\n"
       "       [--q-dtype bf16] [--kv-dtype bf16|e4m3|e5m2]\n"
       "       [--profile jax|reference] [--check-only] [--check-data] [--out OUT.npy]\n"
-      "       [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]]\n"
+      "       [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]\n"
+      "        [--expect-lse LSE.npy] [--ignore-padding]]\n"
       "   or: --k-pages K.npy --v-pages V.npy [--kv-layout jax|nhd|hnd] in place of --kv-pages",
       "Ragged paged attention (continuous batching): sequence i owns query rows\n"
       "[cu_q_lens[i], cu_q_lens[i+1]) and kv_lens[i] cached tokens; row r of a sequence with\n"
       "q_len rows sits at position kv_len - q_len + r and attends causally (and within the\n"
-      "sliding window) to its sequence's keys. K and V share one pool [P, S, 2 * Hkv, D]: K of\n"
+      "sliding window) to its sequence's keys, the logits cap(sm_scale * q . k) + slope[h] *\n"
+      "(key - position) with --alibi-slopes, one sink logit per head with --sinks. K and V share "
+      "one pool [P, S, 2 * Hkv, D]: K of\n"
       "KV head h at combined head 2h, V at 2h + 1 (JAX's form); or, with --k-pages and\n"
       "--v-pages instead of --kv-pages, two pools in the --kv-layout order (an engine's cache).\n"
       "Output rows past cu_q_lens[num_seqs] are 0. --lse-out writes each row's natural\n"
@@ -270,10 +288,13 @@ int run_ragged(int argc, char** argv) {
            {"--sliding-window", "W", "attend to the last W positions only (W > 0)"},
            {"--k-scale", "S", "K dequantization: k = q_dtype(float(k) * S)"},
            {"--v-scale", "S", "V dequantization: v = q_dtype(float(v) * S)"},
+           {"--sinks", "S.npy", "attention-sink logits [num_q_heads] (float)"},
            kQDtypeOption,
            kKvDtypeOption,
            {"--lse-out", "LSE.npy",
-            "write logsumexp [max_num_batched_tokens, num_q_heads] as float32 .npy"}})};
+            "write logsumexp [max_num_batched_tokens, num_q_heads] as float32 .npy"},
+           kExpectLseOption,
+           kIgnorePaddingOption})};
   const ParsedArgs args(kSpec, argc, argv);
   if (args.help_requested()) return print_help(kSpec);
 
@@ -315,6 +336,11 @@ int run_ragged(int argc, char** argv) {
   in.page_indices = load_input(args, "--page-indices", true);
   in.cu_q_lens = load_input(args, "--cu-q-lens", true);
   in.num_seqs = load_input(args, "--num-seqs", true);
+  in.sinks = load_head_values(args, "--sinks", "sinks", "sinks are [num_q_heads]",
+                              ErrorCode::kNonFiniteData);
+  in.alibi_slopes =
+      load_head_values(args, "--alibi-slopes", "alibi_slopes", "ALiBi slopes are [num_q_heads]",
+                       ErrorCode::kInvalidAlibiSlope);
 
   // Ranks (JAX's shape unpacking comes before its checks too).
   fail_if_error(check_rank(in.q, 3, "q", "q is [max_num_batched_tokens, num_q_heads, head_dim]"));
@@ -341,6 +367,7 @@ int run_ragged(int argc, char** argv) {
                    "num_seqs is a one-element array: numpy.array([n], dtype=numpy.int32)"));
   }
   in.expect = load_expect(args, in.q.array.shape);
+  in.expect_lse = load_expect_lse(args, {in.q.array.shape[0], in.q.array.shape[1]});
 
   // Element types: raw bf16/fp8 codes become their type (--q-dtype, --kv-dtype) first.
   fail_if_error(apply_dtype_option(&in.q, q_as, "q", "--q-dtype"));

@@ -17,6 +17,7 @@
 
 #include <Eigen/Core>
 
+#include "attnref/compare/splash.hpp"
 #include "attnref/core/profile.hpp"
 #include "attnref/kernels/splash_attention.hpp"
 #include "attnref/masks/mask.hpp"
@@ -32,7 +33,9 @@ enum class MaskKind { kFull, kCausal, kLocal, kChunked, kFile };
 
 /// The parsed inputs and options of one `splash` invocation.
 struct SplashInputs {
-  Input q, k, v, mask, q_seg, kv_seg, sinks, dout, expect;
+  Input q, k, v, mask, q_seg, kv_seg, dout, expect, expect_lse;
+  HeadValues sinks, alibi_slopes;
+  std::optional<std::int64_t> sliding_window;
   bool is_mqa = false;
   CommonOptions common;
   SplashBlockSizes blocks = SplashBlockSizes::get_default();
@@ -40,7 +43,6 @@ struct SplashInputs {
   std::int64_t offset = 0;
   std::optional<std::int64_t> left, right;
   std::int64_t chunk = 0;
-  std::vector<float> sinks_f32;
   bool check_only = false;
 };
 
@@ -95,10 +97,9 @@ SplashAttentionArgs<T> make_args(const SplashInputs& in) {
   a.is_mqa = in.is_mqa;
   if (in.q_seg.present()) a.q_segment_ids = view_of<std::int32_t, 1>(in.q_seg);
   if (in.kv_seg.present()) a.kv_segment_ids = view_of<std::int32_t, 1>(in.kv_seg);
-  if (in.sinks.present()) {
-    a.sinks = TensorView<const float, 1>(in.sinks_f32.data(),
-                                         {static_cast<std::int64_t>(in.sinks_f32.size())});
-  }
+  a.sinks = in.sinks.view();
+  a.alibi_slopes = in.alibi_slopes.view();
+  a.sliding_window = in.sliding_window;
   a.soft_cap = in.common.soft_cap;
   a.mask_value = in.common.mask_value;
   a.sm_scale = in.common.sm_scale;
@@ -143,7 +144,7 @@ int run_typed(const ParsedArgs& args, const SplashInputs& in) {
     std::vector<T> dq(static_cast<std::size_t>(hq * sq * dqk)),
         dk(static_cast<std::size_t>(hkv * skv * dqk)),
         dvv(static_cast<std::size_t>(hkv * skv * dv));
-    std::vector<float> dsinks(in.sinks_f32.size());
+    std::vector<float> dsinks(in.sinks.values.size());
     SplashGradients<T> g;
     g.dq = TensorView<T, 3>(dq.data(), {hq, sq, dqk});
     g.dk = TensorView<T, 3>(dk.data(), {hkv, skv, dqk});
@@ -158,8 +159,24 @@ int run_typed(const ParsedArgs& args, const SplashInputs& in) {
     write_output(args, &outputs, "--dv-out", in.v.array.shape, dvv);
     write_output(args, &outputs, "--dsinks-out", {hq}, dsinks);
   }
+  const auto explain = [&](Tolerance tol) {
+    compare::SplashMaskParams params;
+    if (in.mask_kind == MaskKind::kCausal || in.mask_kind == MaskKind::kLocal) {
+      params.kind = in.mask_kind == MaskKind::kCausal ? compare::SplashMaskParams::Kind::kCausal
+                                                      : compare::SplashMaskParams::Kind::kLocal;
+      params.offset = in.offset;
+      params.left = in.left;
+      params.right = in.right;
+    }
+    compare::Report report;
+    fail_if_error(compare::try_compare_splash(
+        a, mask, params, to_doubles(in.expect.array),
+        in.expect_lse.present() ? to_doubles(in.expect_lse.array) : std::vector<double>{},
+        compare_options(args, tol), &report));
+    return report;
+  };
   return finish_output(args, {hq, sq, dv}, to_doubles(out), in.expect,
-                       default_tolerance(in.q.array.dtype), &outputs);
+                       default_tolerance(in.q.array.dtype), &outputs, explain);
 }
 
 /// "none" or a non-negative integer, for --local LEFT,RIGHT.
@@ -186,13 +203,16 @@ int run_splash(int argc, char** argv) {
       "--q Q.npy --k K.npy --v V.npy\n"
       "       [--mask M.npy | --causal | --local LEFT,RIGHT | --chunked C] [--offset N]\n"
       "       [--q-segment-ids A.npy --kv-segment-ids B.npy] [--sinks S.npy] [--soft-cap C]\n"
+      "       [--sliding-window W] [--alibi-slopes A.npy]\n"
       "       [--mask-value M] [--sm-scale S] [--block-q N] [--block-kv N]\n"
       "       [--block-kv-compute N] [--profile jax|reference] [--check-only] [--check-data]\n"
-      "       [--out OUT.npy] [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]]\n"
+      "       [--out OUT.npy] [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]\n"
+      "        [--expect-lse LSE.npy]]\n"
       "       [--dout DO.npy --dq-out DQ.npy --dk-out DK.npy --dv-out DV.npy\n"
       "        [--dsinks-out DS.npy]] [--q-dtype bf16 --kv-dtype bf16]",
       "Splash attention (prefill/training): out[h, r] = softmax over the allowed t (mask AND\n"
-      "q_segment_ids[r] == kv_segment_ids[t]) of cap(sm_scale * q[h, r] . k_t), plus an optional\n"
+      "q_segment_ids[r] == kv_segment_ids[t], and r - W < t <= r with --sliding-window W) of\n"
+      "cap(sm_scale * q[h, r] . k_t) + slope[h] * (t - r) (with --alibi-slopes), plus an optional\n"
       "sink logit per head, applied to v_t. A row with no allowed key and no sink gives 0 and\n"
       "logsumexp -inf. k/v of rank 2 ([Skv, D]) select MQA. Validates under the chosen profile\n"
       "(jax: every check JAX's Pallas TPU kernel makes; reference: what the math needs; the\n"
@@ -215,6 +235,8 @@ int run_splash(int argc, char** argv) {
            {"--q-segment-ids", "A.npy", "int32 [q_seq_len]"},
            {"--kv-segment-ids", "B.npy", "int32 [kv_seq_len]"},
            {"--sinks", "S.npy", "attention-sink logits [num_q_heads] (float)"},
+           {"--sliding-window", "W",
+            "query r sees keys r - W < t <= r only, on top of the mask (W > 0)"},
            {"--block-q", "N", "q block (default 128; no numerical effect beyond rounding)"},
            {"--block-kv", "N", "kv block (default 128)"},
            {"--block-kv-compute", "N", "kv compute sub-block (default --block-kv)"},
@@ -226,7 +248,8 @@ int run_splash(int argc, char** argv) {
            {"--dv-out", "DV.npy", "write dv, v's shape (with --dout)"},
            {"--dsinks-out", "DS.npy", "write dsinks [num_q_heads] (with --dout and --sinks)"},
            {"--q-dtype", "T", "bf16: q (and dout) hold raw bfloat16 codes (uint16 or |V2)"},
-           {"--kv-dtype", "T", "bf16: k and v hold raw bfloat16 codes (uint16 or |V2)"}})};
+           {"--kv-dtype", "T", "bf16: k and v hold raw bfloat16 codes (uint16 or |V2)"},
+           kExpectLseOption})};
   const ParsedArgs args(kSpec, argc, argv);
   if (args.help_requested()) return print_help(kSpec);
 
@@ -267,6 +290,7 @@ int run_splash(int argc, char** argv) {
       args.usage_error("--offset applies to --causal and --local only");
     in.offset = *o;
   }
+  in.sliding_window = args.int64("--sliding-window");
   const std::int64_t bq = args.int64("--block-q").value_or(128);
   const std::int64_t bkv = args.int64("--block-kv").value_or(128);
   in.blocks.block_q = bq;
@@ -302,7 +326,11 @@ int run_splash(int argc, char** argv) {
   in.mask = load_input(args, "--mask", false);
   in.q_seg = load_input(args, "--q-segment-ids", false);
   in.kv_seg = load_input(args, "--kv-segment-ids", false);
-  in.sinks = load_input(args, "--sinks", false);
+  in.sinks = load_head_values(args, "--sinks", "sinks", "sinks are [num_q_heads]",
+                              ErrorCode::kNonFiniteData);
+  in.alibi_slopes =
+      load_head_values(args, "--alibi-slopes", "alibi_slopes", "ALiBi slopes are [num_q_heads]",
+                       ErrorCode::kInvalidAlibiSlope);
   in.dout = load_input(args, "--dout", false);
 
   // Ranks: q is 3-dim; k 3-dim (MHA/GQA) or 2-dim (MQA), v like k (JAX's S3).
@@ -332,24 +360,6 @@ int run_splash(int argc, char** argv) {
     if (seg->array.dtype != DType::kInt32)
       fail_status(dtype_error(*seg, name, "segment ids must be int32"));
   }
-  if (in.sinks.present()) {
-    fail_if_error(check_rank(in.sinks, 1, "sinks", "sinks are [num_q_heads]"));
-    const DType st = in.sinks.array.dtype;
-    if (st != DType::kFloat16 && st != DType::kFloat32 && st != DType::kFloat64) {
-      fail_status(dtype_error(in.sinks, "sinks", "sinks must be float (they are cast to float32)"));
-    }
-    // float64 sinks are narrowed to float32: a finite value past its range would become inf.
-    for (double x : to_doubles(in.sinks.array)) {
-      if (std::isfinite(x) && !std::isfinite(static_cast<float>(x))) {
-        fail_status(Status(ErrorCode::kNonFiniteData, "",
-                           "sinks[{0}]={r0} is outside the float32 range",
-                           "sinks are cast to float32, whose largest finite magnitude is "
-                           "3.4028235e+38",
-                           {static_cast<std::int64_t>(in.sinks_f32.size())}, {x}, "sinks"));
-      }
-      in.sinks_f32.push_back(static_cast<float>(x));
-    }
-  }
   const std::vector<std::int64_t> out_shape = {in.q.array.shape[0], in.q.array.shape[1],
                                                in.v.array.shape.back()};
   if (in.dout.present()) {
@@ -364,6 +374,7 @@ int run_splash(int argc, char** argv) {
     }
   }
   in.expect = load_expect(args, out_shape);
+  in.expect_lse = load_expect_lse(args, {out_shape[0], out_shape[1]});
 
   // Element types: q, k, v (and dout) share one float dtype; raw bf16 codes become bfloat16
   // (--q-dtype for q and dout, --kv-dtype for k and v) first.

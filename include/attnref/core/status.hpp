@@ -67,6 +67,8 @@ enum class ErrorCode : int {
   kInvalidSlidingWindow,  ///< sliding window is zero or negative
   kQuantizationMismatch,  ///< only one of K/V is quantized, or scales given without int8 pages
   kScalesShape,           ///< dequantization scales have the wrong shape
+  kAlibiSlopesShape,      ///< ALiBi slopes are not [num_q_heads]
+  kInvalidAlibiSlope,     ///< an ALiBi slope is NaN or infinite
   // Splash masks.
   kMaskShape,              ///< a mask's shape does not fit (Sq, Skv) or its rank is wrong
   kMaskHeadCount,          ///< a mask has neither 1 nor num_q_heads heads
@@ -162,6 +164,10 @@ constexpr const char* error_code_name(ErrorCode c) noexcept {
       return "quantization_mismatch";
     case ErrorCode::kScalesShape:
       return "scales_shape";
+    case ErrorCode::kAlibiSlopesShape:
+      return "alibi_slopes_shape";
+    case ErrorCode::kInvalidAlibiSlope:
+      return "invalid_alibi_slope";
     case ErrorCode::kMaskShape:
       return "mask_shape";
     case ErrorCode::kMaskHeadCount:

@@ -10,6 +10,12 @@
 /// log sum_{t < lengths[b]} exp(cap(sm_scale * q[b, qh] . k_t)), and -inf when lengths[b] == 0;
 /// with it, results over disjoint pages merge exactly (kernels/merge_attention_states.hpp).
 ///
+/// Engine features (the logits pipeline of kernels/detail/online_softmax.hpp, in its order):
+/// `alibi_slopes` add slope[qh] * (t - (lengths[b] - 1)) after the cap; a `sliding_window` W
+/// keeps the keys t > lengths[b] - 1 - W (FlashInfer's window_left is W - 1), and neither those
+/// keys nor pages wholly before them are read; `sinks` add exp(sink[qh]) to the denominator (no
+/// value row), so a sequence of length 0 gives 0 and logsumexp sink[qh].
+///
 /// Non-finite inputs (docs/hostile-inputs.md): NaN or +inf in q[b, qh] or in the K row (or its
 /// int8 scales) of a token t < lengths[b] makes that output row NaN (a NaN or +inf logit, or
 /// logits all -inf); NaN/Inf in a live V row (or its scales) go through the weighted sum as IEEE
@@ -197,9 +203,22 @@ inline void for_each_piece(std::int64_t t0, std::int64_t t1, std::int64_t page_s
   }
 }
 
+/// The tokens of pages [page_begin, page_end) of sequence b that its decode query (position
+/// length - 1) sees: before the length, inside the sliding window. page_begin * page_size cannot
+/// overflow: the shape tier proved pages_per_sequence * page_size fits in int64.
+template <class Q, class KV, class Index>
+KeyRange paged_keys(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b,
+                    std::int64_t page_begin, std::int64_t page_end) {
+  const std::int64_t length = a.lengths(b), pps = a.pages_per_sequence();
+  return visible_keys(length - 1, a.sliding_window,
+                      std::min(std::min(page_begin, pps) * a.page_size(), length),
+                      std::min(page_end, pps) * a.page_size());
+}
+
 /// Folds the tokens of pages [page_begin, page_end) of sequence b into the online-softmax state
 /// of the G query heads that read KV head h, one chunk of chunk_tokens(G) tokens per
-/// softmax step. Reads only rows t < lengths[b]. There is no software prefetch: in paired runs
+/// softmax step. Reads only the rows `paged_keys` gives. The range starting at page 0 holds the
+/// sinks (so a split-KV merge counts each once). There is no software prefetch: in paired runs
 /// at the reference shape neither bursts of a whole chunk into L1 nor pieces spread one pass
 /// ahead into L2 beat the hardware prefetchers by more than the run-to-run noise (about 10%).
 template <class Acc, class Q, class KV, class Index>
@@ -215,13 +234,10 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
     for (std::int64_t d = 0; d < dim; ++d)
       s.q[static_cast<size_t>(g * dim + d)] = load_as<Acc>(a.q(b, heads.q_head(h, g), d));
   s.state.reset(group, dim);
-  // Token range of these pages that the decode query (position length - 1) sees;
-  // page_begin * page_size cannot overflow: the shape tier proved pages_per_sequence * page_size
-  // fits in int64.
-  const std::int64_t pps = a.pages_per_sequence();
-  const KeyRange keys = visible_keys(length - 1, std::nullopt,
-                                     std::min(std::min(page_begin, pps) * page_size, length),
-                                     std::min(page_end, pps) * page_size);
+  if (page_begin == 0 && !a.sinks.empty_view())
+    for (std::int64_t g = 0; g < group; ++g)
+      s.state.start_with_sink(g, static_cast<Acc>(a.sinks(heads.q_head(h, g))));
+  const KeyRange keys = paged_keys(a, b, page_begin, page_end);
   const std::int64_t t_begin = keys.lo, t_end = std::max(keys.lo, keys.hi);
   const std::int64_t max_rows = piece_rows(dim);
   const std::int64_t chunk = chunk_tokens(group);
@@ -240,6 +256,10 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
         s.scores.data(), group, chunk, Eigen::OuterStride<>(chunk));
     auto scores = all_scores.leftCols(c1 - c0);
     logits.apply(scores);
+    if (!a.alibi_slopes.empty_view())
+      for (std::int64_t g = 0; g < group; ++g)
+        add_alibi(scores.row(g), static_cast<Acc>(a.alibi_slopes(heads.q_head(h, g))), c0,
+                  length - 1);
     s.state.template fold<false>(scores);
     for_each_piece(c0, c1, page_size, max_rows,
                    [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
@@ -298,7 +318,7 @@ void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, Tensor
       const std::int64_t b = item / num_kv_heads, h = item % num_kv_heads;
       detail::attend_pages(a, b, h, 0, a.pages_per_sequence(), scratch);
       const auto& st = scratch.state;
-      const bool has_logits = a.lengths(b) > 0;
+      const bool has_logits = a.lengths(b) > 0 || !a.sinks.empty_view();
       for (std::int64_t g = 0; g < group; ++g)
         write_row(b, h, g, st.o.data() + g * dim, st.inverse_sum_of(g, has_logits),
                   st.logsumexp(g, has_logits));
@@ -330,17 +350,17 @@ void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, Tensor
     thread_local std::vector<Acc> merged;
     merged.assign(static_cast<size_t>(dim), Acc(0));
     const std::int64_t b = item / num_kv_heads, h = item % num_kv_heads;
-    const std::int64_t length = a.lengths(b), pps = a.pages_per_sequence();
-    // Split s read tokens iff its first page starts before the length (an all -inf split has
-    // l = 0 too, and its o may hold 0 * NaN from a live V row: it is merged, not skipped).
-    const auto has_tokens = [&](std::int64_t s) {
-      return std::min(s * per_split, pps) * a.page_size() < length;
+    // Split s has logits iff it read a token or holds the sinks (an all -inf split has l = 0
+    // too, and its o may hold 0 * NaN from a live V row: it is merged, not skipped).
+    const auto has_logits = [&](std::int64_t s) {
+      return (s == 0 && !a.sinks.empty_view()) ||
+             detail::paged_keys(a, b, s * per_split, (s + 1) * per_split).size() > 0;
     };
     for (std::int64_t g = 0; g < group; ++g) {
       const auto state_of = [&](std::int64_t s) {
         const Acc* src = partial + (item * splits + s) * stride;
         return detail::PartialState<Acc>{src[g], src[group + g], src + 2 * group + g * dim,
-                                         !has_tokens(s)};
+                                         !has_logits(s)};
       };
       const detail::MergedState<Acc> m =
           detail::merge_partial_states<Acc>(splits, dim, state_of, merged.data());

@@ -26,6 +26,11 @@
 /// `cu_q_lens[num_seqs]`) get -inf, as a row with no visible key. Results over disjoint key sets
 /// merge exactly with it (kernels/merge_attention_states.hpp).
 ///
+/// Engine features (the logits pipeline of kernels/detail/online_softmax.hpp, in its order):
+/// `alibi_slopes` add slope[qh] * (c - pos) after the cap (pos = kv_len - q_len + r); `sinks`
+/// add exp(sink[qh]) to each live row's denominator (no value row; the logsumexp includes it;
+/// padding rows stay 0 and -inf).
+///
 /// How it runs: for each live sequence and each KV head, the G query heads sharing that KV head
 /// and all q_len rows of the sequence form one (q_len * G) x D row block. K/V are read a block
 /// of pages at a time (only the tokens some row can see: never past kv_len, never before the
@@ -229,6 +234,38 @@ struct RaggedCall {
   KeyRange visible(std::int64_t pos, std::int64_t lo, std::int64_t hi) const noexcept {
     return visible_keys(pos, window, lo, hi);
   }
+  /// Starts the running (m, l) of a row of query head `qh`: empty, or with its sink.
+  void start(std::int64_t qh, Acc& m, Acc& l) const noexcept {
+    if (a.sinks.empty_view()) {
+      start_row<Acc>(m, l, nullptr);
+    } else {
+      const Acc sink = static_cast<Acc>(a.sinks(qh));
+      start_row(m, l, &sink);
+    }
+  }
+  /// The online-softmax step of one row of query head `qh` at position `pos` over keys
+  /// [lo, lo + x.size()): the logits of its visible keys go through the logits pipeline (scale,
+  /// soft cap, ALiBi) and are folded into (m, l); `x` is left with their probabilities and 0
+  /// elsewhere. Returns the factor for the row's old output.
+  template <class Row>
+  Acc softmax_row(Row&& x, std::int64_t qh, std::int64_t pos, std::int64_t lo, Acc& m,
+                  Acc& l) const {
+    const KeyRange vis = visible(pos, lo, lo + static_cast<std::int64_t>(x.size()));
+    if (vis.size() <= 0) {  // nothing visible in this block: the row's state is unchanged
+      x.setZero();
+      return Acc(1);
+    }
+    const Eigen::Index v0 = static_cast<Eigen::Index>(vis.lo - lo);
+    const Eigen::Index nv = static_cast<Eigen::Index>(vis.size());
+    auto seg = x.segment(v0, nv);
+    logits.apply(seg);
+    if (!a.alibi_slopes.empty_view())
+      add_alibi(seg, static_cast<Acc>(a.alibi_slopes(qh)), vis.lo, pos);
+    const Acc alpha = fold_logits<false>(seg, m, l);
+    x.head(v0).setZero();
+    x.tail(x.size() - v0 - nv).setZero();
+    return alpha;
+  }
 };
 
 /// One contiguous row of `dim` elements to the accumulator type, vectorised.
@@ -280,24 +317,6 @@ void gather_kv_rows(const RaggedCall<Q, KV, Index>& c, std::int64_t page, std::i
       }
     }
   }
-}
-
-/// The online-softmax step of one row over a key block: the logits of the visible keys
-/// [v0, v0 + nv) of `x` go through the logits pipeline and are folded into (m, l); `x` is left
-/// with their probabilities and 0 elsewhere. Returns the factor for the row's old output.
-template <class Acc, class Row>
-Acc ragged_softmax_row(const LogitTransform<Acc>& logits, Row&& x, Eigen::Index v0, Eigen::Index nv,
-                       Acc& m, Acc& l) {
-  if (nv <= 0) {  // nothing visible in this block: the row's state is unchanged
-    x.setZero();
-    return Acc(1);
-  }
-  auto seg = x.segment(v0, nv);
-  logits.apply(seg);
-  const Acc alpha = fold_logits<false>(seg, m, l);
-  x.head(v0).setZero();
-  x.tail(x.size() - v0 - nv).setZero();
-  return alpha;
 }
 
 /// K/V of tokens [lo, hi) of one page for every KV head, as a pointer per head: KV head h's rows
@@ -379,8 +398,11 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
       for (std::int64_t d = 0; d < dim; ++d) dst[d] = load_as<Acc>(c.a.q(it.row0 + r, qh, d));
     }
   sc.acc_s.topRows(all).setZero();
-  sc.m_s.head(all).setConstant(-std::numeric_limits<Acc>::infinity());
-  sc.l_s.head(all).setZero();
+  for (std::int64_t r = 0; r < it.q_len; ++r)
+    for (std::int64_t qh = 0; qh < c.heads.num_q_heads; ++qh) {
+      const Eigen::Index row = row_of(r, qh);
+      c.start(qh, sc.m_s[row], sc.l_s[row]);
+    }
   const std::int64_t lds = sc.logits_s.cols();
   for (std::int64_t lo = it.keys.lo, hi = 0; lo < it.kv_len; lo = hi) {
     // Tokens [lo, hi): within one page, at most `chunk` of them.
@@ -399,11 +421,10 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
     auto logits = sc.logits_s.topLeftCorner(all, nk);
     bool partial = false;  // some row does not see every key of the chunk
     for (Eigen::Index row = 0; row < all; ++row) {
-      const KeyRange vis = c.visible(it.first_pos + (row % rows) / group, lo, hi);
-      partial = partial || vis.size() < nk;
-      sc.alpha_s[row] =
-          ragged_softmax_row(c.logits, logits.row(row), static_cast<Eigen::Index>(vis.lo - lo),
-                             static_cast<Eigen::Index>(vis.hi - vis.lo), sc.m_s[row], sc.l_s[row]);
+      const std::int64_t pos = it.first_pos + (row % rows) / group;
+      partial = partial || c.visible(pos, lo, hi).size() < nk;
+      const std::int64_t qh = c.heads.q_head(row / rows, row % group);
+      sc.alpha_s[row] = c.softmax_row(logits.row(row), qh, pos, lo, sc.m_s[row], sc.l_s[row]);
     }
     sc.acc_s.topRows(all) = sc.alpha_s.head(all).asDiagonal() * sc.acc_s.topRows(all);
     for (std::int64_t h = 0; h < hkv; ++h) {
@@ -464,8 +485,8 @@ void ragged_prefill_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem
       }
     }
   sc.acc.topRows(rows).setZero();
-  sc.m.head(rows).setConstant(-std::numeric_limits<Acc>::infinity());
-  sc.l.head(rows).setZero();
+  for (Eigen::Index row = 0; row < rows; ++row)
+    c.start(c.heads.q_head(h, row % group), sc.m[row], sc.l[row]);
   for (std::int64_t c0 = it.keys.lo - it.keys.lo % page_size; c0 < it.kv_len; c0 += block) {
     const std::int64_t lo = std::max(c0, it.keys.lo), hi = std::min(c0 + block, it.kv_len);
     const auto [r_lo, r_hi] = rows_seeing(c, it, lo, hi);
@@ -484,12 +505,10 @@ void ragged_prefill_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem
     logits.noalias() = sc.q_block.middleRows(br, nr) * sc.k_block.topRows(nk).transpose();
     bool partial = false;  // some row does not see every key of the block
     for (Eigen::Index row = 0; row < nr; ++row) {
-      const KeyRange vis =
-          c.visible(it.first_pos + r_lo + static_cast<std::int64_t>(row) / group, lo, hi);
-      partial = partial || vis.size() < nk;
-      sc.alpha[row] =
-          ragged_softmax_row(c.logits, logits.row(row), static_cast<Eigen::Index>(vis.lo - lo),
-                             static_cast<Eigen::Index>(vis.size()), sc.m[br + row], sc.l[br + row]);
+      const std::int64_t pos = it.first_pos + r_lo + static_cast<std::int64_t>(row) / group;
+      partial = partial || c.visible(pos, lo, hi).size() < nk;
+      const std::int64_t qh = c.heads.q_head(h, row % group);
+      sc.alpha[row] = c.softmax_row(logits.row(row), qh, pos, lo, sc.m[br + row], sc.l[br + row]);
     }
     auto acc_rows = sc.acc.middleRows(br, nr);
     acc_rows = sc.alpha.head(nr).asDiagonal() * acc_rows;

@@ -6,7 +6,10 @@
 ///
 /// Semantics (design.md §6):
 ///  - logits `x = sm_scale * q.k` (no implicit 1/sqrt(d)), then the soft cap `c * tanh(x / c)`,
-///    then the mask (mask AND segment ids);
+///    then ALiBi `+ slope[h] * (j - i)` (query row i, key j; the backward's cap derivative takes
+///    the logit without it), then the mask (mask AND segment ids AND, with a sliding window W,
+///    `i - W < j <= i`: tiles, and columns of a tile, that no row's window reaches are never
+///    read);
 ///  - a masked position has probability exactly 0. For JAX's default mask_value this equals
 ///    JAX's result on every row with an allowed key; `mask_value` is validated only;
 ///  - a sink `s_h` is one extra logit with a zero value vector;
@@ -166,9 +169,41 @@ HeadGroups splash_heads(const SplashAttentionArgs<Q, KV>& a) {
   return HeadGroups{a.num_q_heads(), a.is_mqa ? 1 : a.num_kv_heads()};
 }
 
+/// The keys [t0, t0 + cols) that q row `r` sees through the sliding window (`r - W < t <= r`),
+/// as columns [lo, hi) of the block; all of them without a window. No overflow: r >= 0.
+template <class Q, class KV>
+KeyRange window_cols_of_row(const SplashAttentionArgs<Q, KV>& a, std::int64_t r, std::int64_t t0,
+                            std::int64_t cols) noexcept {
+  if (!a.sliding_window) return {0, cols};
+  const KeyRange k = visible_keys(r, a.sliding_window, t0, t0 + cols);
+  return k.size() > 0 ? KeyRange{k.lo - t0, k.hi - t0} : KeyRange{0, 0};
+}
+
+/// The columns [lo, hi) of the block of keys [t0, t0 + cols) that some q row of
+/// [r0, r0 + rows) sees through the sliding window; K/V outside them are never read.
+template <class Q, class KV>
+KeyRange window_cols(const SplashAttentionArgs<Q, KV>& a, std::int64_t r0, std::int64_t rows,
+                     std::int64_t t0, std::int64_t cols) noexcept {
+  if (!a.sliding_window || rows <= 0) return {0, cols};
+  // The rows' windows [r - W + 1, r] slide by one per row: their union is one range.
+  const std::int64_t lo = std::max(t0, r0 - *a.sliding_window + 1);  // r0 >= 0: no overflow
+  const std::int64_t hi = std::min(t0 + cols, r0 + rows);
+  return hi > lo ? KeyRange{lo - t0, hi - t0} : KeyRange{0, 0};
+}
+
+/// Whether the sliding window hides some element of a [rows, cols] block at q row r0, key t0.
+template <class Q, class KV>
+bool window_cuts(const SplashAttentionArgs<Q, KV>& a, std::int64_t r0, std::int64_t rows,
+                 std::int64_t t0, std::int64_t cols) noexcept {
+  if (!a.sliding_window || rows <= 0 || cols <= 0) return false;
+  // Some key after the first row, or some key too old for the last row: r - W < t.
+  return t0 + cols - 1 > r0 || t0 <= r0 + rows - 1 - *a.sliding_window;
+}
+
 /// Calls fn(r, c) for each masked element of a [rows, cols] block of tile (i, j) of query head
-/// h: the partial tile's pattern, then the segment ids (an element may come twice). Rows start
-/// at absolute q row `r0`; columns at absolute kv position `t0`, column `tile_col0` of the tile.
+/// h: the partial tile's pattern, then the segment ids, then the sliding window (an element may
+/// come more than once). Rows start at absolute q row `r0`; columns at absolute kv position
+/// `t0`, column `tile_col0` of the tile.
 template <class Q, class KV, class Fn>
 void for_each_masked(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, std::int64_t h,
                      std::int64_t i, std::int64_t j, std::int64_t r0, std::int64_t t0,
@@ -188,14 +223,41 @@ void for_each_masked(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, 
         if (a.kv_segment_ids(t0 + c) != qs) fn(r, c);
     }
   }
+  if (window_cuts(a, r0, rows, t0, cols)) {
+    for (Eigen::Index r = 0; r < rows; ++r) {
+      const KeyRange w = window_cols_of_row(a, r0 + r, t0, cols);
+      for (Eigen::Index c = 0; c < cols; ++c)
+        if (c < w.lo || c >= w.hi) fn(r, c);
+    }
+  }
 }
 
-/// Whether some element of tile (i, j) of query head h may be masked (a partial tile, or
-/// segment ids): then its K/V rows are read for rows that do not see them.
+/// Whether some element of tile (i, j) of query head h may be masked (a partial tile, segment
+/// ids, or a sliding window that cuts it): then its K/V rows are read for rows that do not see
+/// them.
 template <class Q, class KV>
 bool tile_may_mask(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, std::int64_t h,
                    std::int64_t i, std::int64_t j) {
-  return info.kind(h, i, j) == BlockKind::kPartial || a.has_segment_ids();
+  return info.kind(h, i, j) == BlockKind::kPartial || a.has_segment_ids() ||
+         window_cuts(a, i * info.block_q, info.q_rows(i), j * info.block_kv, info.kv_cols(j));
+}
+
+/// Whether the sliding window leaves some element of tile (i, j) visible (always without one).
+template <class Q, class KV>
+bool tile_in_window(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, std::int64_t i,
+                    std::int64_t j) {
+  return window_cols(a, i * info.block_q, info.q_rows(i), j * info.block_kv, info.kv_cols(j))
+             .size() > 0;
+}
+
+/// Adds the ALiBi bias of query head h to logits `s` whose row r is q row `r0 + r` and column c
+/// key `t0 + c` (after the soft cap, before the mask).
+template <class Acc, class Q, class KV>
+void add_alibi_tile(const SplashAttentionArgs<Q, KV>& a, std::int64_t h, std::int64_t r0,
+                    std::int64_t t0, SplashMatrix<Acc>& s) {
+  if (a.alibi_slopes.empty_view()) return;
+  const Acc slope = static_cast<Acc>(a.alibi_slopes(h));
+  for (Eigen::Index r = 0; r < s.rows(); ++r) add_alibi(s.row(r), slope, t0, r0 + r);
 }
 
 /// Sets the masked logits of `s` [rows, cols] of tile (i, j) of query head h to -inf.
@@ -228,12 +290,14 @@ bool row_sees_a_key(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, s
   for (std::int64_t j = 0; j < info.num_kv_blocks; ++j) {
     if (info.kind(h, i, j) == BlockKind::kEmpty) continue;
     const std::int64_t cols = info.kv_cols(j);
-    if (!tile_may_mask(a, info, h, i, j) && cols > 0) return true;
+    const KeyRange w = window_cols_of_row(a, r, j * info.block_kv, cols);
+    if (w.size() == 0) continue;
+    if (!tile_may_mask(a, info, h, i, j)) return true;
     // One row of the tile: the pattern row r - r0, q row r.
     const bool partial = info.kind(h, i, j) == BlockKind::kPartial;
     const std::uint8_t* pr =
         partial ? info.partial_block(h, i, j) + (r - r0) * info.pattern_cols : nullptr;
-    for (std::int64_t c = 0; c < cols; ++c) {
+    for (std::int64_t c = w.lo; c < w.hi; ++c) {
       if (partial && !pr[c]) continue;
       if (a.has_segment_ids() && a.kv_segment_ids(j * info.block_kv + c) != a.q_segment_ids(r))
         continue;
@@ -292,11 +356,13 @@ void splash_forward_item(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& in
     }
   }
   for (std::int64_t j = 0; j < info.num_kv_blocks; ++j) {
-    if (!any_tile(info, heads, kv, i, j)) continue;  // skipped: K/V of this tile are never read
-    const std::int64_t cols = info.kv_cols(j);
-    for (std::int64_t c0 = 0; c0 < cols; c0 += bc) {
+    // Skipped tiles (empty for the mask or outside the window): K/V are never read; nor the
+    // columns of a tile that no row of the block sees through the window.
+    if (!any_tile(info, heads, kv, i, j)) continue;
+    const KeyRange wc = window_cols(a, r0, rows, j * bkv, info.kv_cols(j));
+    for (std::int64_t c0 = wc.lo; c0 < wc.hi; c0 += bc) {
       const std::int64_t t0 = j * bkv + c0;
-      const std::int64_t n = std::min(bc, cols - c0);
+      const std::int64_t n = std::min(bc, wc.hi - c0);
       load_rows<Acc>(a.k, kv, t0, n, Acc(1), sc.kc);
       load_rows<Acc>(a.v, kv, t0, n, Acc(1), sc.vc);
       int v_state = -1;  // whether sc.vc is all finite: -1 not yet known (asked only when needed)
@@ -306,6 +372,7 @@ void splash_forward_item(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& in
         OnlineSoftmax<Acc>& st = sc.state[static_cast<size_t>(g)];
         sc.s.noalias() = sc.q[static_cast<size_t>(g)] * sc.kc.transpose();
         logits.cap_only(sc.s);  // the scale is in q
+        add_alibi_tile(a, h, r0, t0, sc.s);
         mask_tile<Acc>(a, info, h, i, j, r0, t0, c0, sc.s);
         st.template fold<true>(sc.s);
         if (tile_may_mask(a, info, h, i, j) && !v_finite(sc.vc, v_state)) {
@@ -409,6 +476,7 @@ void splash_backward_tile(const SplashBackwardInputs<Q, KV>& in, const std::vect
   sc.s.noalias() = sc.qi * sc.kj.transpose();
   if (logits.capped) sc.t = (sc.s.array() / logits.cap).tanh().matrix();  // d = tanh(xu / c)
   logits.cap_only(sc.s);
+  add_alibi_tile(a, h, r0, t0, sc.s);  // after the cap: d(cap)/dx above takes no bias
   mask_tile<Acc>(a, in.info, h, i, j, r0, t0, 0, sc.s);
   sc.p.resize(rows, sc.s.cols());
   // lse (finite, or -inf: no visible key) and di of the rows; a NaN row has both NaN.
@@ -462,7 +530,7 @@ void splash_backward_kv_head(const SplashBackwardInputs<Q, KV>& in, const std::v
     const std::int64_t t0 = j * info.block_kv, cols = info.kv_cols(j);
     bool any = false;
     for (std::int64_t i = 0; i < info.num_q_blocks && !any; ++i)
-      any = any_tile(info, heads, kv, i, j);
+      any = any_tile(info, heads, kv, i, j) && tile_in_window(a, info, i, j);
     sc.dk_acc.setZero(cols, dqk);
     sc.dv_acc.setZero(cols, dvd);
     if (any) {
@@ -471,7 +539,8 @@ void splash_backward_kv_head(const SplashBackwardInputs<Q, KV>& in, const std::v
       for (std::int64_t g = 0; g < group; ++g) {
         const std::int64_t h = heads.q_head(kv, g);
         for (std::int64_t i = 0; i < info.num_q_blocks; ++i)
-          if (info.kind(h, i, j) != BlockKind::kEmpty) splash_backward_tile(in, di, h, g, i, j, sc);
+          if (info.kind(h, i, j) != BlockKind::kEmpty && tile_in_window(a, info, i, j))
+            splash_backward_tile(in, di, h, g, i, j, sc);
       }
     }
     for (std::int64_t r = 0; r < cols; ++r) {

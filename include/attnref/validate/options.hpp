@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file options.hpp
 /// Options every family shares, and their checks: JAX's default mask value, the megacore split,
-/// soft cap, mask value and sm_scale. O(1), no tensor data, no containers.
+/// soft cap, sliding window, mask value and sm_scale. O(1), no tensor data, no containers.
 ///
 /// Example:
 /// @code
@@ -34,6 +34,20 @@ inline Status check_soft_cap(const std::optional<float>& soft_cap, const char* j
                   "soft_cap={r0} must not be 0.0 and must be finite.",
                   "leave soft_cap unset to turn the soft cap off (JAX's kernel divides by it)", {},
                   {static_cast<double>(*soft_cap)}, "soft_cap");
+  }
+  return Status();
+}
+
+/// Sliding window W (keys `pos - W < t <= pos`): absent, or at least 1. `jax_check` names the
+/// JAX check it mirrors, if any (ragged's R7); the text is R7's in every family.
+inline Status check_sliding_window(const std::optional<std::int64_t>& window,
+                                   const char* jax_check = "") {
+  if (window && *window <= 0) {
+    return Status(ErrorCode::kInvalidSlidingWindow, jax_check,
+                  "sliding_window={0} must be positive.",
+                  "a window of w keeps the last w positions, the query's own included; leave it "
+                  "unset for full causal attention",
+                  {*window}, {}, "sliding_window");
   }
   return Status();
 }

@@ -29,6 +29,7 @@
 #include "attnref/core/profile.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
+#include "attnref/validate/head_options.hpp"
 #include "attnref/validate/heads.hpp"
 #include "attnref/validate/kv_rows.hpp"
 #include "attnref/validate/options.hpp"
@@ -69,6 +70,11 @@ struct PagedAttentionArgs {
   std::int64_t pages_per_compute_block = 1;  ///< blocking hint; never changes the result
   MegacoreMode megacore_mode = MegacoreMode::kNone;
   bool round_kv_to_bf16 = false;  ///< TPU fidelity: round float K/V to bf16 as JAX's kernel does
+  /// Keep the last W keys: key t of a sequence of length L is seen iff t > L - 1 - W (JAX
+  /// ragged's window; FlashInfer's window_left is W - 1). W >= 1; keys before it are never read.
+  std::optional<std::int64_t> sliding_window;
+  TensorView<const float, 1> sinks;         ///< optional [num_q_heads] attention-sink logits
+  TensorView<const float, 1> alibi_slopes;  ///< optional [num_q_heads] ALiBi slopes
 
   std::int64_t batch() const noexcept { return q.extents[0]; }
   std::int64_t num_q_heads() const noexcept { return q.extents[1]; }
@@ -137,6 +143,13 @@ constexpr std::int64_t live_pages(std::int64_t length, std::int64_t page_size,
   const std::int64_t blocks = ceil_div(pages, pages_per_block);
   const std::int64_t end = blocks * pages_per_block;
   return end < pages_per_sequence ? end : pages_per_sequence;
+}
+
+/// The first key a decode query at position `length - 1` sees: `length - W` with a window W
+/// (never below 0), else 0. No overflow: length >= 0 and W >= 1.
+constexpr std::int64_t first_window_key(std::int64_t length,
+                                        const std::optional<std::int64_t>& window) noexcept {
+  return window && length - *window > 0 ? length - *window : 0;
 }
 
 }  // namespace detail
@@ -229,13 +242,17 @@ Status check_paged_shapes(const PagedAttentionArgs<Q, KV, Index>& a, Profile pro
   ATTNREF_RETURN_IF_ERROR(check_soft_cap(a.soft_cap));
   ATTNREF_RETURN_IF_ERROR(check_mask_value(a.mask_value));
   ATTNREF_RETURN_IF_ERROR(check_sm_scale(a.sm_scale));
-  return Status();
+  ATTNREF_RETURN_IF_ERROR(check_sliding_window(a.sliding_window));
+  ATTNREF_RETURN_IF_ERROR(check_sinks_shape(a.sinks, a.num_q_heads()));
+  return check_alibi_slopes_shape(a.alibi_slopes, a.num_q_heads());
 }
 
-/// Metadata tier: O(batch + pages). Reads lengths and page_indices (only after the shape tier
-/// has proven their views valid): `0 <= lengths[b] <= pages_per_sequence * page_size`, and every
-/// page the kernel reads is in `[0, total_pages)`. Pages past a sequence's length are not read
-/// (under `kJax`, pages up to the end of the last compute block are, as JAX DMAs them).
+/// Metadata tier: O(batch + pages + num_q_heads). Reads lengths and page_indices (only after the
+/// shape tier has proven their views valid): `0 <= lengths[b] <= pages_per_sequence *
+/// page_size`, and every page the kernel reads is in `[0, total_pages)`. Pages past a sequence's
+/// length are not read (under `kJax`, pages up to the end of the last compute block are, as JAX
+/// DMAs them), nor pages wholly before a sliding window (an engine may have freed them). Then
+/// the ALiBi slopes are finite.
 /// Precondition: `check_paged_shapes(a, profile).ok()`.
 template <class Q, class KV, class Index>
 Status check_paged_metadata(const PagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
@@ -254,7 +271,8 @@ Status check_paged_metadata(const PagedAttentionArgs<Q, KV, Index>& a, Profile p
     }
     const std::int64_t live =
         detail::live_pages(length, page_size, pps, a.pages_per_compute_block, profile);
-    for (std::int64_t j = 0; j < live; ++j) {
+    for (std::int64_t j = detail::first_window_key(length, a.sliding_window) / page_size; j < live;
+         ++j) {
       const std::int64_t page = a.page_indices(b, j);
       if (page < 0 || page >= total_pages) {
         return Status(ErrorCode::kPageIndexOutOfRange, "",
@@ -265,7 +283,7 @@ Status check_paged_metadata(const PagedAttentionArgs<Q, KV, Index>& a, Profile p
       }
     }
   }
-  return Status();
+  return check_alibi_slope_values(a.alibi_slopes);
 }
 
 /// Shape tier, then metadata tier. The kernels call this with `Profile::kReference`.
@@ -275,9 +293,10 @@ Status check_paged(const PagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
   return check_paged_metadata(a, profile);
 }
 
-/// Data tier (opt-in): NaN/Inf in q, or in the K/V rows (and scales) that lengths make live
-/// (for fp8 pages: a NaN or infinity code).
-/// Padding past each length may hold anything. Precondition: `check_paged(a, profile).ok()`.
+/// Data tier (opt-in): NaN/Inf in q, in the K/V rows (and scales) that lengths and the sliding
+/// window make live (for fp8 pages: a NaN or infinity code), or in the sinks. Padding past each
+/// length, and rows before the window, may hold anything. Precondition:
+/// `check_paged(a, profile).ok()`.
 template <class Q, class KV, class Index>
 Status check_paged_data(const PagedAttentionArgs<Q, KV, Index>& a) {
   for (std::int64_t b = 0; b < a.batch(); ++b)
@@ -291,7 +310,7 @@ Status check_paged_data(const PagedAttentionArgs<Q, KV, Index>& a) {
   const std::int64_t page_size = a.page_size();
   for (std::int64_t b = 0; b < a.batch(); ++b) {
     const std::int64_t length = a.lengths(b);
-    for (std::int64_t t = 0; t < length; ++t) {
+    for (std::int64_t t = detail::first_window_key(length, a.sliding_window); t < length; ++t) {
       const std::int64_t page = a.page_indices(b, t / page_size);
       const std::int64_t slot = t % page_size;
       for (std::int64_t h = 0; h < a.num_kv_heads(); ++h) {
@@ -320,6 +339,14 @@ Status check_paged_data(const PagedAttentionArgs<Q, KV, Index>& a) {
           }
         }
       }
+    }
+  }
+  for (std::int64_t h = 0; !a.sinks.empty_view() && h < a.sinks.extents[0]; ++h) {
+    if (!std::isfinite(a.sinks(h))) {
+      return Status(ErrorCode::kNonFiniteData, "", "sinks[{0}] is not finite",
+                    "an attention-sink logit is NaN/Inf; every query head's sink enters its "
+                    "softmax",
+                    {h}, {}, "sinks");
     }
   }
   return Status();

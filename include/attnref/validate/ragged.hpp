@@ -43,6 +43,7 @@
 #include "attnref/core/profile.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
+#include "attnref/validate/head_options.hpp"
 #include "attnref/validate/kv_rows.hpp"
 #include "attnref/validate/options.hpp"
 
@@ -90,6 +91,8 @@ struct RaggedPagedAttentionArgs {
   std::optional<std::int64_t> num_kv_pages_per_block;  ///< R9: in (0, pages_per_seq]
   std::optional<std::int64_t> num_queries_per_block;   ///< R10: > 0
   std::optional<std::int64_t> vmem_limit_bytes;        ///< R11: > 0
+  TensorView<const float, 1> sinks;         ///< optional [num_q_heads] attention-sink logits
+  TensorView<const float, 1> alibi_slopes;  ///< optional [num_q_heads] ALiBi slopes
 
   std::int64_t max_num_batched_tokens() const noexcept { return q.extents[0]; }
   std::int64_t num_q_heads() const noexcept { return q.extents[1]; }
@@ -233,12 +236,7 @@ Status check_ragged_shapes(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Prof
                   "valid num_kv_heads for {0} query heads: {k0}", {hq, hkv});
   }
   // R7.
-  if (a.sliding_window && *a.sliding_window <= 0) {
-    return Status(ErrorCode::kInvalidSlidingWindow, "R7", "sliding_window={0} must be positive.",
-                  "a window of w keeps the last w positions, the query's own included; leave it "
-                  "unset for full causal attention",
-                  {*a.sliding_window}, {}, "sliding_window");
-  }
+  ATTNREF_RETURN_IF_ERROR(check_sliding_window(a.sliding_window, "R7"));
   // R8 (and attnref: finite).
   if (a.soft_cap && *a.soft_cap == 0.0f) {
     return Status(ErrorCode::kInvalidSoftCap, "R8", "soft_cap={r0} must not be 0.0.",
@@ -311,7 +309,8 @@ Status check_ragged_shapes(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Prof
   }
   ATTNREF_RETURN_IF_ERROR(check_mask_value(a.mask_value));
   ATTNREF_RETURN_IF_ERROR(check_sm_scale(a.sm_scale));
-  return Status();
+  ATTNREF_RETURN_IF_ERROR(check_sinks_shape(a.sinks, hq));
+  return check_alibi_slopes_shape(a.alibi_slopes, hq);
 }
 
 /// Metadata tier: O(max_num_seqs + live pages). Reads num_seqs, kv_lens, cu_q_lens and the live
@@ -416,7 +415,7 @@ Status check_ragged_metadata(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Pr
       }
     }
   }
-  return Status();
+  return check_alibi_slope_values(a.alibi_slopes);
 }
 
 /// Shape tier, then metadata tier. The kernels call this with `Profile::kReference`.
@@ -426,9 +425,9 @@ Status check_ragged(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Profile pro
   return check_ragged_metadata(a, profile);
 }
 
-/// Data tier (opt-in): NaN/Inf in the live query rows `[0, cu_q_lens[num_seqs])` or in the K/V
-/// rows of each live sequence's first kv_len tokens (for fp8 pages: a NaN or infinity code).
-/// Padding may hold anything.
+/// Data tier (opt-in): NaN/Inf in the live query rows `[0, cu_q_lens[num_seqs])`, in the K/V
+/// rows of each live sequence's first kv_len tokens (for fp8 pages: a NaN or infinity code), or
+/// in the sinks. Padding may hold anything.
 /// Precondition: `check_ragged(a, profile).ok()`.
 template <class Q, class KV, class Index>
 Status check_ragged_data(const RaggedPagedAttentionArgs<Q, KV, Index>& a) {
@@ -458,6 +457,14 @@ Status check_ragged_data(const RaggedPagedAttentionArgs<Q, KV, Index>& a) {
                 k_ok ? "v_pages" : "k_pages", i, t, page, slot, h, d);
           }
         }
+    }
+  }
+  for (std::int64_t h = 0; !a.sinks.empty_view() && h < a.sinks.extents[0]; ++h) {
+    if (!std::isfinite(a.sinks(h))) {
+      return Status(ErrorCode::kNonFiniteData, "", "sinks[{0}] is not finite",
+                    "an attention-sink logit is NaN/Inf; every query head's sink enters its "
+                    "softmax",
+                    {h}, {}, "sinks");
     }
   }
   return Status();

@@ -38,6 +38,7 @@
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
 #include "attnref/masks/mask_checks.hpp"
+#include "attnref/validate/head_options.hpp"
 #include "attnref/validate/heads.hpp"
 #include "attnref/validate/mask_blocks.hpp"
 #include "attnref/validate/options.hpp"
@@ -101,6 +102,10 @@ struct SplashAttentionArgs {
   float mask_value = kDefaultMaskValue;  ///< JAX's mask value; validated (see README)
   SplashBlockSizes block_sizes;          ///< tiling; results do not depend on it
   MaskSharding sharding;                 ///< JAX's head/q-seq shards; checked under kJax
+  /// Query row i sees key j only if i - W < j <= i, on top of the mask (the same as AND-ing the
+  /// mask with LocalMask(window (W - 1, 0))); W >= 1. Tiles wholly outside are never read.
+  std::optional<std::int64_t> sliding_window;
+  TensorView<const float, 1> alibi_slopes;  ///< optional [num_q_heads] ALiBi slopes
 
   std::int64_t num_q_heads() const noexcept { return q.extents[0]; }
   std::int64_t q_seq_len() const noexcept { return q.extents[1]; }
@@ -289,14 +294,16 @@ Status check_splash_safety(const SplashAttentionArgs<Q, KV>& a) {
   ATTNREF_RETURN_IF_ERROR(check_soft_cap(a.soft_cap));
   ATTNREF_RETURN_IF_ERROR(check_mask_value(a.mask_value));
   ATTNREF_RETURN_IF_ERROR(check_sm_scale(a.sm_scale));
-  return Status();
+  ATTNREF_RETURN_IF_ERROR(check_sliding_window(a.sliding_window));
+  return check_alibi_slopes_shape(a.alibi_slopes, q[0]);
 }
 
 }  // namespace detail
 
 /// Shape tier, O(1): reads no tensor data. Order: S3, S4, S5, S6 (JAX's), S7, S8 (`kJax`), S9,
 /// S10, S11, then the mask (its own checks, head count, shape vs (Sq, Skv), M3..M7 under `kJax`),
-/// then attnref's safety checks (views, block sizes, soft cap, mask value, sm_scale).
+/// then attnref's safety checks (views, block sizes, soft cap, mask value, sm_scale,
+/// sliding window, shape of the ALiBi slopes).
 template <class Q, class KV, class M>
 Status check_splash_shapes(const SplashAttentionArgs<Q, KV>& a, const M& mask, Profile profile) {
   ATTNREF_RETURN_IF_ERROR(detail::check_splash_inputs(a, profile));
@@ -324,14 +331,13 @@ Status check_splash_shapes(const SplashAttentionArgs<Q, KV>& a, const M& mask, P
   return detail::check_splash_safety(a);
 }
 
-/// Metadata tier. Splash has no index arrays: segment ids may hold any int32 value (JAX puts no
-/// rule on them) and a mask's cells any bool, so nothing here can fail today. It is the place
-/// for checks that read arrays, so that every family offers the same tiers.
+/// Metadata tier, O(num_q_heads): the ALiBi slopes are finite. Splash has no index arrays:
+/// segment ids may hold any int32 value (JAX puts no rule on them) and a mask's cells any bool.
 /// Precondition: `check_splash_shapes(a, mask, profile).ok()`.
 template <class Q, class KV, class M>
-Status check_splash_metadata(const SplashAttentionArgs<Q, KV>& /*a*/, const M& /*mask*/,
+Status check_splash_metadata(const SplashAttentionArgs<Q, KV>& a, const M& /*mask*/,
                              Profile /*profile*/) {
-  return Status();
+  return check_alibi_slope_values(a.alibi_slopes);
 }
 
 /// Shape tier, then metadata tier: every forward check, in the order of `check_splash_shapes`.

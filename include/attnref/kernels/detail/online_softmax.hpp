@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file online_softmax.hpp
-/// The one kernel core shared by the paged, splash and ragged kernels:
-///  - `LogitTransform`: the logits pipeline, `x -> cap(scale * x)` with `cap(x) = c tanh(x / c)`;
+/// The one kernel core shared by the paged, splash and ragged kernels. The logits pipeline, in
+/// this order in every family (design.md): scale -> soft cap -> ALiBi -> visible range (length,
+/// causal, window, mask) -> sinks -> softmax and logsumexp.
+///  - `LogitTransform`: `x -> cap(scale * x)` with `cap(x) = c tanh(x / c)`;
+///  - `add_alibi`: the ALiBi bias `slope * (key_pos - query_pos)` of one row, after the cap;
 ///  - `visible_keys`: the keys a query position may see (causal, optional sliding window);
+///  - `start_row`: a row's running (m, l) before any key, empty or with its sink logit;
 ///  - `fold_logits`: one online-softmax step of one row (flash attention's running max m and sum
 ///    l), where a logit of -inf may be a masked key with probability exactly 0;
 ///  - `OnlineSoftmax`: m, l and the unnormalised output o of a block of rows, started empty or
@@ -59,6 +63,15 @@ struct LogitTransform {
     cap_only(x);
   }
 };
+
+/// Adds the ALiBi bias `slope * (key - query_pos)` to a row of logits whose element c is key
+/// `key0 + c` (after the soft cap: the bias is not capped). A masked logit (-inf) stays -inf.
+/// The distance is exact in int64 and rounded once to Acc.
+template <class Acc, class Row>
+inline void add_alibi(Row&& x, Acc slope, std::int64_t key0, std::int64_t query_pos) {
+  for (Eigen::Index c = 0; c < x.size(); ++c)
+    x(c) += slope * static_cast<Acc>(key0 + static_cast<std::int64_t>(c) - query_pos);
+}
 
 /// A half-open key range [lo, hi).
 struct KeyRange {
@@ -160,6 +173,14 @@ inline void probabilities_from_lse(const Row& x, Acc lse, Out&& p) {
   exp_shifted<true>(p, lse);
 }
 
+/// The running max and sum of a row before any key: m = -inf, l = 0; with a sink logit `sink`
+/// (one extra logit whose value row is zero) m = sink, l = 1. A NaN sink makes the row NaN.
+template <class Acc>
+inline void start_row(Acc& m, Acc& l, const Acc* sink) noexcept {
+  m = sink ? *sink : -std::numeric_limits<Acc>::infinity();
+  l = sink ? Acc(1) : Acc(0);
+}
+
 /// Online-softmax state of `rows` query rows with value dimension `dim_v`.
 template <class Acc>
 struct OnlineSoftmax {
@@ -179,6 +200,8 @@ struct OnlineSoftmax {
     l.setOnes(rows);
     o.setZero(rows, dim_v);
   }
+  /// Row r starts from the sink logit `sink` (see `start_row`); its output stays 0.
+  void start_with_sink(Eigen::Index r, Acc sink) noexcept { start_row(m[r], l[r], &sink); }
   /// Folds a tile of logits `scores` [rows, n] (with `kMayMask`, -inf: masked) and rescales o;
   /// `scores` become the tile's probabilities relative to the new max, for the caller to add
   /// `scores * V` to o.

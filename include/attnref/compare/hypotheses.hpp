@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file hypotheses.hpp
+/// Likely causes of a mismatch: the table of single changes to the reference (a wrong
+/// sm_scale, the interleaved GQA mapping, another K/V layout, K and V swapped, a soft cap
+/// missing or added, a length off by one, the other causal diagonal, a sliding window off by
+/// one, sinks ignored, a log2 logsumexp) and the loop that re-runs the reference under each on
+/// the mismatching sequences and heads and keeps the changes under which the user's output
+/// matches. A family says which features it has (`Features`) and how to run one change
+/// (`predict`); a feature a family gains is one field here and one branch in its `predict`.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnref/compare/report.hpp"
+#include "attnref/core/kv_layout.hpp"
+#include "attnref/core/tensor_view.hpp"
+
+namespace attnref {
+namespace compare {
+
+/// One change to the reference. Fields left at their defaults change nothing.
+struct Change {
+  std::string what;    ///< the cause, in words
+  std::string option;  ///< the attnref-run options that reproduce it
+  int group = 0;       ///< changes of one group compete: only the closest is reported
+  std::optional<float> sm_scale;
+  bool change_soft_cap = false;
+  std::optional<float> soft_cap;  ///< with change_soft_cap: the cap (none: no cap)
+  bool swap_kv = false;
+  bool interleaved_heads = false;               ///< query head qh reads KV head qh % Hkv
+  std::optional<KvLayout> layout;               ///< the same bytes read in this layout
+  std::int64_t length_delta = 0;                ///< +-1 key per sequence
+  bool top_left = false;                        ///< causal diagonal at the first key (ragged)
+  std::optional<std::int64_t> diagonal_offset;  ///< splash: the causal/local offset
+  std::optional<std::int64_t> window;           ///< sliding window (ragged) / local left (splash)
+  bool drop_sinks = false;
+  bool lse_log2 = false;  ///< the logsumexp is log2 of the denominator
+};
+
+/// What the family and the run have, which decides the changes worth trying.
+struct Features {
+  float sm_scale = 1.0f;
+  std::int64_t head_dim = 0;
+  std::optional<float> soft_cap;
+  std::int64_t num_q_heads = 0, num_kv_heads = 0;
+  std::optional<KvLayout> layout;   ///< the pools' layout, when they are dense in one
+  const char* layout_option = "";   ///< "--k-pages/--v-pages" for the layout's hint
+  const char* lengths_option = "";  ///< "--lengths", "--kv-lens" ("" when no lengths)
+  bool causal_rows = false;         ///< ragged: bottom-right causal rows with q_len < kv_len
+  std::optional<std::int64_t> splash_offset;  ///< splash causal/local: the asked offset
+  std::int64_t q_seq_len = 0, kv_seq_len = 0;
+  std::optional<std::int64_t> window;  ///< the asked sliding window / local left side
+  const char* window_option = "";      ///< "--sliding-window"
+  bool has_sinks = false;
+  const char* swap_option = "";  ///< "--k-pages and --v-pages", "--k and --v"
+  bool lse_given = false;
+};
+
+/// The changes worth trying for `f`, most specific first.
+inline std::vector<Change> candidate_changes(const Features& f) {
+  std::vector<Change> out;
+  auto add = [&](Change c) { out.push_back(std::move(c)); };
+  {
+    Change c;
+    c.what = "K and V swapped";
+    c.option = std::string("swapping ") + f.swap_option;
+    c.swap_kv = true;
+    add(c);
+  }
+  // attnref maps qh / G; an output made with qh % Hkv and a reference expecting qh % Hkv are
+  // the same relation between the two outputs, so one change covers both directions.
+  if (f.num_kv_heads > 1 && f.num_q_heads > f.num_kv_heads) {
+    Change c;
+    c.what =
+        "GQA mapping: query head qh read KV head qh % num_kv_heads (interleaved) instead "
+        "of qh / group (" +
+        std::to_string(f.num_q_heads / f.num_kv_heads) + " query heads per KV head)";
+    c.option =
+        "--q with its heads reordered (head h * group + g := query head g * "
+        "num_kv_heads + h) and the output's heads put back";
+    c.interleaved_heads = true;
+    add(c);
+  }
+  if (f.layout) {
+    for (KvLayout l : {KvLayout::kJax, KvLayout::kNhd, KvLayout::kHnd}) {
+      if (l == *f.layout) continue;
+      Change c;
+      c.what =
+          std::string("K/V pages (stored ") + to_string(*f.layout) + ") read as " + to_string(l);
+      c.option = std::string("--kv-layout ") + to_string(l) + " with " + f.layout_option +
+                 " reshaped (same bytes) to the " + to_string(l) + " shape";
+      c.layout = l;
+      c.group = 1;
+      add(c);
+    }
+  }
+  if (f.lengths_option[0] != '\0') {
+    for (int delta : {-1, 1}) {
+      Change c;
+      c.what = delta < 0 ? "length off by one: the last key of each sequence dropped"
+                         : "length off by one: one key past each sequence's length read";
+      c.option = std::string(f.lengths_option) + " with each length " + (delta < 0 ? "- 1" : "+ 1");
+      c.length_delta = delta;
+      c.group = 2;
+      add(c);
+    }
+  }
+  if (f.causal_rows) {
+    Change c;
+    c.what =
+        "causal diagonal aligned top-left (query row r sees keys <= r) instead of "
+        "bottom-right (keys <= kv_len - q_len + r)";
+    c.option = std::string(f.lengths_option) + " set to each sequence's query length";
+    c.top_left = true;
+    add(c);
+  }
+  if (f.splash_offset && f.q_seq_len != f.kv_seq_len) {
+    const std::int64_t br = f.kv_seq_len - f.q_seq_len;
+    for (std::int64_t o : {std::int64_t{0}, br}) {
+      if (o == *f.splash_offset) continue;
+      Change c;
+      c.what = o == 0 ? "causal diagonal aligned top-left (offset 0) instead of at offset " +
+                            std::to_string(*f.splash_offset)
+                      : "causal diagonal aligned bottom-right (offset kv_seq_len - q_seq_len = " +
+                            std::to_string(br) + ") instead of at offset " +
+                            std::to_string(*f.splash_offset);
+      c.option = "--offset " + std::to_string(o);
+      c.diagonal_offset = o;
+      add(c);
+    }
+  }
+  if (f.window) {
+    for (std::int64_t w : {*f.window - 1, *f.window + 1}) {
+      if (w <= 0) continue;
+      Change c;
+      c.what = "sliding window off by one: " + std::to_string(w) + " instead of " +
+               std::to_string(*f.window);
+      c.option = std::string(f.window_option) + " " + std::to_string(w);
+      c.window = w;
+      c.group = 3;
+      add(c);
+    }
+  }
+  if (f.has_sinks) {
+    Change c;
+    c.what = "attention sinks ignored";
+    c.option = "no --sinks";
+    c.drop_sinks = true;
+    add(c);
+  }
+  if (f.soft_cap) {
+    Change c;
+    c.what = "soft cap " + detail::num(*f.soft_cap) + " not applied";
+    c.option = "no --soft-cap";
+    c.change_soft_cap = true;
+    add(c);
+  } else {
+    for (float cap : {50.0f, 30.0f, 20.0f, 10.0f}) {
+      Change c;
+      c.what = "a soft cap of " + detail::num(cap) + " applied that was not asked for";
+      c.option = "--soft-cap " + detail::num(cap);
+      c.change_soft_cap = true;
+      c.soft_cap = cap;
+      c.group = 4;
+      add(c);
+    }
+  }
+  if (f.lse_given) {
+    Change c;
+    c.what = "logsumexp in log2 (base 2) instead of the natural log";
+    c.option = "--lse-out, divided by ln 2";
+    c.lse_log2 = true;
+    add(c);
+  }
+  // The scale last: a scale change can imitate other causes on small inputs.
+  const double s = f.sm_scale, inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(f.head_dim));
+  auto scale = [&](double v, const std::string& why) {
+    if (static_cast<float>(v) == f.sm_scale || !(v > 0) || !std::isfinite(v)) return;
+    Change c;
+    c.what = why;
+    c.option = "--sm-scale " + detail::num(v);
+    c.sm_scale = static_cast<float>(v);
+    c.group = 5;
+    add(c);
+  };
+  if (f.head_dim > 0) {
+    scale(inv_sqrt_d, "sm_scale 1/sqrt(head_dim) = " + detail::num(inv_sqrt_d) +
+                          " used instead of " + detail::num(s));
+  }
+  scale(1.0, "sm_scale 1 used instead of " + detail::num(s));
+  scale(s * std::log(2.0),
+        "logits scaled by ln 2 (exp2 of sm_scale * q.k without the "
+        "log2(e) factor): sm_scale " +
+            detail::num(s * std::log(2.0)));
+  scale(s / std::log(2.0),
+        "logits scaled by 1/ln 2 (log2(e) folded into the scale, then exp): "
+        "sm_scale " +
+            detail::num(s / std::log(2.0)));
+  return out;
+}
+
+/// The sequences and heads a hypothesis runs on.
+struct Subset {
+  std::vector<std::int64_t> sequences;
+  std::vector<std::int64_t> heads;
+};
+
+/// A family's run of one change over `subset`: the output in the order (sequence, head, row
+/// of the sequence, dim) and the logsumexp in the order (sequence, head, row). Returns false
+/// with `why` set when the change cannot be run (the changed inputs fail validation).
+using Predict = std::function<bool(const Change&, const Subset&, std::vector<double>* out,
+                                   std::vector<double>* lse, std::string* why)>;
+
+/// Picks the mismatching sequences and heads of `e` within `opt.work_cap`
+/// (`cost(sequence)` is the work of one head of it) and notes in `r` when it cuts.
+inline Subset pick_subset(const OutputShape& shape, const RowErrors& e,
+                          const std::function<std::int64_t(std::int64_t)>& cost, const Options& opt,
+                          Report* r) {
+  std::vector<std::int64_t> seqs, heads;
+  for (std::size_t row = 0; row < shape.rows.size(); ++row) {
+    const RowInfo& ri = shape.rows[row];
+    if (ri.kind == RowKind::kPadding) continue;
+    for (std::int64_t h = 0; h < shape.heads; ++h) {
+      if (e.bad[row * static_cast<std::size_t>(shape.heads) + static_cast<std::size_t>(h)] == 0)
+        continue;
+      seqs.push_back(ri.sequence);
+      heads.push_back(h);
+    }
+  }
+  auto unique = [](std::vector<std::int64_t>* v) {
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
+  };
+  unique(&seqs);
+  unique(&heads);
+  Subset s;
+  std::int64_t work = 0;
+  const auto nh = static_cast<std::int64_t>(heads.size());
+  for (std::int64_t q : seqs) {
+    const std::int64_t c = std::max<std::int64_t>(cost(q), 1);
+    if (work + c * nh > opt.work_cap && !s.sequences.empty()) break;
+    work += c * nh;
+    s.sequences.push_back(q);
+  }
+  s.heads = heads;
+  if (!s.sequences.empty() && work > opt.work_cap) {
+    const std::int64_t c = std::max<std::int64_t>(cost(s.sequences[0]), 1);
+    const std::int64_t keep = std::max<std::int64_t>(opt.work_cap / c, 1);
+    if (keep < nh) s.heads.resize(static_cast<std::size_t>(keep));
+  }
+  if (s.sequences.size() < seqs.size() || s.heads.size() < heads.size()) {
+    r->cap_note = "the hypotheses ran on " + std::to_string(s.sequences.size()) + " of " +
+                  std::to_string(seqs.size()) + " mismatching sequences and " +
+                  std::to_string(s.heads.size()) + " of " + std::to_string(heads.size()) +
+                  " mismatching heads (work cap " + std::to_string(opt.work_cap) + ")";
+  }
+  return s;
+}
+
+/// Runs every change of `changes` on `subset` and records in `r` those under which `got`
+/// (and `got_lse`, when not empty) matches within `opt.tol`; of one group only the closest.
+inline void try_changes(const std::vector<Change>& changes, const OutputShape& shape,
+                        const Subset& subset, const std::vector<double>& got,
+                        const std::vector<double>& got_lse, const Options& opt,
+                        const Predict& predict, Report* r) {
+  if (subset.sequences.empty() || subset.heads.empty()) return;
+  std::vector<std::vector<std::int64_t>> rows_of(subset.sequences.size());
+  for (std::size_t i = 0; i < subset.sequences.size(); ++i)
+    for (std::size_t row = 0; row < shape.rows.size(); ++row)
+      if (shape.rows[row].kind != RowKind::kPadding &&
+          shape.rows[row].sequence == subset.sequences[i])
+        rows_of[i].push_back(static_cast<std::int64_t>(row));
+  std::vector<Cause> found;
+  std::vector<int> groups;
+  for (const Change& c : changes) {
+    std::vector<double> out, lse;
+    std::string why;
+    Change run = c;
+    if (c.lse_log2) run = Change{};
+    if (!predict(run, subset, &out, &lse, &why)) {
+      if (!why.empty()) r->skipped.push_back(c.what + ": " + why);
+      continue;
+    }
+    if (c.lse_log2)
+      for (double& x : lse) x /= std::log(2.0);
+    bool match = true;
+    double worst = 0, lse_worst = 0;
+    std::size_t k = 0, kl = 0;
+    for (std::size_t i = 0; i < subset.sequences.size() && match; ++i)
+      for (std::int64_t h : subset.heads)
+        for (std::int64_t row : rows_of[i]) {
+          for (std::int64_t d = 0; d < shape.dim; ++d, ++k) {
+            const double g = got[static_cast<std::size_t>(shape.index(row, h, d))];
+            if (!close(g, out[k], opt.tol)) match = false;
+            const double err = std::fabs(g - out[k]);
+            if (!std::isnan(err)) worst = std::max(worst, err);
+          }
+          if (!got_lse.empty()) {
+            const double g = got_lse[static_cast<std::size_t>(shape.lse_index(row, h))];
+            if (!close(g, lse[kl], opt.tol)) match = false;
+            const double err = std::fabs(g - lse[kl]);
+            if (!std::isnan(err)) lse_worst = std::max(lse_worst, err);
+            ++kl;
+          }
+        }
+    if (!match) continue;
+    Cause cause{c.what, c.option, c.lse_log2 ? lse_worst : worst};
+    const auto same = std::find(groups.begin(), groups.end(), c.group);
+    if (c.group != 0 && same != groups.end()) {
+      Cause& prev = found[static_cast<std::size_t>(same - groups.begin())];
+      if (cause.max_abs < prev.max_abs) prev = cause;
+      continue;
+    }
+    found.push_back(cause);
+    groups.push_back(c.group);
+  }
+  r->causes = found;
+}
+
+/// The layout `view` is dense in (a logical `[Hkv, P, S, D]` view over a page pool stored in
+/// that layout), if any; with size-1 extents several coincide and the first is returned.
+template <class T>
+std::optional<KvLayout> dense_layout(const TensorView<const T, 4>& view) {
+  for (KvLayout l : {KvLayout::kJax, KvLayout::kNhd, KvLayout::kHnd}) {
+    const TensorView<const T, 4> d = kv_pages_view(view.data, l, view.extents[0], view.extents[1],
+                                                   view.extents[2], view.extents[3]);
+    if (d.strides == view.strides) return l;
+  }
+  return std::nullopt;
+}
+
+/// `view` (dense in some layout) with its bytes read in `layout` instead.
+template <class T>
+TensorView<const T, 4> reread_in_layout(const TensorView<const T, 4>& view, KvLayout layout) {
+  return kv_pages_view(view.data, layout, view.extents[0], view.extents[1], view.extents[2],
+                       view.extents[3], view.buffer_size);
+}
+
+/// KV head `h` of a `[Hkv, ...]` view, as a view of one head.
+template <class T, std::size_t Rank>
+TensorView<const T, Rank> one_head(const TensorView<const T, Rank>& view, std::int64_t h) {
+  std::array<std::int64_t, Rank> ext = view.extents;
+  ext[0] = 1;
+  const std::int64_t size = view.buffer_size < 0 ? -1 : view.buffer_size - h * view.strides[0];
+  return TensorView<const T, Rank>(view.data + h * view.strides[0], ext, view.strides, size);
+}
+
+}  // namespace compare
+}  // namespace attnref

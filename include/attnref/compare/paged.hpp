@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file compare/paged.hpp
+/// Compares a user's paged attention output (and logsumexp) with attnref's reference and says
+/// where it differs and why (compare/report.hpp, compare/hypotheses.hpp).
+///
+/// Example:
+/// @code
+///   attnref::compare::Report r;
+///   attnref::Status s = attnref::compare::try_compare_paged(args, got, {}, {}, &r);
+///   if (s.ok() && !r.ok()) std::cerr << attnref::compare::format_report(r);
+/// @endcode
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "attnref/compare/hypotheses.hpp"
+#include "attnref/compare/report.hpp"
+#include "attnref/core/error.hpp"
+#include "attnref/core/status.hpp"
+#include "attnref/kernels/paged_attention.hpp"
+#include "attnref/validate/paged.hpp"
+
+namespace attnref {
+namespace compare {
+namespace detail {
+
+/// `kShapeMismatch` unless `got` holds `expected` values (`what` a literal: "got", "got_lse").
+inline Status check_got_size(std::size_t got, std::int64_t expected, const char* what) {
+  if (static_cast<std::int64_t>(got) == expected) return Status();
+  return Status(ErrorCode::kShapeMismatch, "", "{f} holds {0} values; the reference has {1}",
+                "compare an output of the reference's shape",
+                {static_cast<std::int64_t>(got), expected}, {}, what);
+}
+
+/// A kernel value as double (half and bfloat16 through float).
+template <class T>
+double value_of(const T& x) {
+  if constexpr (std::is_same<T, double>::value) {
+    return x;
+  } else {
+    return static_cast<double>(static_cast<float>(x));
+  }
+}
+
+template <class T>
+std::vector<double> as_doubles(const std::vector<T>& x) {
+  std::vector<double> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = value_of(x[i]);
+  return out;
+}
+
+}  // namespace detail
+
+/// The `[batch, num_q_heads, head_dim]` output shape of paged attention: one decode row per
+/// sequence; a sequence of length 0 is a padding row.
+template <class Q, class KV, class Index>
+OutputShape paged_output_shape(const PagedAttentionArgs<Q, KV, Index>& a) {
+  OutputShape s;
+  s.heads = a.num_q_heads();
+  s.dim = a.head_dim();
+  for (std::int64_t b = 0; b < a.batch(); ++b) {
+    const auto len = static_cast<std::int64_t>(a.lengths(b));
+    s.rows.push_back({b, len - 1, len == 0 ? RowKind::kPadding : RowKind::kPlain});
+  }
+  return s;
+}
+
+/// Compares `got` ([batch, num_q_heads, head_dim], C order) and, when not empty, `got_lse`
+/// ([batch, num_q_heads]) with the reference for `a` and writes the report. Validates `a`
+/// (reference profile) and the sizes first; on error `report` is untouched.
+template <class Q, class KV, class Index>
+Status try_compare_paged(const PagedAttentionArgs<Q, KV, Index>& a, const std::vector<double>& got,
+                         const std::vector<double>& got_lse, const Options& opt, Report* report) {
+  ATTNREF_RETURN_IF_ERROR(check_paged(a, Profile::kReference));
+  const std::int64_t batch = a.batch(), hq = a.num_q_heads(), dim = a.head_dim();
+  ATTNREF_RETURN_IF_ERROR(detail::check_got_size(got.size(), batch * hq * dim, "got"));
+  if (!got_lse.empty())
+    ATTNREF_RETURN_IF_ERROR(detail::check_got_size(got_lse.size(), batch * hq, "got_lse"));
+  std::vector<Q> ref(static_cast<std::size_t>(batch * hq * dim));
+  std::vector<float> ref_lse(static_cast<std::size_t>(batch * hq));
+  paged_attention_unchecked(a, TensorView<Q, 3>(ref.data(), {batch, hq, dim}),
+                            TensorView<float, 2>(ref_lse.data(), {batch, hq}));
+  Report r;
+  const OutputShape shape = paged_output_shape(a);
+  const std::vector<double> expected_lse =
+      got_lse.empty() ? std::vector<double>{} : detail::as_doubles(ref_lse);
+  const RowErrors e = tally(shape, got, detail::as_doubles(ref), got_lse, expected_lse, opt, &r);
+  localize(shape, e, &r);
+  if (r.ok() || r.padding_only) {
+    *report = r;
+    return Status();
+  }
+
+  Features f;
+  f.sm_scale = a.sm_scale;
+  f.head_dim = dim;
+  f.soft_cap = a.soft_cap;
+  f.num_q_heads = hq;
+  f.num_kv_heads = a.num_kv_heads();
+  f.layout = dense_layout(a.k_pages);
+  if (f.layout && dense_layout(a.v_pages) != f.layout) f.layout.reset();
+  const bool has_scales = !a.k_scales.empty_view();  // int8 always; fp8 optionally
+  if (has_scales) f.layout.reset();                  // scales: their own
+  f.layout_option = "--k-pages/--v-pages";
+  f.lengths_option = "--lengths";
+  f.swap_option = "--k-pages and --v-pages (and their scales)";
+  f.lse_given = !got_lse.empty();
+
+  const std::int64_t pps = a.pages_per_sequence();
+  const Subset subset = pick_subset(
+      shape, e, [&](std::int64_t b) { return (static_cast<std::int64_t>(a.lengths(b)) + 1) * dim; },
+      opt, &r);
+  const Predict predict = [&](const Change& c, const Subset& s, std::vector<double>* out,
+                              std::vector<double>* lse, std::string* why) {
+    const auto n = static_cast<std::int64_t>(s.sequences.size());
+    const auto nh = static_cast<std::int64_t>(s.heads.size());
+    std::vector<std::int64_t> lengths(static_cast<std::size_t>(n)),
+        pages(static_cast<std::size_t>(n * pps));
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t b = s.sequences[static_cast<std::size_t>(i)];
+      const auto len = static_cast<std::int64_t>(a.lengths(b));
+      lengths[static_cast<std::size_t>(i)] = len == 0 ? 0 : len + c.length_delta;
+      for (std::int64_t j = 0; j < pps; ++j)
+        pages[static_cast<std::size_t>(i * pps + j)] =
+            static_cast<std::int64_t>(a.page_indices(b, j));
+    }
+    std::vector<Q> q(static_cast<std::size_t>(n * dim)), o(q.size());
+    std::vector<float> l(static_cast<std::size_t>(n));
+    out->assign(static_cast<std::size_t>(n * nh * dim), 0.0);
+    lse->assign(static_cast<std::size_t>(n * nh), 0.0);
+    const std::int64_t group = hq / a.num_kv_heads();
+    for (std::int64_t hi = 0; hi < nh; ++hi) {
+      const std::int64_t qh = s.heads[static_cast<std::size_t>(hi)];
+      const std::int64_t kv_head = c.interleaved_heads ? qh % a.num_kv_heads() : qh / group;
+      PagedAttentionArgs<Q, KV, std::int64_t> b;
+      for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t d = 0; d < dim; ++d)
+          q[static_cast<std::size_t>(i * dim + d)] =
+              a.q(s.sequences[static_cast<std::size_t>(i)], qh, d);
+      b.q = TensorView<const Q, 3>(q.data(), {n, 1, dim});
+      TensorView<const KV, 4> k = a.k_pages, v = a.v_pages;
+      if (c.layout) {
+        k = reread_in_layout(k, *c.layout);
+        v = reread_in_layout(v, *c.layout);
+      }
+      b.k_pages = one_head(c.swap_kv ? v : k, kv_head);
+      b.v_pages = one_head(c.swap_kv ? k : v, kv_head);
+      if (has_scales) {
+        b.k_scales = one_head(c.swap_kv ? a.v_scales : a.k_scales, kv_head);
+        b.v_scales = one_head(c.swap_kv ? a.k_scales : a.v_scales, kv_head);
+      }
+      b.lengths = TensorView<const std::int64_t, 1>(lengths.data(), {n});
+      b.page_indices = TensorView<const std::int64_t, 2>(pages.data(), {n, pps});
+      b.sm_scale = c.sm_scale ? *c.sm_scale : a.sm_scale;
+      b.soft_cap = c.change_soft_cap ? c.soft_cap : a.soft_cap;
+      b.round_kv_to_bf16 = a.round_kv_to_bf16;
+      const Status st = try_paged_attention(b, TensorView<Q, 3>(o.data(), {n, 1, dim}),
+                                            TensorView<float, 2>(l.data(), {n, 1}));
+      if (!st.ok()) {
+        *why = st.message();
+        return false;
+      }
+      for (std::int64_t i = 0; i < n; ++i) {
+        for (std::int64_t d = 0; d < dim; ++d)
+          (*out)[static_cast<std::size_t>((i * nh + hi) * dim + d)] =
+              detail::value_of(o[static_cast<std::size_t>(i * dim + d)]);
+        (*lse)[static_cast<std::size_t>(i * nh + hi)] = l[static_cast<std::size_t>(i)];
+      }
+    }
+    return true;
+  };
+  try_changes(candidate_changes(f), shape, subset, got, got_lse, opt, predict, &r);
+  *report = r;
+  return Status();
+}
+
+}  // namespace compare
+}  // namespace attnref

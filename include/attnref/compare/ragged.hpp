@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file compare/ragged.hpp
+/// Compares a user's ragged paged attention output (and logsumexp) with attnref's reference and
+/// says where it differs and why (compare/report.hpp, compare/hypotheses.hpp). Decode rows
+/// (sequences of one query) and prefill rows are localized apart; rows past
+/// cu_q_lens[num_seqs] are padding.
+///
+/// Example:
+/// @code
+///   attnref::compare::Report r;
+///   attnref::Status s = attnref::compare::try_compare_ragged(args, got, {}, {}, &r);
+///   if (s.ok() && !r.ok()) std::cerr << attnref::compare::format_report(r);
+/// @endcode
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attnref/compare/hypotheses.hpp"
+#include "attnref/compare/paged.hpp"
+#include "attnref/compare/report.hpp"
+#include "attnref/core/status.hpp"
+#include "attnref/kernels/ragged_paged_attention.hpp"
+#include "attnref/validate/ragged.hpp"
+
+namespace attnref {
+namespace compare {
+
+/// The `[max_num_batched_tokens, num_q_heads, head_dim]` output shape of ragged attention.
+/// Precondition: `check_ragged(a, ...)` passed.
+template <class Q, class KV, class Index>
+OutputShape ragged_output_shape(const RaggedPagedAttentionArgs<Q, KV, Index>& a) {
+  OutputShape s;
+  s.heads = a.num_q_heads();
+  s.dim = a.head_dim();
+  s.rows.assign(static_cast<std::size_t>(a.max_num_batched_tokens()),
+                RowInfo{0, -1, RowKind::kPadding});
+  for (std::int64_t i = 0; i < a.num_seqs_count(); ++i) {
+    const auto begin = static_cast<std::int64_t>(a.cu_q_lens(i));
+    const auto end = static_cast<std::int64_t>(a.cu_q_lens(i + 1));
+    const auto kv_len = static_cast<std::int64_t>(a.kv_lens(i));
+    const RowKind kind = end - begin == 1 ? RowKind::kDecode : RowKind::kPrefill;
+    for (std::int64_t r = begin; r < end; ++r)
+      s.rows[static_cast<std::size_t>(r)] = RowInfo{i, kv_len - (end - begin) + (r - begin), kind};
+  }
+  return s;
+}
+
+/// Compares `got` ([max_num_batched_tokens, num_q_heads, head_dim], C order) and, when not
+/// empty, `got_lse` ([max_num_batched_tokens, num_q_heads]) with the reference for `a` and
+/// writes the report. Validates `a` (reference profile) and the sizes first; on error `report`
+/// is untouched.
+template <class Q, class KV, class Index>
+Status try_compare_ragged(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
+                          const std::vector<double>& got, const std::vector<double>& got_lse,
+                          const Options& opt, Report* report) {
+  ATTNREF_RETURN_IF_ERROR(check_ragged(a, Profile::kReference));
+  const std::int64_t tokens = a.max_num_batched_tokens(), hq = a.num_q_heads();
+  const std::int64_t dim = a.head_dim();
+  ATTNREF_RETURN_IF_ERROR(detail::check_got_size(got.size(), tokens * hq * dim, "got"));
+  if (!got_lse.empty())
+    ATTNREF_RETURN_IF_ERROR(detail::check_got_size(got_lse.size(), tokens * hq, "got_lse"));
+  std::vector<Q> ref(static_cast<std::size_t>(tokens * hq * dim));
+  std::vector<float> ref_lse(static_cast<std::size_t>(tokens * hq));
+  ragged_paged_attention_unchecked(a, TensorView<Q, 3>(ref.data(), {tokens, hq, dim}),
+                                   TensorView<float, 2>(ref_lse.data(), {tokens, hq}));
+  Report r;
+  const OutputShape shape = ragged_output_shape(a);
+  const std::vector<double> expected_lse =
+      got_lse.empty() ? std::vector<double>{} : detail::as_doubles(ref_lse);
+  const RowErrors e = tally(shape, got, detail::as_doubles(ref), got_lse, expected_lse, opt, &r);
+  localize(shape, e, &r);
+  if (r.ok() || r.padding_only) {
+    *report = r;
+    return Status();
+  }
+
+  auto q_len = [&](std::int64_t i) {
+    return static_cast<std::int64_t>(a.cu_q_lens(i + 1)) -
+           static_cast<std::int64_t>(a.cu_q_lens(i));
+  };
+  Features f;
+  f.sm_scale = a.sm_scale;
+  f.head_dim = dim;
+  f.soft_cap = a.soft_cap;
+  f.num_q_heads = hq;
+  f.num_kv_heads = a.num_kv_heads();
+  f.layout = dense_layout(a.k_pages);  // none for JAX's combined pool
+  if (f.layout && dense_layout(a.v_pages) != f.layout) f.layout.reset();
+  f.layout_option = "--k-pages/--v-pages";
+  f.lengths_option = "--kv-lens";
+  for (std::int64_t i = 0; i < a.num_seqs_count(); ++i)
+    f.causal_rows =
+        f.causal_rows || (q_len(i) > 0 && q_len(i) < static_cast<std::int64_t>(a.kv_lens(i)));
+  f.window = a.sliding_window;
+  f.window_option = "--sliding-window";
+  f.swap_option = f.layout ? "--k-pages and --v-pages" : "K and V in the combined pool";
+  f.lse_given = !got_lse.empty();
+
+  const std::int64_t pps = a.pages_per_seq();
+  const Subset subset = pick_subset(
+      shape, e,
+      [&](std::int64_t i) {
+        return std::max<std::int64_t>(q_len(i), 1) * (static_cast<std::int64_t>(a.kv_lens(i)) + 1) *
+               dim;
+      },
+      opt, &r);
+  const Predict predict = [&](const Change& c, const Subset& s, std::vector<double>* out,
+                              std::vector<double>* lse, std::string* why) {
+    const auto n = static_cast<std::int64_t>(s.sequences.size());
+    const auto nh = static_cast<std::int64_t>(s.heads.size());
+    std::vector<std::int64_t> kv_lens(static_cast<std::size_t>(n)), cu(1, 0),
+        pages(static_cast<std::size_t>(n * pps));
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t seq = s.sequences[static_cast<std::size_t>(i)];
+      const std::int64_t ql = q_len(seq), kl = static_cast<std::int64_t>(a.kv_lens(seq));
+      kv_lens[static_cast<std::size_t>(i)] = c.top_left ? ql : kl + c.length_delta;
+      cu.push_back(cu.back() + ql);
+      for (std::int64_t j = 0; j < pps; ++j)
+        pages[static_cast<std::size_t>(i * pps + j)] =
+            static_cast<std::int64_t>(a.page_indices(seq, j));
+    }
+    const std::int64_t rows = cu.back();
+    if (rows == 0) return false;
+    std::vector<Q> q(static_cast<std::size_t>(rows * dim)), o(q.size());
+    std::vector<float> l(static_cast<std::size_t>(rows));
+    out->assign(static_cast<std::size_t>(rows * nh * dim), 0.0);
+    lse->assign(static_cast<std::size_t>(rows * nh), 0.0);
+    const std::int64_t group = hq / a.num_kv_heads();
+    for (std::int64_t hi = 0; hi < nh; ++hi) {
+      const std::int64_t qh = s.heads[static_cast<std::size_t>(hi)];
+      const std::int64_t kv_head = c.interleaved_heads ? qh % a.num_kv_heads() : qh / group;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const auto first =
+            static_cast<std::int64_t>(a.cu_q_lens(s.sequences[static_cast<std::size_t>(i)]));
+        for (std::int64_t j = 0;
+             j < cu[static_cast<std::size_t>(i + 1)] - cu[static_cast<std::size_t>(i)]; ++j)
+          for (std::int64_t d = 0; d < dim; ++d)
+            q[static_cast<std::size_t>((cu[static_cast<std::size_t>(i)] + j) * dim + d)] =
+                a.q(first + j, qh, d);
+      }
+      RaggedPagedAttentionArgs<Q, KV, std::int64_t> b;
+      b.q = TensorView<const Q, 3>(q.data(), {rows, 1, dim});
+      TensorView<const KV, 4> k = a.k_pages, v = a.v_pages;
+      if (c.layout) {
+        k = reread_in_layout(k, *c.layout);
+        v = reread_in_layout(v, *c.layout);
+      }
+      b.k_pages = one_head(c.swap_kv ? v : k, kv_head);
+      b.v_pages = one_head(c.swap_kv ? k : v, kv_head);
+      b.kv_lens = TensorView<const std::int64_t, 1>(kv_lens.data(), {n});
+      b.page_indices = TensorView<const std::int64_t, 2>(pages.data(), {n, pps});
+      b.cu_q_lens = TensorView<const std::int64_t, 1>(cu.data(), {n + 1});
+      b.num_seqs_value = n;
+      b.sm_scale = c.sm_scale ? *c.sm_scale : a.sm_scale;
+      b.soft_cap = c.change_soft_cap ? c.soft_cap : a.soft_cap;
+      b.sliding_window = c.window ? c.window : a.sliding_window;
+      b.k_scale = c.swap_kv ? a.v_scale : a.k_scale;
+      b.v_scale = c.swap_kv ? a.k_scale : a.v_scale;
+      const Status st = try_ragged_paged_attention(b, TensorView<Q, 3>(o.data(), {rows, 1, dim}),
+                                                   TensorView<float, 2>(l.data(), {rows, 1}));
+      if (!st.ok()) {
+        *why = st.message();
+        return false;
+      }
+      // Into the order (sequence, head, row, dim).
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t c0 = cu[static_cast<std::size_t>(i)],
+                           ql = cu[static_cast<std::size_t>(i + 1)] - c0;
+        const std::int64_t base = c0 * nh + hi * ql;  // rows of earlier sequences, all heads
+        for (std::int64_t j = 0; j < ql; ++j) {
+          for (std::int64_t d = 0; d < dim; ++d)
+            (*out)[static_cast<std::size_t>((base + j) * dim + d)] =
+                detail::value_of(o[static_cast<std::size_t>((c0 + j) * dim + d)]);
+          (*lse)[static_cast<std::size_t>(base + j)] = l[static_cast<std::size_t>(c0 + j)];
+        }
+      }
+    }
+    return true;
+  };
+  try_changes(candidate_changes(f), shape, subset, got, got_lse, opt, predict, &r);
+  *report = r;
+  return Status();
+}
+
+}  // namespace compare
+}  // namespace attnref

@@ -1,0 +1,285 @@
+// SPDX-License-Identifier: Apache-2.0
+// The comparison report of the paged family (compare/paged.hpp): each likely cause is made with
+// the float64 oracle of reference/paged.hpp (the oracle run on the changed inputs) and the
+// report must name that cause and no other; a correct output names none; an output that is
+// simply wrong gets "no likely cause found" with its localization; padding rows; the work cap.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attnref/compare/paged.hpp"
+#include "reference/paged.hpp"
+
+namespace {
+
+using attnref::KvLayout;
+using attnref::PagedAttentionArgs;
+using attnref::TensorView;
+namespace compare = attnref::compare;
+
+/// A float32 decode batch in JAX's layout, every page slot filled (so a kernel that reads one
+/// key past a length reads a real value).
+struct Problem {
+  std::int64_t batch = 3, hq = 4, hkv = 2, dim = 8, page_size = 4, pps = 3, pages = 10;
+  std::vector<float> q, k, v;
+  std::vector<std::int32_t> lengths{5, 9, 3}, table;
+  PagedAttentionArgs<float> args;
+
+  explicit Problem(float q_scale = 1.0f) {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (std::int64_t i = 0; i < batch * hq * dim; ++i) q.push_back(q_scale * u(rng));
+    for (std::int64_t i = 0; i < hkv * pages * page_size * dim; ++i) k.push_back(u(rng));
+    for (std::int64_t i = 0; i < hkv * pages * page_size * dim; ++i) v.push_back(u(rng));
+    table = {0, 3, 6, 1, 4, 7, 2, 5, 8};
+    args.q = {q.data(), {batch, hq, dim}};
+    args.k_pages = {k.data(), {hkv, pages, page_size, dim}};
+    args.v_pages = {v.data(), {hkv, pages, page_size, dim}};
+    args.lengths = {lengths.data(), {batch}};
+    args.page_indices = {table.data(), {batch, pps}};
+  }
+};
+
+compare::Options options() {
+  compare::Options o;
+  o.tol = {1e-4, 1e-4};
+  return o;
+}
+
+compare::Report report_of(const PagedAttentionArgs<float>& a, const std::vector<double>& got,
+                          const std::vector<double>& got_lse = {}, compare::Options o = options()) {
+  compare::Report r;
+  const attnref::Status s = compare::try_compare_paged(a, got, got_lse, o, &r);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return r;
+}
+
+/// The report names exactly one cause, containing `words`.
+void expect_one_cause(const compare::Report& r, const std::string& words) {
+  EXPECT_FALSE(r.ok());
+  ASSERT_EQ(r.causes.size(), 1u) << compare::format_report(r);
+  EXPECT_NE(r.causes[0].what.find(words), std::string::npos) << compare::format_report(r);
+}
+
+TEST(ComparePaged, CorrectOutputNamesNoCause) {
+  Problem p;
+  const compare::Report r = report_of(p.args, attnref::reference::paged_attention(p.args));
+  EXPECT_TRUE(r.ok());
+  EXPECT_TRUE(r.causes.empty());
+  EXPECT_EQ(r.count, p.batch * p.hq * p.dim);
+}
+
+TEST(ComparePaged, SmScaleOneOverSqrtD) {
+  Problem p;
+  PagedAttentionArgs<float> wrong = p.args;
+  wrong.sm_scale = 1.0f / std::sqrt(8.0f);
+  const compare::Report r = report_of(p.args, attnref::reference::paged_attention(wrong));
+  expect_one_cause(r, "sm_scale 1/sqrt(head_dim)");
+  EXPECT_NE(r.causes[0].option.find("--sm-scale 0.353553"), std::string::npos);
+  EXPECT_NE(compare::format_report(r).find("heads 0-3 all wrong"), std::string::npos)
+      << compare::format_report(r);
+}
+
+TEST(ComparePaged, SmScaleOneInsteadOfAsked) {
+  Problem p;
+  p.args.sm_scale = 0.25f;
+  PagedAttentionArgs<float> wrong = p.args;
+  wrong.sm_scale = 1.0f;
+  expect_one_cause(report_of(p.args, attnref::reference::paged_attention(wrong)),
+                   "sm_scale 1 used instead of 0.25");
+}
+
+TEST(ComparePaged, Log2Softmax) {
+  Problem p;
+  PagedAttentionArgs<float> wrong = p.args;
+  wrong.sm_scale = static_cast<float>(std::log(2.0));
+  expect_one_cause(report_of(p.args, attnref::reference::paged_attention(wrong)), "ln 2");
+}
+
+TEST(ComparePaged, InterleavedGqaMapping) {
+  Problem p;
+  // The oracle with query heads reordered: reference head h * G + g holds query head
+  // g * Hkv + h, so its output there is what an interleaved kernel writes for that head.
+  const std::int64_t g_size = p.hq / p.hkv;
+  std::vector<float> q2(p.q.size());
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t h = 0; h < p.hkv; ++h)
+      for (std::int64_t g = 0; g < g_size; ++g)
+        for (std::int64_t d = 0; d < p.dim; ++d)
+          q2[static_cast<std::size_t>((b * p.hq + h * g_size + g) * p.dim + d)] =
+              p.q[static_cast<std::size_t>((b * p.hq + g * p.hkv + h) * p.dim + d)];
+  PagedAttentionArgs<float> permuted = p.args;
+  permuted.q = {q2.data(), {p.batch, p.hq, p.dim}};
+  const std::vector<double> out2 = attnref::reference::paged_attention(permuted);
+  std::vector<double> got(out2.size());
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t h = 0; h < p.hkv; ++h)
+      for (std::int64_t g = 0; g < g_size; ++g)
+        for (std::int64_t d = 0; d < p.dim; ++d)
+          got[static_cast<std::size_t>((b * p.hq + g * p.hkv + h) * p.dim + d)] =
+              out2[static_cast<std::size_t>((b * p.hq + h * g_size + g) * p.dim + d)];
+  const compare::Report r = report_of(p.args, got);
+  expect_one_cause(r, "qh % num_kv_heads");
+  // Heads 0 and 3 map to the same KV head either way: right; 1 and 2 all wrong.
+  EXPECT_NE(compare::format_report(r).find("heads 1-2 all wrong"), std::string::npos)
+      << compare::format_report(r);
+}
+
+TEST(ComparePaged, KvReadInAnotherLayout) {
+  Problem p;
+  PagedAttentionArgs<float> wrong = p.args;
+  wrong.k_pages = attnref::kv_pages_view<const float>(p.k.data(), KvLayout::kNhd, p.hkv, p.pages,
+                                                      p.page_size, p.dim);
+  wrong.v_pages = attnref::kv_pages_view<const float>(p.v.data(), KvLayout::kNhd, p.hkv, p.pages,
+                                                      p.page_size, p.dim);
+  const compare::Report r = report_of(p.args, attnref::reference::paged_attention(wrong));
+  expect_one_cause(r, "read as nhd");
+  EXPECT_NE(r.causes[0].option.find("--kv-layout nhd"), std::string::npos);
+}
+
+TEST(ComparePaged, KAndVSwapped) {
+  Problem p;
+  PagedAttentionArgs<float> wrong = p.args;
+  std::swap(wrong.k_pages, wrong.v_pages);
+  expect_one_cause(report_of(p.args, attnref::reference::paged_attention(wrong)),
+                   "K and V swapped");
+}
+
+TEST(ComparePaged, SoftCapMissing) {
+  Problem p(4.0f);
+  p.args.soft_cap = 2.0f;
+  PagedAttentionArgs<float> wrong = p.args;
+  wrong.soft_cap.reset();
+  expect_one_cause(report_of(p.args, attnref::reference::paged_attention(wrong)),
+                   "soft cap 2 not applied");
+}
+
+TEST(ComparePaged, SoftCapNotAsked) {
+  Problem p(8.0f);
+  PagedAttentionArgs<float> wrong = p.args;
+  wrong.soft_cap = 10.0f;
+  const compare::Report r = report_of(p.args, attnref::reference::paged_attention(wrong));
+  expect_one_cause(r, "soft cap of 10 applied");
+  EXPECT_EQ(r.causes[0].option, "--soft-cap 10");
+}
+
+TEST(ComparePaged, LastKeyDropped) {
+  Problem p;
+  std::vector<std::int32_t> shorter{4, 8, 2};
+  PagedAttentionArgs<float> wrong = p.args;
+  wrong.lengths = {shorter.data(), {p.batch}};
+  expect_one_cause(report_of(p.args, attnref::reference::paged_attention(wrong)),
+                   "last key of each sequence dropped");
+}
+
+TEST(ComparePaged, OneKeyPastTheLength) {
+  Problem p;
+  std::vector<std::int32_t> longer{6, 10, 4};
+  PagedAttentionArgs<float> wrong = p.args;
+  wrong.lengths = {longer.data(), {p.batch}};
+  expect_one_cause(report_of(p.args, attnref::reference::paged_attention(wrong)), "one key past");
+}
+
+TEST(ComparePaged, OnePastSkippedWhenPagesAreFull) {
+  Problem p;
+  p.lengths = {5, 12, 3};  // sequence 1 fills its 3 pages: no key past it to read
+  p.args.lengths = {p.lengths.data(), {p.batch}};
+  std::vector<double> got = attnref::reference::paged_attention(p.args);
+  got[static_cast<std::size_t>(1 * p.hq * p.dim)] += 1.0;
+  const compare::Report r = report_of(p.args, got);
+  EXPECT_TRUE(r.causes.empty()) << compare::format_report(r);
+  ASSERT_FALSE(r.skipped.empty());
+  EXPECT_NE(r.skipped.back().find("one key past"), std::string::npos);
+}
+
+TEST(ComparePaged, LogsumexpInLog2) {
+  Problem p;
+  std::vector<double> lse;
+  const std::vector<double> out = attnref::reference::paged_attention(p.args, nullptr, &lse);
+  for (double& x : lse) x /= std::log(2.0);
+  const compare::Report r = report_of(p.args, out, lse);
+  EXPECT_EQ(r.mismatches, 0);
+  EXPECT_EQ(r.lse_mismatches, p.batch * p.hq);
+  expect_one_cause(r, "log2");
+}
+
+TEST(ComparePaged, PaddingRowsOnly) {
+  Problem p;
+  p.lengths = {5, 0, 3};
+  p.args.lengths = {p.lengths.data(), {p.batch}};
+  std::vector<double> got = attnref::reference::paged_attention(p.args);
+  for (std::int64_t i = 0; i < p.hq * p.dim; ++i)
+    got[static_cast<std::size_t>(p.hq * p.dim + i)] = 0.5;
+  const compare::Report r = report_of(p.args, got);
+  EXPECT_TRUE(r.padding_only);
+  EXPECT_TRUE(r.causes.empty());
+  EXPECT_NE(compare::format_report(r).find("only padding rows differ"), std::string::npos);
+  compare::Options o = options();
+  o.ignore_padding = true;
+  const compare::Report ignored = report_of(p.args, got, {}, o);
+  EXPECT_TRUE(ignored.ok());
+  EXPECT_EQ(ignored.ignored_padding, p.hq * p.dim);
+}
+
+TEST(ComparePaged, SimplyWrongSaysNoLikelyCause) {
+  Problem p;
+  std::vector<double> got = attnref::reference::paged_attention(p.args);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(-0.1, 0.1);
+  for (std::size_t i = 0; i < got.size(); i += 3) got[i] += u(rng) + 0.05;
+  const compare::Report r = report_of(p.args, got);
+  EXPECT_FALSE(r.ok());
+  EXPECT_TRUE(r.causes.empty()) << compare::format_report(r);
+  const std::string text = compare::format_report(r);
+  EXPECT_NE(text.find("no likely cause found"), std::string::npos);
+  EXPECT_NE(text.find("where: per sequence and query head"), std::string::npos) << text;
+}
+
+TEST(ComparePaged, OnlyMismatchingSequencesAndTheCap) {
+  Problem p;
+  PagedAttentionArgs<float> wrong = p.args;
+  std::swap(wrong.k_pages, wrong.v_pages);
+  std::vector<double> got = attnref::reference::paged_attention(p.args);
+  const std::vector<double> swapped = attnref::reference::paged_attention(wrong);
+  // Only sequence 2 is wrong: the hypotheses run on it alone.
+  for (std::int64_t i = 2 * p.hq * p.dim; i < 3 * p.hq * p.dim; ++i)
+    got[static_cast<std::size_t>(i)] = swapped[static_cast<std::size_t>(i)];
+  const compare::Report r = report_of(p.args, got);
+  expect_one_cause(r, "K and V swapped");
+  EXPECT_TRUE(r.cap_note.empty());
+  // A cap below one sequence's work: the first heads only, and the report says so.
+  compare::Options o = options();
+  o.work_cap = 1;
+  const compare::Report capped = report_of(p.args, got, {}, o);
+  EXPECT_NE(capped.cap_note.find("1 of 4 mismatching heads"), std::string::npos) << capped.cap_note;
+  expect_one_cause(capped, "K and V swapped");
+}
+
+TEST(ComparePaged, WrongSizeIsAnError) {
+  Problem p;
+  compare::Report r;
+  const attnref::Status s =
+      compare::try_compare_paged(p.args, std::vector<double>(3), {}, options(), &r);
+  EXPECT_EQ(s.code(), attnref::ErrorCode::kShapeMismatch);
+  EXPECT_EQ(s.message(), "got holds 3 values; the reference has 96");
+}
+
+TEST(ComparePaged, OnlyLongSequencesDiffer) {
+  Problem p;
+  std::vector<double> got = attnref::reference::paged_attention(p.args);
+  // Sequence 1 (9 keys) is off; sequences of 5 and 3 keys match.
+  for (std::int64_t i = p.hq * p.dim; i < 2 * p.hq * p.dim; i += 5)
+    got[static_cast<std::size_t>(i)] += 0.3;
+  const std::string text = compare::format_report(report_of(p.args, got));
+  EXPECT_NE(text.find("where: only sequences longer than 5 keys differ (the shortest that "
+                      "differs has 9)"),
+            std::string::npos)
+      << text;
+}
+
+}  // namespace

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: Apache-2.0
+// Splash attention's sliding window and ALiBi: the window equals AND-ing the mask with the
+// matching LocalMask (forward and backward); window, ALiBi after the soft cap, sinks and GQA
+// against the float64 oracle (reference/splash.hpp), forward and backward; keys no window
+// reaches are never read (NaN there); a row that sees no key gets 0 and its sink (or -inf) as
+// logsumexp; every new check (code, JAX id, message).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attnref/kernels/splash_attention.hpp"
+#include "reference/splash_problem.hpp"
+
+namespace {
+
+using attnref::CausalMask;
+using attnref::ErrorCode;
+using attnref::FullMask;
+using attnref::LocalMask;
+using attnref::SplashAttentionArgs;
+using attnref::SplashGradients;
+using attnref::TensorView;
+using splash_ref::back;
+using splash_ref::to;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
+
+/// A problem with f32 buffers (the problem holds their exact values).
+struct Case {
+  splash_ref::Problem p;
+  std::vector<float> q, k, v, sinks, slopes;
+  std::int64_t block = 16;
+
+  Case(std::int64_t hq, std::int64_t hkv, std::int64_t sq, std::int64_t skv, std::int64_t dim,
+       unsigned seed) {
+    std::mt19937 rng(seed);
+    p.hq = hq;
+    p.hkv = hkv;
+    p.sq = sq;
+    p.skv = skv;
+    p.dqk = p.dv = dim;
+    p.scale = 1.0 / std::sqrt(static_cast<double>(dim));
+    splash_ref::fill(p.q, at(hq * sq * dim), rng, -1, 1);
+    splash_ref::fill(p.k, at(hkv * skv * dim), rng, -1, 1);
+    splash_ref::fill(p.v, at(hkv * skv * dim), rng, -1, 1);
+    q = to<float>(p.q);
+    k = to<float>(p.k);
+    v = to<float>(p.v);
+    p.q = back(q);
+    p.k = back(k);
+    p.v = back(v);
+    p.allowed = [](std::int64_t, std::int64_t, std::int64_t) { return true; };
+  }
+  void add_sinks(std::mt19937& rng) {
+    splash_ref::fill(p.sinks, at(p.hq), rng, -1, 1);
+    sinks = to<float>(p.sinks);
+    p.sinks = back(sinks);
+  }
+  void add_slopes() {
+    p.slopes.clear();
+    for (std::int64_t h = 0; h < p.hq; ++h) p.slopes.push_back(std::ldexp(1.0, -1 - int(h)));
+    slopes = to<float>(p.slopes);
+  }
+  SplashAttentionArgs<float> args() const {
+    SplashAttentionArgs<float> a;
+    a.q = {q.data(), {p.hq, p.sq, p.dqk}};
+    a.k = {k.data(), {p.hkv, p.skv, p.dqk}};
+    a.v = {v.data(), {p.hkv, p.skv, p.dv}};
+    a.sm_scale = static_cast<float>(p.scale);
+    if (p.soft_cap != 0) a.soft_cap = static_cast<float>(p.soft_cap);
+    if (!sinks.empty()) a.sinks = {sinks.data(), {p.hq}};
+    if (!slopes.empty()) a.alibi_slopes = {slopes.data(), {p.hq}};
+    a.sliding_window = p.window;
+    a.block_sizes.block_q = a.block_sizes.block_kv = block;
+    a.block_sizes.block_kv_compute = block / 2;
+    return a;
+  }
+};
+
+struct Result {
+  std::vector<double> out, lse, dq, dk, dv, dsinks;
+};
+
+/// Forward, then backward with `dout`, through the kernel.
+template <class M>
+Result run(const SplashAttentionArgs<float>& a, const M& mask, const std::vector<double>& dout_d) {
+  const std::int64_t hq = a.num_q_heads(), sq = a.q_seq_len(), dv = a.head_dim_v();
+  const std::int64_t hkv = a.num_kv_heads(), skv = a.kv_seq_len(), dqk = a.head_dim_qk();
+  std::vector<float> out(at(hq * sq * dv), kNaN), lse(at(hq * sq), kNaN);
+  attnref::splash_attention(a, mask, TensorView<float, 3>(out.data(), {hq, sq, dv}),
+                            TensorView<float, 2>(lse.data(), {hq, sq}));
+  const std::vector<float> dout = to<float>(dout_d);
+  std::vector<float> dq(at(hq * sq * dqk), kNaN), dk(at(hkv * skv * dqk), kNaN),
+      dvv(at(hkv * skv * dv), kNaN), dsinks(a.has_sinks() ? at(hq) : 0, kNaN);
+  SplashGradients<float> g;
+  g.dq = {dq.data(), {hq, sq, dqk}};
+  g.dk = {dk.data(), {hkv, skv, dqk}};
+  g.dv = {dvv.data(), {hkv, skv, dv}};
+  if (a.has_sinks()) g.dsinks = {dsinks.data(), {hq}};
+  attnref::splash_attention_backward(a, mask, TensorView<const float, 3>(out.data(), {hq, sq, dv}),
+                                     TensorView<const float, 2>(lse.data(), {hq, sq}),
+                                     TensorView<const float, 3>(dout.data(), {hq, sq, dv}), g);
+  return {back(out), back(lse), back(dq), back(dk), back(dvv), back(dsinks)};
+}
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol,
+                  const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t n = 0; n < got.size(); ++n) {
+    if (std::isinf(want[n])) {
+      ASSERT_EQ(got[n], want[n]) << what << "[" << n << "]";
+    } else {
+      ASSERT_NEAR(got[n], want[n], tol * (1 + std::fabs(want[n]))) << what << "[" << n << "]";
+    }
+  }
+}
+
+std::vector<double> random_dout(const Case& c, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<double> d;
+  splash_ref::fill(d, at(c.p.hq * c.p.sq * c.p.dv), rng, -1, 1);
+  return back(to<float>(d));
+}
+
+TEST(SplashWindow, EqualsTheMatchingLocalMaskForwardAndBackward) {
+  unsigned seed = 1;
+  for (std::int64_t w : {1, 3, 17, 100}) {
+    SCOPED_TRACE("window " + std::to_string(w));
+    Case c(4, 2, 45, 45, 8, seed++);
+    const std::vector<double> dout = random_dout(c, seed);
+    // The window alone, and with a causal mask (the same set): LocalMask(W - 1, 0).
+    const Result want = run(c.args(), LocalMask{{45, 45}, w - 1, 0, 0}, dout);
+    c.p.window = w;
+    for (int m = 0; m < 2; ++m) {
+      const Result got = m == 0 ? run(c.args(), FullMask{{45, 45}}, dout)
+                                : run(c.args(), CausalMask{{45, 45}}, dout);
+      expect_close(got.out, want.out, 1e-6, "out");
+      expect_close(got.lse, want.lse, 1e-6, "lse");
+      expect_close(got.dq, want.dq, 1e-5, "dq");
+      expect_close(got.dk, want.dk, 1e-5, "dk");
+      expect_close(got.dv, want.dv, 1e-5, "dv");
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST(SplashWindowAlibi, MatchTheOracleForwardAndBackwardWithSinksCapAndGqa) {
+  unsigned seed = 10;
+  for (const auto& [window, cap] : std::vector<std::pair<std::optional<std::int64_t>, double>>{
+           {std::nullopt, 0.0}, {std::nullopt, 0.5}, {5, 0.0}, {5, 2.0}, {24, 1.0}}) {
+    SCOPED_TRACE("window " + (window ? std::to_string(*window) : std::string("none")) + " cap " +
+                 std::to_string(cap));
+    Case c(8, 2, 37, 41, 16, seed++);
+    std::mt19937 rng(seed);
+    c.add_sinks(rng);
+    c.add_slopes();
+    c.p.soft_cap = cap;
+    c.p.window = window;
+    c.p.allowed = [](std::int64_t, std::int64_t r, std::int64_t t) { return t <= r + 2; };
+    const LocalMask mask{{37, 41}, std::nullopt, 2, 0};
+    const std::vector<double> dout = random_dout(c, seed);
+    const Result r = run(c.args(), mask, dout);
+    const auto f = splash_ref::forward(c.p);
+    const auto b = splash_ref::backward(c.p, f, dout);
+    expect_close(r.out, f.out, 2e-5, "out");
+    expect_close(r.lse, f.lse, 2e-6, "lse");
+    expect_close(r.dq, b.dq, 1e-4, "dq");
+    expect_close(r.dk, b.dk, 1e-4, "dk");
+    expect_close(r.dv, b.dv, 1e-4, "dv");
+    expect_close(r.dsinks, b.dsinks, 1e-4, "dsinks");
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(SplashWindow, KeysNoWindowReachesAreNeverRead) {
+  // 24 query rows, 40 keys: keys 24.. follow every query (t > r), so no window sees them.
+  Case c(2, 1, 24, 40, 8, 30);
+  c.p.window = 5;
+  c.add_slopes();
+  for (std::int64_t t = 24; t < 40; ++t)
+    for (std::int64_t d = 0; d < 8; ++d) c.k[at(t * 8 + d)] = c.v[at(t * 8 + d)] = kNaN;
+  const std::vector<double> dout = random_dout(c, 31);
+  const Result r = run(c.args(), FullMask{{24, 40}}, dout);
+  for (double x : r.out) ASSERT_TRUE(std::isfinite(x));
+  for (double x : r.dq) ASSERT_TRUE(std::isfinite(x));
+  for (std::int64_t t = 0; t < 40; ++t)
+    for (std::int64_t d = 0; d < 8; ++d) {
+      ASSERT_TRUE(std::isfinite(r.dk[at(t * 8 + d)])) << t;
+      if (t >= 24) {
+        ASSERT_EQ(r.dv[at(t * 8 + d)], 0.0) << t;
+      }
+    }
+  c.p.k = back(c.k);  // the oracle never reads them either
+  c.p.v = back(c.v);
+  expect_close(r.out, splash_ref::forward(c.p).out, 2e-5, "out");
+}
+
+TEST(SplashWindow, ARowThatSeesNoKeyGetsZeroAndItsSinkAsLogsumexp) {
+  // 40 rows, 20 keys, window 4: row r sees (r - 4, r] within [0, 20); rows 23.. see nothing.
+  for (bool with_sinks : {false, true}) {
+    Case c(2, 2, 40, 20, 8, 40);
+    std::mt19937 rng(41);
+    if (with_sinks) c.add_sinks(rng);
+    c.p.window = 4;
+    const Result r = run(c.args(), FullMask{{40, 20}}, random_dout(c, 42));
+    const auto f = splash_ref::forward(c.p);
+    expect_close(r.out, f.out, 2e-5, "out");
+    expect_close(r.lse, f.lse, 2e-6, "lse");
+    for (std::int64_t h = 0; h < 2; ++h)
+      for (std::int64_t row = 23; row < 40; ++row) {
+        const float want = with_sinks ? c.sinks[at(h)] : -std::numeric_limits<float>::infinity();
+        EXPECT_EQ(r.lse[at(h * 40 + row)], static_cast<double>(want)) << h << " " << row;
+        EXPECT_EQ(r.out[at((h * 40 + row) * 8)], 0.0);
+      }
+  }
+}
+
+// --- checks -----------------------------------------------------------------------------------
+
+TEST(SplashFeatureChecks, WindowAndSlopes) {
+  Case c(4, 2, 8, 8, 4, 50);
+  SplashAttentionArgs<float> a = c.args();
+  const CausalMask mask{{8, 8}};
+  a.sliding_window = 0;
+  attnref::Status s = attnref::check_splash(a, mask, attnref::Profile::kReference);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidSlidingWindow);
+  EXPECT_EQ(std::string(s.jax_check()), "");
+  EXPECT_EQ(s.message(), "sliding_window=0 must be positive.");
+  a.sliding_window = std::numeric_limits<std::int64_t>::max();  // hostile but valid
+  EXPECT_TRUE(attnref::check_splash(a, mask, attnref::Profile::kReference).ok());
+  std::vector<float> slopes = {0.5f, 0.25f, kNaN, 1.0f, 2.0f};
+  a.alibi_slopes = {slopes.data(), {5}};
+  s = attnref::check_splash(a, mask, attnref::Profile::kReference);
+  EXPECT_EQ(s.code(), ErrorCode::kAlibiSlopesShape);
+  EXPECT_EQ(s.message(), "alibi_slopes must have shape (4,), one slope per query head. Got (5,).");
+  a.alibi_slopes = {slopes.data(), {4}};
+  EXPECT_TRUE(attnref::check_splash_shapes(a, mask, attnref::Profile::kReference).ok());
+  s = attnref::check_splash(a, mask, attnref::Profile::kReference);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidAlibiSlope);
+  EXPECT_EQ(std::string(s.jax_check()), "");
+  EXPECT_EQ(s.message(), "alibi_slopes[2]=nan must be finite.");
+  // Through a plan, and against a MaskInfo built earlier.
+  attnref::SplashPlan<float> plan;
+  EXPECT_EQ(attnref::make_splash_plan(a, mask, &plan).code(), ErrorCode::kInvalidAlibiSlope);
+  attnref::MaskInfo info;
+  ASSERT_TRUE(attnref::build_mask_info(mask, 16, 16, attnref::Profile::kReference, &info).ok());
+  EXPECT_EQ(attnref::make_splash_plan(a, info, &plan).code(), ErrorCode::kInvalidAlibiSlope);
+}
+
+}  // namespace
