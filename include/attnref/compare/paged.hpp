@@ -102,7 +102,8 @@ Status try_compare_paged(const PagedAttentionArgs<Q, KV, Index>& a, const std::v
   f.num_kv_heads = a.num_kv_heads();
   f.layout = dense_layout(a.k_pages);
   if (f.layout && dense_layout(a.v_pages) != f.layout) f.layout.reset();
-  if (PagedAttentionArgs<Q, KV, Index>::kQuantized) f.layout.reset();  // scales: their own
+  const bool has_scales = !a.k_scales.empty_view();  // int8 always; fp8 optionally
+  if (has_scales) f.layout.reset();                  // scales: their own
   f.layout_option = "--k-pages/--v-pages";
   f.lengths_option = "--lengths";
   f.window = a.sliding_window;
@@ -149,7 +150,7 @@ Status try_compare_paged(const PagedAttentionArgs<Q, KV, Index>& a, const std::v
       }
       b.k_pages = one_head(c.swap_kv ? v : k, kv_head);
       b.v_pages = one_head(c.swap_kv ? k : v, kv_head);
-      if (PagedAttentionArgs<Q, KV, Index>::kQuantized) {
+      if (has_scales) {
         b.k_scales = one_head(c.swap_kv ? a.v_scales : a.k_scales, kv_head);
         b.v_scales = one_head(c.swap_kv ? a.k_scales : a.v_scales, kv_head);
       }
