@@ -10,7 +10,10 @@
 //   frac_pages GBps / pages_GBps
 // The KV pool is one pre-touched allocation backed by transparent huge pages (kv_pool.hpp).
 // Arguments: variant (0 grouped, 1 per_head, 2 naive), batch, Hq, Hkv, D, page, context,
-// dtype (0 f32, 1 bf16, 2 int8), threads (the kernel and the probe use the same pool).
+// dtype (0 f32, 1 bf16, 2 int8 with per-token scales, 3 fp8 e4m3fn with a per-tensor scale, as
+// vLLM's fp8 cache has), threads (the kernel and the probe use the same pool). The KV dtypes at
+// the reference shape are also registered by name (`BM_PagedDecode/grouped/e4m3/page:16/...`),
+// all four in the same run with the same probes.
 #include <benchmark/benchmark.h>
 #include <attnref/kernels/paged_attention.hpp>
 
@@ -21,6 +24,7 @@
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -86,8 +90,14 @@ struct Fixture {
     v.resize(k.size());
     std::uniform_int_distribution<int> small(-100, 100);
     for (size_t i = 0; i < k.size(); i += 7) {
-      k[i] = static_cast<KV>(small(rng));
-      v[i] = static_cast<KV>(small(rng));
+      if constexpr (attnref::is_fp8_dtype<KV>) {
+        // Codes of finite values (0x7f and 0xff are e4m3fn's NaN): |v| <= 448.
+        k[i] = KV{static_cast<std::uint8_t>(small(rng) & 0x7E)};
+        v[i] = KV{static_cast<std::uint8_t>(small(rng) & 0xFE)};
+      } else {
+        k[i] = static_cast<KV>(small(rng));
+        v[i] = static_cast<KV>(small(rng));
+      }
     }
     lengths.assign(static_cast<size_t>(sh.batch), static_cast<std::int32_t>(sh.context));
     table.resize(static_cast<size_t>(total_pages));
@@ -102,6 +112,12 @@ struct Fixture {
       args.k_scales = {k_scales.data(), {sh.hkv, total_pages, sh.page, 1}};
       args.v_scales = {v_scales.data(), {sh.hkv, total_pages, sh.page, 1}};
     }
+    if constexpr (attnref::is_fp8_dtype<KV>) {  // one scale per tensor: zero strides
+      k_scales.assign(1, 0.01f);
+      v_scales.assign(1, 0.01f);
+      args.k_scales = {k_scales.data(), {sh.hkv, total_pages, sh.page, 1}, {0, 0, 0, 0}};
+      args.v_scales = {v_scales.data(), {sh.hkv, total_pages, sh.page, 1}, {0, 0, 0, 0}};
+    }
     args.lengths = {lengths.data(), {sh.batch}};
     args.page_indices = {table.data(), {sh.batch, pps}};
     args.sm_scale = 0.088f;
@@ -109,7 +125,7 @@ struct Fixture {
 
   double kv_bytes() const {
     double bytes = 2.0 * static_cast<double>(k.size() * sizeof(KV));
-    if constexpr (std::is_same<KV, std::int8_t>::value)
+    if constexpr (std::is_same<KV, std::int8_t>::value || attnref::is_fp8_dtype<KV>)
       bytes += 2.0 * static_cast<double>(k_scales.size() * 4);
     return bytes;
   }
@@ -163,7 +179,7 @@ struct Fixture {
       one.k_pages.data = k.data() + h * args.k_pages.strides[0];
       one.v_pages.data = v.data() + h * args.v_pages.strides[0];
       one.k_pages.extents[0] = one.v_pages.extents[0] = 1;
-      if constexpr (std::is_same<KV, std::int8_t>::value) {
+      if constexpr (std::is_same<KV, std::int8_t>::value || attnref::is_fp8_dtype<KV>) {
         one.k_scales.data = k_scales.data() + h * args.k_scales.strides[0];
         one.v_scales.data = v_scales.data() + h * args.v_scales.strides[0];
         one.k_scales.extents[0] = one.v_scales.extents[0] = 1;
@@ -189,6 +205,9 @@ struct Fixture {
             if constexpr (std::is_same<KV, std::int8_t>::value) {
               kx = kx * args.k_scales(h, page, t % sh.page, 0) / 127.5f;
               vx = vx * args.v_scales(h, page, t % sh.page, 0) / 127.5f;
+            } else if constexpr (attnref::is_fp8_dtype<KV>) {
+              kx *= args.k_scales(h, page, t % sh.page, 0);
+              vx *= args.v_scales(h, page, t % sh.page, 0);
             }
             k_dense(t, d) = kx;
             v_dense(t, d) = vx;
@@ -253,8 +272,11 @@ void BM_PagedDecode(benchmark::State& state) {
     case 1:
       run<Eigen::bfloat16>(state, sh, variant, threads);
       break;
-    default:
+    case 2:
       run<std::int8_t>(state, sh, variant, threads);
+      break;
+    default:
+      run<attnref::float8_e4m3fn>(state, sh, variant, threads);
       break;
   }
 }
@@ -266,8 +288,6 @@ void ReferenceShape(benchmark::internal::Benchmark* b) {
     for (std::int64_t variant : {0, 1, 2}) b->Args({variant, 8, 32, 8, 128, page, 4096, 0, 1});
     b->Args({0, 8, 32, 8, 128, page, 4096, 0, 2});
   }
-  // KV dtypes at the reference shape (grouped, 1 thread).
-  for (std::int64_t dtype : {1, 2}) b->Args({0, 8, 32, 8, 128, 16, 4096, dtype, 1});
   // Group sizes (grouped vs per_head) and head dims.
   for (std::int64_t g : {1, 2, 4, 8})
     for (std::int64_t variant : {0, 1}) b->Args({variant, 4, 8 * g, 8, 128, 16, 4096, 0, 1});
@@ -281,6 +301,21 @@ void ReferenceShape(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_PagedDecode)->Apply(ReferenceShape)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+/// KV dtypes at the reference shape (grouped, 1 thread, pages of 16), named by dtype so that
+/// `--benchmark_filter=e4m3` picks one: BM_PagedDecode/grouped/e4m3/page:16/variant:0/...
+const bool kDtypesRegistered = [] {
+  const char* const names[] = {"f32", "bf16", "int8", "e4m3"};
+  for (std::int64_t dtype = 0; dtype < 4; ++dtype) {
+    const std::string name = std::string("BM_PagedDecode/grouped/") + names[dtype] + "/page:16";
+    benchmark::RegisterBenchmark(name.c_str(), BM_PagedDecode)
+        ->ArgNames({"variant", "B", "Hq", "Hkv", "D", "page", "ctx", "dtype", "threads"})
+        ->Args({0, 8, 32, 8, 128, 16, 4096, dtype, 1})
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+  return true;
+}();
 
 }  // namespace
 

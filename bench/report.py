@@ -55,7 +55,7 @@ def ms(b):
     return b["real_time"] * scale
 
 
-DTYPES = {0: "f32", 1: "bf16", 2: "int8"}
+DTYPES = {0: "f32", 1: "bf16", 2: "int8", 3: "e4m3"}
 
 
 def paged_table(results):

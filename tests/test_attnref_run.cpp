@@ -453,7 +453,7 @@ TEST_F(Cli, PagedScalesErrors) {
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err_line(0),
             "attnref: error[quantization_mismatch] k_scales/v_scales were given but the K/V "
-            "pages are not int8");
+            "pages are not int8 or fp8");
   // int8 pages without scales.
   r = run(in_dir(*this, int8_inputs));
   EXPECT_EQ(r.code, 2);
@@ -705,7 +705,8 @@ TEST_F(Cli, PagedValidationErrors) {
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err_line(0),
             "attnref: error[dtype_not_supported] k_pages has dtype float64; "
-            "attnref-run takes K/V pages of q's dtype (float32) or int8 with scales");
+            "attnref-run takes K/V pages of q's dtype (float32) or int8 with scales (float32 and "
+            "bfloat16 queries also read float32, bfloat16, float16 and fp8 pages)");
   save<std::int8_t>("k.npy", shape, std::vector<std::int8_t>(ok.k.size(), 0));
   r = run(in_dir(*this, std::string("paged ") + kInputs));
   EXPECT_EQ(r.code, 2);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // attnref-run's comparison report end to end: `--expect` with an output made by the float64
 // oracles of reference/ under one wrong change prints `likely cause: ...` with the option that
-// reproduces it (and that option then matches), exits 3; `--expect-lse`, `--ignore-padding`;
+// reproduces it (and that option then matches), exits 3 (paged: sm_scale, sinks ignored with
+// the window and ALiBi kept); `--expect-lse`, `--ignore-padding`;
 // an output that is simply wrong gets "no likely cause found" and where.
 #include <algorithm>
 #include <cmath>
@@ -85,6 +86,26 @@ TEST_F(CompareCli, PagedSmScaleNamedAndReproduced) {
       << r.err;
   // The option the report names reproduces the kernel's output.
   r = paged("--expect kernel.npy --sm-scale 0.353553");
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+TEST_F(CompareCli, PagedSinksIgnoredNamedAndReproduced) {
+  const std::vector<float> sinks{0.5f, -0.25f, 1.0f, 0.0f}, slopes{0.5f, 0.25f, 0.125f, 0.0625f};
+  save<float>("sinks.npy", {4}, sinks);
+  save<float>("alibi.npy", {4}, slopes);
+  // The kernel honours the window and ALiBi but drops the sinks.
+  PagedAttentionArgs<float> wrong = args;
+  wrong.sliding_window = 4;
+  wrong.alibi_slopes = {slopes.data(), {4}};
+  save_doubles("kernel.npy", {2, 4, 8}, reference::paged_attention(wrong));
+  const std::string kept = "--expect kernel.npy --sliding-window 4 --alibi-slopes alibi.npy";
+  Result r = paged(kept + " --sinks sinks.npy");
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_TRUE(has(r.err, "likely cause: attention sinks ignored (max abs error ")) << r.err;
+  EXPECT_TRUE(has(r.err, "; reproduce with no --sinks\n")) << r.err;
+  EXPECT_FALSE(has(r.err, "no likely cause")) << r.err;
+  // The command without --sinks, the window and slopes kept, reproduces the kernel's output.
+  r = paged(kept);
   EXPECT_EQ(r.code, 0) << r.err;
 }
 

@@ -2,7 +2,9 @@
 // The comparison report of the paged family (compare/paged.hpp): each likely cause is made with
 // the float64 oracle of reference/paged.hpp (the oracle run on the changed inputs) and the
 // report must name that cause and no other; a correct output names none; an output that is
-// simply wrong gets "no likely cause found" with its localization; padding rows; the work cap.
+// simply wrong gets "no likely cause found" with its localization; padding rows; the work cap;
+// the sliding window off by one, sinks ignored, and the window, sinks and ALiBi slopes kept
+// by every other hypothesis.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +12,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attnref/compare/paged.hpp"
@@ -258,6 +261,44 @@ TEST(ComparePaged, OnlyMismatchingSequencesAndTheCap) {
   const compare::Report capped = report_of(p.args, got, {}, o);
   EXPECT_NE(capped.cap_note.find("1 of 4 mismatching heads"), std::string::npos) << capped.cap_note;
   expect_one_cause(capped, "K and V swapped");
+}
+
+TEST(ComparePaged, SlidingWindowOffByOne) {
+  Problem p;
+  p.args.sliding_window = 3;
+  PagedAttentionArgs<float> wrong = p.args;
+  wrong.sliding_window = 2;
+  const compare::Report r = report_of(p.args, attnref::reference::paged_attention(wrong));
+  ASSERT_NO_FATAL_FAILURE(expect_one_cause(r, "sliding window off by one: 2 instead of 3"));
+  EXPECT_EQ(r.causes[0].option, "--sliding-window 2");
+}
+
+TEST(ComparePaged, SinksIgnored) {
+  Problem p;
+  const std::vector<float> sinks{0.5f, -0.25f, 1.0f, 0.0f};
+  p.args.sinks = {sinks.data(), {4}};
+  PagedAttentionArgs<float> wrong = p.args;
+  wrong.sinks = {};
+  const compare::Report r = report_of(p.args, attnref::reference::paged_attention(wrong));
+  ASSERT_NO_FATAL_FAILURE(expect_one_cause(r, "attention sinks ignored"));
+  EXPECT_EQ(r.causes[0].option, "no --sinks");
+}
+
+// A hypothesis changes one thing: the asked window, sinks and ALiBi slopes stay in its re-run.
+TEST(ComparePaged, HypothesesKeepWindowSinksAndAlibi) {
+  Problem p;
+  const std::vector<float> sinks{0.5f, -0.25f, 1.0f, 0.0f}, slopes{0.5f, 0.25f, 0.125f, 0.0625f};
+  p.args.sliding_window = 4;
+  p.args.sinks = {sinks.data(), {4}};
+  p.args.alibi_slopes = {slopes.data(), {4}};
+  PagedAttentionArgs<float> scaled = p.args;
+  scaled.sm_scale = 1.0f / std::sqrt(8.0f);
+  expect_one_cause(report_of(p.args, attnref::reference::paged_attention(scaled)),
+                   "sm_scale 1/sqrt(head_dim)");
+  PagedAttentionArgs<float> swapped = p.args;
+  std::swap(swapped.k_pages, swapped.v_pages);
+  expect_one_cause(report_of(p.args, attnref::reference::paged_attention(swapped)),
+                   "K and V swapped");
 }
 
 TEST(ComparePaged, WrongSizeIsAnError) {

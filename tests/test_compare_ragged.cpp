@@ -2,7 +2,8 @@
 // The comparison report of the ragged family (compare/ragged.hpp): likely causes made with the
 // float64 oracle of reference/ragged.hpp (the oracle run on the changed inputs): the causal
 // diagonal top-left, the sliding window off by one, a length off by one, the sm_scale, the
-// logsumexp in log2, padding rows past cu_q_lens[num_seqs]; decode and prefill rows localized
+// logsumexp in log2, padding rows past cu_q_lens[num_seqs], sinks ignored (and the window,
+// sinks and ALiBi slopes kept by every other hypothesis); decode and prefill rows localized
 // apart; an output that is simply wrong.
 #include <gtest/gtest.h>
 
@@ -100,6 +101,38 @@ TEST(CompareRagged, SlidingWindowOffByOne) {
       report_of(p.args, attnref::reference::ragged_paged_attention(wrong.args));
   expect_one_cause(r, "sliding window off by one: 4 instead of 3");
   EXPECT_EQ(r.causes[0].option, "--sliding-window 4");
+}
+
+TEST(CompareRagged, SinksIgnored) {
+  Problem p;
+  const std::vector<float> sinks{0.5f, -0.25f, 1.0f, 0.0f};
+  p.args.sinks = {sinks.data(), {4}};
+  Problem wrong;
+  const compare::Report r =
+      report_of(p.args, attnref::reference::ragged_paged_attention(wrong.args));
+  ASSERT_NO_FATAL_FAILURE(expect_one_cause(r, "attention sinks ignored"));
+  EXPECT_EQ(r.causes[0].option, "no --sinks");
+}
+
+// A hypothesis changes one thing: the asked window, sinks and ALiBi slopes stay in its re-run.
+TEST(CompareRagged, HypothesesKeepWindowSinksAndAlibi) {
+  Problem p;
+  const std::vector<float> sinks{0.5f, -0.25f, 1.0f, 0.0f}, slopes{0.5f, 0.25f, 0.125f, 0.0625f};
+  p.args.sliding_window = 4;
+  p.args.sinks = {sinks.data(), {4}};
+  p.args.alibi_slopes = {slopes.data(), {4}};
+  RaggedPagedAttentionArgs<float> scaled = p.args;
+  scaled.sm_scale = 1.0f / std::sqrt(8.0f);
+  expect_one_cause(report_of(p.args, attnref::reference::ragged_paged_attention(scaled)),
+                   "sm_scale 1/sqrt(head_dim)");
+  Problem top_left;  // the causal diagonal top-left: kv_lens set to the query lengths
+  top_left.kv_lens = {3, 4, 1};
+  top_left.point();
+  top_left.args.sliding_window = 4;
+  top_left.args.sinks = p.args.sinks;
+  top_left.args.alibi_slopes = p.args.alibi_slopes;
+  expect_one_cause(report_of(p.args, attnref::reference::ragged_paged_attention(top_left.args)),
+                   "causal diagonal aligned top-left");
 }
 
 TEST(CompareRagged, LastKeyDropped) {

@@ -2,7 +2,8 @@
 // The comparison report of the splash family (compare/splash.hpp): likely causes made with the
 // float64 oracle of reference/splash.hpp (the oracle run on the changed inputs or mask): sinks
 // ignored, the causal diagonal top-left versus bottom-right (q_seq_len < kv_seq_len) both
-// ways, the local window off by one, K and V swapped, the interleaved GQA mapping; rows
+// ways, the local window and the sliding_window option off by one, K and V swapped, the
+// interleaved GQA mapping, the window, sinks and ALiBi slopes kept by every hypothesis; rows
 // localized one by one; an output that is simply wrong.
 #include <gtest/gtest.h>
 
@@ -121,6 +122,33 @@ TEST(CompareSplash, LocalWindowOffByOne) {
   const compare::Report r =
       report_of(p.args, mask, params, attnref::reference::splash_forward(p.args, wider).out);
   expect_one_cause(r, "sliding window off by one: 4 instead of 3");
+}
+
+TEST(CompareSplash, SlidingWindowOptionOffByOne) {
+  Problem p;
+  p.args.sliding_window = 3;
+  SplashAttentionArgs<float> wrong = p.args;
+  wrong.sliding_window = 4;
+  const MultiHeadMask mask{CausalMask{MaskShape{6, 10}, 0}};
+  const compare::Report r = report_of(p.args, mask, causal_params(0),
+                                      attnref::reference::splash_forward(wrong, causal(0)).out);
+  ASSERT_NO_FATAL_FAILURE(expect_one_cause(r, "sliding window off by one: 4 instead of 3"));
+  EXPECT_EQ(r.causes[0].option, "--sliding-window 4");
+}
+
+// A hypothesis changes one thing: the asked window, sinks and ALiBi slopes stay in its re-run.
+TEST(CompareSplash, HypothesesKeepWindowSinksAndAlibi) {
+  Problem p;
+  const std::vector<float> slopes{0.5f, 0.25f, 0.125f, 0.0625f};
+  p.args.sliding_window = 4;
+  p.args.sinks = {p.sinks.data(), {4}};
+  p.args.alibi_slopes = {slopes.data(), {4}};
+  SplashAttentionArgs<float> wrong = p.args;
+  std::swap(wrong.k, wrong.v);
+  const MultiHeadMask mask{CausalMask{MaskShape{6, 10}, 0}};
+  expect_one_cause(report_of(p.args, mask, causal_params(0),
+                             attnref::reference::splash_forward(wrong, causal(0)).out),
+                   "K and V swapped");
 }
 
 TEST(CompareSplash, KAndVSwapped) {

@@ -130,6 +130,39 @@ TEST(Npy, RoundTripsEveryDtype) {
   expect_round_trip<float>(DType::kFloat32, "'<f4'", {7.0f}, {});  // 0-d scalar
 }
 
+// Raw codes of bf16 and fp8 dumps: uint8/uint16, and numpy's void as np.save writes it for
+// ml_dtypes' types (byte-order mark '|' or '<'; '>' is accepted too: bytes have no order).
+TEST(Npy, ReadsRawCodesAsUnsignedOrVoid) {
+  struct Case {
+    const char* descr;
+    DType dtype;
+    std::size_t itemsize;
+  } cases[] = {{"|u1", DType::kUInt8, 1},  {"<u1", DType::kUInt8, 1},  {"<u2", DType::kUInt16, 2},
+               {"|V1", DType::kVoid8, 1},  {"<V1", DType::kVoid8, 1},  {">V1", DType::kVoid8, 1},
+               {"|V2", DType::kVoid16, 2}, {"<V2", DType::kVoid16, 2}, {">V2", DType::kVoid16, 2}};
+  for (const Case& c : cases) {
+    const Bytes data{0x80, 0x3F, 0x00, 0x40};
+    NpyArray a;
+    const NpyStatus s =
+        parse(npy_file(dict(c.descr, "(" + std::to_string(4 / c.itemsize) + ",)"), data), &a);
+    ASSERT_TRUE(s.ok()) << c.descr << ": " << s.message();
+    EXPECT_EQ(a.dtype, c.dtype) << c.descr;
+    EXPECT_EQ(a.bytes, data) << c.descr;
+  }
+  // The writer names them as numpy does.
+  const std::uint8_t codes[2] = {0x38, 0x7F};
+  for (DType t : {DType::kUInt8, DType::kVoid8}) {
+    Bytes encoded;
+    ASSERT_TRUE(encode_npy(make_npy_array(t, {2}, codes), &encoded).ok());
+    NpyArray back;
+    ASSERT_TRUE(parse(encoded, &back).ok());
+    EXPECT_EQ(back.dtype, t);
+    EXPECT_EQ(back.bytes, Bytes(codes, codes + 2));
+  }
+  EXPECT_STREQ(npy_descr(DType::kVoid16), "|V2");
+  EXPECT_STREQ(npy_descr(DType::kUInt16), "<u2");
+}
+
 TEST(Npy, RoundTripsFloat16FromItsBits) {
   // 1.0, -2.0, 65504 (max half), smallest subnormal: IEEE binary16 bit patterns.
   const std::uint16_t bits[4] = {0x3C00, 0xC000, 0x7BFF, 0x0001};
@@ -230,8 +263,11 @@ std::vector<BadCase> bad_cases() {
       {"big-endian f4", npy_file(dict(">f4", "(1,)"), f32_data(1)), "big-endian"},
       {"big-endian i8", npy_file(dict(">i8", "(1,)"), Bytes(8, 0)), "big-endian"},
       {"native-order f4", npy_file(dict("=f4", "(1,)"), f32_data(1)), "unsupported dtype '=f4'"},
-      {"uint16", npy_file(dict("<u2", "(1,)"), Bytes(2, 0)), "unsupported dtype '<u2'"},
-      {"uint8", npy_file(dict("|u1", "(1,)"), Bytes(1, 0)), "unsupported dtype '|u1'"},
+      {"big-endian uint16", npy_file(dict(">u2", "(1,)"), Bytes(2, 0)), "big-endian"},
+      {"uint32", npy_file(dict("<u4", "(1,)"), Bytes(4, 0)), "unsupported dtype '<u4'"},
+      {"void of 3 bytes", npy_file(dict("|V3", "(1,)"), Bytes(3, 0)), "unsupported dtype '|V3'"},
+      {"void truncated", npy_file(dict("|V1", "(3,)"), Bytes(2, 0)),
+       "data is truncated: shape (3,) of void8 needs 3 bytes, the file has 2"},
       {"complex", npy_file(dict("<c8", "(1,)"), Bytes(8, 0)), "unsupported dtype '<c8'"},
       {"object", npy_file(dict("|O", "(1,)"), Bytes(8, 0)), "unsupported dtype '|O'"},
       {"structured",

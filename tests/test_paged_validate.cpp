@@ -291,7 +291,7 @@ TEST(PagedValidate, QuantizedPagesNeedBothScalesOfTheRightShape) {
   floats.args.k_scales = {floats.k_scales.data(), {2, 10, 4, 1}};
   expect_error(attnref::check_paged(floats.args, Profile::kReference),
                ErrorCode::kQuantizationMismatch, "",
-               "k_scales/v_scales were given but the K/V pages are not int8");
+               "k_scales/v_scales were given but the K/V pages are not int8 or fp8");
 }
 
 TEST(PagedValidate, MetadataLengthsAndPageIndices) {

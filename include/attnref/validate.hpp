@@ -6,6 +6,7 @@
 #include "attnref/core/checked_math.hpp"
 #include "attnref/core/dtype.hpp"
 #include "attnref/core/error.hpp"
+#include "attnref/core/float8.hpp"
 #include "attnref/core/kv_layout.hpp"
 #include "attnref/core/profile.hpp"
 #include "attnref/core/status.hpp"

@@ -167,6 +167,31 @@ void write_pool() {
       attnref_fuzz::fail("pool");
     pool_files().insert("maskmany");
   }
+  // Raw codes (bf16 and fp8 dumps): uint8 and |V1 fp8 pages (NaN codes included), |V2 and
+  // uint16 bfloat16 q and pages, read with --q-dtype / --kv-dtype.
+  {
+    std::vector<std::uint8_t> codes(k.size());
+    for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<std::uint8_t>(i * 37);
+    std::vector<std::uint16_t> q_bits(q.size()), k_bits(k.size());
+    for (std::size_t i = 0; i < q.size(); ++i)
+      std::memcpy(&q_bits[i], reinterpret_cast<const char*>(&q[i]) + 2, 2);
+    for (std::size_t i = 0; i < k.size(); ++i)
+      std::memcpy(&k_bits[i], reinterpret_cast<const char*>(&k[i]) + 2, 2);
+    const struct {
+      const char* name;
+      attnref::DType dtype;
+      std::vector<std::int64_t> shape;
+      const void* data;
+    } raw[] = {{"k8u", attnref::DType::kUInt8, {Hkv, P, S, D}, codes.data()},
+               {"k8v", attnref::DType::kVoid8, {Hkv, P, S, D}, codes.data()},
+               {"q16v", attnref::DType::kVoid16, {B, Hq, D}, q_bits.data()},
+               {"k16u", attnref::DType::kUInt16, {Hkv, P, S, D}, k_bits.data()}};
+    for (const auto& x : raw) {
+      if (!write_npy(x.name, make_npy_array(x.dtype, x.shape, x.data)).ok())
+        attnref_fuzz::fail("pool");
+      pool_files().insert(x.name);
+    }
+  }
   std::FILE* f = std::fopen("junk", "wb");
   if (f != nullptr) {
     std::fputs("\x93NUMPY\x01\x00\xff\x00{'descr': '<f4', 'shape': (1,), }", f);
@@ -237,7 +262,9 @@ const char* const kOptions[] = {"--q",
                                 "--num-seqs",
                                 "--sliding-window",
                                 "--k-scale",
-                                "--v-scale"};
+                                "--v-scale",
+                                "--q-dtype",
+                                "--kv-dtype"};
 const char* const kFiles[] = {"q",     "k",   "v",    "kn",     "e",     "knan",    "q64",   "k64",
                               "v64",   "q16", "k16",  "k8",     "ks",    "ksd",     "l",     "p",
                               "l64",   "p64", "lbad", "pbad",   "l3",    "p0",      "q0",    "lz",
@@ -282,14 +309,15 @@ const char* const kValues[] = {"0",
                                "08",
                                "1e-320"};
 
-const char* const kWideFiles[] = {
-    "l64big",  "p64big",  "kvl64big", "cu64big", "ns64big", "rp64big",   "cu64",
-    "kvl64",   "ns64",    "q0huge",   "qhuge0",  "k0huge",  "kvp0huge",  "pzhuge",
-    "sq0huge", "sk0huge", "sk0",      "qmany",   "kmany1",  "sinksmany", "maskmany"};
+const char* const kWideFiles[] = {"l64big",   "p64big", "kvl64big", "cu64big", "ns64big",
+                                  "rp64big",  "cu64",   "kvl64",    "ns64",    "q0huge",
+                                  "qhuge0",   "k0huge", "kvp0huge", "pzhuge",  "sq0huge",
+                                  "sk0huge",  "sk0",    "qmany",    "kmany1",  "sinksmany",
+                                  "maskmany", "k8u",    "k8v",      "q16v",    "k16u"};
 const char* const kWideValues[] = {
-    "1e39",        "-1e39",       "1e-40",      "-1e-40", "1099511627776", "4294967296",
-    "-4294967296", "17179869184", "0.0",        "-0.0",   "1e-45",         "3.4028236e38",
-    "9e18",        "-2147483649", "4294967297", "65536",  "none,0",        "0,none"};
+    "1e39",        "-1e39", "1e-40",  "-1e-40", "1099511627776", "4294967296", "-4294967296",
+    "17179869184", "0.0",   "-0.0",   "1e-45",  "3.4028236e38",  "9e18",       "-2147483649",
+    "4294967297",  "65536", "none,0", "0,none", "bf16",          "e4m3",       "e5m2"};
 
 template <size_t N, size_t M>
 std::string pick_from(attnref_fuzz::Reader& r, const char* const (&table)[N],

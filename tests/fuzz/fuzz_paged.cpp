@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // libFuzzer harness of the paged family: fuzz bytes become a paged-attention call (shapes,
-// strides, buffer sizes, page tables, lengths, KV layouts, float or int8 pages with scales,
-// int32 or int64 indices, soft cap / mask value / scale, sliding window (keys before it NaN),
-// sinks, ALiBi slopes, executor), sometimes made hostile by a
+// strides, buffer sizes, page tables, lengths, KV layouts, float or int8 pages with scales, fp8
+// (e4m3fn, e5m2) pages with or without scales (NaN codes where nothing reads), int32 or int64
+// indices, soft cap / mask value / scale, sliding window (keys before it NaN), sinks, ALiBi
+// slopes, executor), sometimes made hostile by a
 // few mutations (extents, strides, buffer sizes, null data, page indices, lengths, options).
 // Widened draws (the Wide byte, fuzz_common.hpp): an empty batch and no pages next to huge head
 // counts, head dims, page sizes or page-table widths; thousands of heads; int64 lengths and page
@@ -52,6 +53,7 @@ template <class KV, class Index>
 void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
   using Args = attnref::PagedAttentionArgs<float, KV, Index>;
   constexpr bool kQuant = Args::kQuantized;
+  constexpr bool kFp8 = Args::kFp8;
   constexpr std::int64_t kIndexMax = std::numeric_limits<Index>::max();
 
   // --- a consistent call -------------------------------------------------------------------
@@ -175,6 +177,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
     if (which & 8) a.pages_per_compute_block = special_int(r, pps);
   }
   bool give_k_scales = kQuant, give_v_scales = kQuant;
+  if (kFp8) give_k_scales = give_v_scales = r.flag();  // optional: scale 1.0 without
   if (r.chance(20)) give_k_scales = !give_k_scales;
   if (r.chance(20)) give_v_scales = !give_v_scales;
 
@@ -249,6 +252,8 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
   KV kv_poison{};
   if constexpr (kQuant)
     kv_poison = KV(127);
+  else if constexpr (kFp8)
+    kv_poison = KV{0xFF};  // NaN in both fp8 formats
   else
     kv_poison = static_cast<KV>(kNaN);
   Buffer<KV, 4> k, v;
@@ -336,10 +341,16 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
     for (std::int64_t h = 0; h < Hq; ++h)
       for (std::int64_t d = 0; d < D; ++d) q.view(b, h, d) = rng.small();
   auto kv_value = [&]() -> KV {
-    if constexpr (kQuant)
+    if constexpr (kQuant) {
       return static_cast<KV>(static_cast<int>(rng.next() % 255) - 127);
-    else
+    } else if constexpr (kFp8) {  // a finite code of magnitude at most 4
+      for (;;) {
+        const KV x{static_cast<std::uint8_t>(rng.next() % 256)};
+        if (x.is_finite() && std::fabs(x.to_float()) <= 4.0f) return x;
+      }
+    } else {
       return static_cast<KV>(rng.small());
+    }
   };
   // Keys before a sliding window are never read: they keep their NaN (and their pages may be
   // dead entries).
@@ -354,8 +365,9 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
           k.view(h, page, slot, d) = kv_value();
           v.view(h, page, slot, d) = kv_value();
         }
-        if constexpr (kQuant) {
-          // K and V scales may differ in their last extent (per-token vs per-channel).
+        if constexpr (Args::kScaled) {
+          // K and V scales may differ in their last extent (per-token vs per-channel); fp8
+          // scales may be absent (empty views: no extent to fill).
           for (std::int64_t d = 0; d < a.k_scales.extents[3]; ++d)
             ks.view(h, page, slot, d) = 0.25f + static_cast<float>(rng.next() % 8) / 4.0f;
           for (std::int64_t d = 0; d < a.v_scales.extents[3]; ++d)
@@ -381,6 +393,10 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
         const std::int64_t page = a.page_indices(b, t / S), h = r.range(0, a.num_kv_heads() - 1);
         if constexpr (kQuant) {
           (r.flag() ? ks : vs).view(h, page, t % S, 0) = bad;
+        } else if constexpr (kFp8) {  // a NaN or infinity code
+          const bool e5m2 = std::is_same<KV, attnref::float8_e5m2>::value;
+          const KV code{static_cast<std::uint8_t>(r.flag() ? 0xFF : e5m2 ? 0x7C : 0x7F)};
+          (r.flag() ? k : v).view(h, page, t % S, r.range(0, D - 1)) = code;
         } else {
           (r.flag() ? k : v).view(h, page, t % S, r.range(0, D - 1)) = static_cast<KV>(bad);
         }
@@ -403,8 +419,8 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
       return t + "buf " + std::to_string(v.buffer_size);
     };
     std::fprintf(stderr, "kv=%s index=%s executor=%d sm_scale=%g soft_cap=%g round_bf16=%d\n",
-                 kQuant ? "int8" : "float", sizeof(Index) == 4 ? "int32" : "int64", executor_kind,
-                 static_cast<double>(a.sm_scale),
+                 attnref::dtype_name(attnref::dtype_of<KV>), sizeof(Index) == 4 ? "int32" : "int64",
+                 executor_kind, static_cast<double>(a.sm_scale),
                  a.soft_cap ? static_cast<double>(*a.soft_cap) : 0.0, a.round_kv_to_bf16 ? 1 : 0);
     std::fprintf(stderr, "q %s\nk %s\nv %s\nks %s\nout %s\n", ext(a.q).c_str(),
                  ext(a.k_pages).c_str(), ext(a.v_pages).c_str(), ext(a.k_scales).c_str(),
@@ -505,6 +521,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       run_case<float, std::int64_t>,
       run_case<std::int8_t, std::int32_t>,
       run_case<std::int8_t, std::int64_t>,
+      run_case<attnref::float8_e4m3fn, std::int32_t>,
+      run_case<attnref::float8_e5m2, std::int64_t>,
   };
   return attnref_fuzz::run_one(data, size, kCases);
 }

@@ -2,9 +2,10 @@
 // libFuzzer harness of the ragged family: fuzz bytes become a ragged-paged-attention call
 // (decode, prefill and chunked-prefill sequences in one batch; shapes, strides, buffer sizes,
 // KV layouts, page tables, kv_lens, cu_q_lens, num_seqs as a view or a host value, float,
-// bfloat16, double or int8 pages with scales, int32 or int64 indices, sliding window, soft cap,
-// sinks, ALiBi slopes, scale, mask value and the TPU knobs, executor), sometimes made hostile by a
-// few mutations (extents, strides, buffer sizes, null data, page-table entries -1 / total_pages /
+// bfloat16, double, int8 or fp8 (e4m3fn, e5m2) pages with scales, int32 or int64 indices, sliding
+// window, soft cap, sinks, ALiBi slopes, scale, mask value and the TPU knobs, executor), sometimes
+// made hostile by a few mutations (extents, strides, buffer sizes, null data, page-table entries
+// -1 / total_pages /
 // INT32_MAX / huge, kv_lens, cu_q_lens decreasing / negative / past the token buffer, num_seqs
 // negative or past max_num_seqs, options). Widened draws (the Wide byte, fuzz_common.hpp): no
 // tokens and no pages next to head counts, head dims, page sizes or page-table widths past int32;
@@ -61,6 +62,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
   using Args = attnref::RaggedPagedAttentionArgs<Q, KV, Index>;
   using Acc = attnref::detail::AccumulatorOf<Q, KV>;
   constexpr bool kInt8 = std::is_same<KV, std::int8_t>::value;
+  constexpr bool kFp8 = attnref::is_fp8_dtype<KV>;
 
   // --- a consistent call ---------------------------------------------------------------------
   std::int64_t max_seqs = r.range(0, 5);
@@ -188,7 +190,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
   if (r.chance(90))
     a.soft_cap = r.chance(200) ? static_cast<float>(r.range(1, 40)) : hostile_real(r);
   if (r.chance(30)) a.mask_value = hostile_real(r);
-  if (kInt8 ? r.chance(230) : r.chance(30)) {
+  if (kInt8 || kFp8 ? r.chance(230) : r.chance(30)) {
     a.k_scale = r.chance(220) ? static_cast<float>(r.range(1, 8)) / 64.0f : hostile_real(r);
     a.v_scale = r.chance(220) ? static_cast<float>(r.range(1, 8)) / 64.0f : hostile_real(r);
   }
@@ -283,6 +285,8 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
   KV kv_poison{};
   if constexpr (kInt8)
     kv_poison = KV(127);
+  else if constexpr (kFp8)
+    kv_poison = KV{0xFF};  // NaN in both fp8 formats
   else
     kv_poison = static_cast<KV>(kNaN);
   Buffer<KV, 4> kv;
@@ -414,6 +418,11 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
     if constexpr (kInt8) {
       return static_cast<KV>(scaled_int8 ? static_cast<int>(rng.next() % 255) - 127
                                          : static_cast<int>(rng.next() % 33) - 16);
+    } else if constexpr (kFp8) {  // a finite code of magnitude at most 4
+      for (;;) {
+        const KV x{static_cast<std::uint8_t>(rng.next() % 256)};
+        if (x.is_finite() && std::fabs(x.to_float()) <= 4.0f) return x;
+      }
     } else {
       return static_cast<KV>(rng.small());
     }
@@ -438,8 +447,16 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
       for (std::int64_t i = 0; i < N && !poisoned; ++i) {
         if (a.kv_lens(i) == 0) continue;
         const std::int64_t t = r.range(0, a.kv_lens(i) - 1);
-        kv.view(a.page_indices(i, t / S), t % S, r.range(0, 2 * HKV - 1), r.range(0, D - 1)) =
-            static_cast<KV>(bad);
+        KV code{};
+        if constexpr (kFp8) {  // a NaN code, or e5m2's infinity
+          code =
+              KV{static_cast<std::uint8_t>(std::isnan(bad)                                 ? 0xFF
+                                           : std::is_same<KV, attnref::float8_e5m2>::value ? 0x7C
+                                                                                           : 0x7F)};
+        } else {
+          code = static_cast<KV>(bad);
+        }
+        kv.view(a.page_indices(i, t / S), t % S, r.range(0, 2 * HKV - 1), r.range(0, D - 1)) = code;
         poisoned = true;
       }
     }
@@ -533,6 +550,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       run_case<float, std::int8_t, std::int32_t>,
       run_case<double, double, std::int64_t>,
       run_case<Eigen::bfloat16, Eigen::bfloat16, std::int32_t>,
+      run_case<float, attnref::float8_e4m3fn, std::int32_t>,
+      run_case<Eigen::bfloat16, attnref::float8_e5m2, std::int64_t>,
   };
   return attnref_fuzz::run_one(data, size, kCases);
 }

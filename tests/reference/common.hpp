@@ -4,20 +4,44 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
 
+#include <attnref/core/float8.hpp>
+
 namespace attnref {
 namespace reference {
 
-/// The value an element stands for, in double (half and bfloat16 widen through float, exactly).
+/// The value of an 8-bit float code with `e` exponent and `m` mantissa bits and exponent
+/// `bias`, from its bit fields with std::ldexp (independent of attnref's decoding table).
+/// `finite_only` formats (e4m3fn) have no infinity: only all-ones exponent and mantissa is NaN.
+inline double fp8_bits_value(std::uint8_t bits, int e, int m, int bias, bool finite_only) {
+  const int exponent = (bits >> m) & ((1 << e) - 1);
+  const int mantissa = bits & ((1 << m) - 1);
+  const double sign = (bits & 0x80) ? -1.0 : 1.0;
+  const int all_ones = (1 << e) - 1;
+  if (exponent == all_ones) {
+    if (finite_only && mantissa == (1 << m) - 1) return std::nan("");
+    if (!finite_only) return mantissa == 0 ? sign * HUGE_VAL : std::nan("");
+  }
+  if (exponent == 0) return sign * std::ldexp(static_cast<double>(mantissa), 1 - bias - m);
+  return sign * std::ldexp(1.0 + std::ldexp(static_cast<double>(mantissa), -m), exponent - bias);
+}
+
+/// The value an element stands for, in double (half and bfloat16 widen through float, exactly;
+/// fp8 codes from their bit fields).
 template <class T>
 double to_double(const T& x) {
   if constexpr (std::is_same<T, double>::value) {
     return x;
+  } else if constexpr (std::is_same<T, float8_e4m3fn>::value) {
+    return fp8_bits_value(x.bits, 4, 3, 7, true);
+  } else if constexpr (std::is_same<T, float8_e5m2>::value) {
+    return fp8_bits_value(x.bits, 5, 2, 15, false);
   } else {
     return static_cast<double>(static_cast<float>(x));
   }

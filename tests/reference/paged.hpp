@@ -7,7 +7,8 @@
 // slope[qh] * (t - (lengths[b] - 1)) is added after the cap; a sliding window W keeps the keys
 // t > lengths[b] - 1 - W; a sink s[qh] is one more logit in the max and the sum with no value
 // row (a row with no key and a sink: out 0, lse = s[qh]). Int8 pages
-// dequantize as JAX does (w * scale / 127.5, one scale per token or per element); float pages
+// dequantize as JAX does (w * scale / 127.5, one scale per token or per element), fp8 pages as
+// fp8(w) * scale (scale 1 without scales; fp8 values from their bit fields); float pages
 // round to bf16 when `round_kv_to_bf16` asks for it. Independent of the kernels: plain loops over
 // the views' own indexing.
 // Non-finite inputs (docs/hostile-inputs.md): a row whose largest logit is NaN (any NaN logit),
@@ -43,6 +44,12 @@ double paged_kv_value(const PagedAttentionArgs<Q, KV, Index>& a, bool is_v, std:
     const TensorView<const float, 4>& scales = is_v ? a.v_scales : a.k_scales;
     const std::int64_t sd = scales.extents[3] == 1 ? 0 : d;
     return static_cast<double>(w) * static_cast<double>(scales(h, page, slot, sd)) / 127.5;
+  } else if constexpr (PagedAttentionArgs<Q, KV, Index>::kFp8) {
+    // fp8(w) * s, with s = 1 when no scales are given.
+    const TensorView<const float, 4>& scales = is_v ? a.v_scales : a.k_scales;
+    if (scales.empty_view()) return to_double(w);
+    const std::int64_t sd = scales.extents[3] == 1 ? 0 : d;
+    return to_double(w) * static_cast<double>(scales(h, page, slot, sd));
   } else {
     return a.round_kv_to_bf16 ? round_to_bf16(to_double(w)) : to_double(w);
   }

@@ -53,7 +53,7 @@ double ragged_kv_value(const RaggedPagedAttentionArgs<Q, KV, Index>& a, bool is_
   if constexpr (std::is_same<Q, double>::value) {
     return to_double(x) * static_cast<double>(*scale);
   } else {
-    return to_double(static_cast<Q>(static_cast<float>(x) * *scale));
+    return to_double(static_cast<Q>(static_cast<float>(to_double(x)) * *scale));
   }
 }
 

@@ -34,6 +34,13 @@ const OptionSpec kAtolOption{"--atol", "A",
 const OptionSpec kRtolOption{"--rtol", "R",
                              "relative tolerance of --expect (same defaults as --atol)"};
 
+const OptionSpec kQDtypeOption{"--q-dtype", "T",
+                               "bf16: q holds raw bfloat16 codes (uint16, or |V2 as np.save "
+                               "writes ml_dtypes.bfloat16)"};
+const OptionSpec kKvDtypeOption{"--kv-dtype", "T",
+                                "bf16, e4m3 or e5m2: the pages hold raw bfloat16 (uint16 or "
+                                "|V2) or fp8 e4m3fn / e5m2 (uint8 or |V1) codes"};
+
 std::string format_error(const Status& status) {
   std::string text =
       std::string("attnref: error[") + error_code_name(status.code()) + "] " + status.message();
@@ -447,6 +454,80 @@ CommonOptions parse_common_options(const ParsedArgs& args) {
       float_option(args, "--mask-value", ErrorCode::kInvalidMaskValue).value_or(kDefaultMaskValue);
   o.sm_scale = float_option(args, "--sm-scale", ErrorCode::kInvalidScale).value_or(1.0f);
   return o;
+}
+
+DType dtype_option(const ParsedArgs& args, const char* option) {
+  const bool kv = std::strcmp(option, "--kv-dtype") == 0;
+  const std::string t =
+      kv ? args.choice(option, {"bf16", "e4m3", "e5m2"}, "") : args.choice(option, {"bf16"}, "");
+  if (t == "bf16") return DType::kBFloat16;
+  if (t == "e4m3") return DType::kFloat8E4M3FN;
+  if (t == "e5m2") return DType::kFloat8E5M2;
+  return DType::kUnknown;
+}
+
+Status apply_dtype_option(Input* input, DType as, const char* name, const char* option) {
+  const DType t = input->array.dtype;
+  const bool raw8 = t == DType::kUInt8 || t == DType::kVoid8;
+  const bool raw16 = t == DType::kUInt16 || t == DType::kVoid16;
+  const bool q = std::strcmp(option, "--q-dtype") == 0;
+  const Status::Ints ints{static_cast<std::int64_t>(t), static_cast<std::int64_t>(as)};
+  if (as == DType::kUnknown) {
+    if (!raw8 && !raw16) return Status();
+    const char* hint =
+        "np.save writes ml_dtypes' bfloat16 arrays as |V2 and its float8 arrays as |V1; the "
+        "option names what the codes are";
+    if (q && raw16) {
+      return Status(ErrorCode::kDtypeNotSupported, "",
+                    "{f} has dtype {d0}: raw 16-bit codes; pass --q-dtype bf16 if they are "
+                    "bfloat16",
+                    hint, ints, {}, name);
+    }
+    if (q) {
+      return Status(ErrorCode::kDtypeNotSupported, "",
+                    "{f} has dtype {d0}: raw 8-bit codes; queries are float16, float32, float64 "
+                    "or bfloat16 (--q-dtype bf16 with uint16 or |V2 codes)",
+                    hint, ints, {}, name);
+    }
+    if (raw16) {
+      return Status(ErrorCode::kDtypeNotSupported, "",
+                    "{f} has dtype {d0}: raw 16-bit codes; pass --kv-dtype bf16 if they are "
+                    "bfloat16",
+                    hint, ints, {}, name);
+    }
+    return Status(ErrorCode::kDtypeNotSupported, "",
+                  "{f} has dtype {d0}: raw 8-bit codes; pass --kv-dtype e4m3 or --kv-dtype e5m2 "
+                  "if they are fp8 (float8_e4m3fn or float8_e5m2)",
+                  hint, ints, {}, name);
+  }
+  const bool wants16 = as == DType::kBFloat16;
+  if (wants16 ? !raw16 : !raw8) {
+    const char* hint = wants16 ? "save the bfloat16 array itself (|V2) or x.view(numpy.uint16); "
+                                 "drop the option for float16/float32/float64 arrays"
+                               : "save the float8 array itself (|V1) or x.view(numpy.uint8); "
+                                 "drop --kv-dtype for float or int8 pages";
+    if (q) {
+      return Status(ErrorCode::kDtypeNotSupported, "",
+                    "--q-dtype bf16 reads raw 16-bit codes (uint16 or |V2), but {f} has dtype "
+                    "{d0}",
+                    hint, ints, {}, name);
+    }
+    if (wants16) {
+      return Status(ErrorCode::kDtypeNotSupported, "",
+                    "--kv-dtype bf16 reads raw 16-bit codes (uint16 or |V2), but {f} has dtype "
+                    "{d0}",
+                    hint, ints, {}, name);
+    }
+    return Status(ErrorCode::kDtypeNotSupported, "",
+                  as == DType::kFloat8E4M3FN
+                      ? "--kv-dtype e4m3 reads raw 8-bit codes (uint8 or |V1), but {f} has dtype "
+                        "{d0}"
+                      : "--kv-dtype e5m2 reads raw 8-bit codes (uint8 or |V1), but {f} has dtype "
+                        "{d0}",
+                  hint, ints, {}, name);
+  }
+  input->array.dtype = as;  // the bytes are the codes: only the tag changes
+  return Status();
 }
 
 Status dtype_error(const Input& input, const char* name, const char* hint) {

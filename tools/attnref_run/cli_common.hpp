@@ -208,6 +208,24 @@ Status dtype_error(const Input& input, const char* name, const char* hint);
 /// kernel subcommand instantiates).
 Status check_q_dtype(const Input& q);
 
+/// `--q-dtype bf16` and `--kv-dtype bf16|e4m3|e5m2`: what the raw codes of a bf16 or fp8 dump
+/// (uint16 or `|V2`, uint8 or `|V1`) are. Paged and ragged take both.
+extern const OptionSpec kQDtypeOption;
+extern const OptionSpec kKvDtypeOption;
+
+/// The element type a dtype option names (bf16: kBFloat16, e4m3: kFloat8E4M3FN, e5m2:
+/// kFloat8E5M2; exit 1 for anything else), or kUnknown when it was not given. `--q-dtype`
+/// takes bf16 only.
+DType dtype_option(const ParsedArgs& args, const char* option);
+
+/// Reads the raw codes of `input` as `as` when a dtype option named it: `option` ("--q-dtype"
+/// or "--kv-dtype", a literal) applies to `input`, named `name` (a literal) in messages. `as`
+/// kUnknown (no option): an array of raw codes (uint8, uint16, `|V1`, `|V2`) is an error naming
+/// the option to give. Otherwise the array must hold codes of `as`'s size (2 bytes for
+/// bfloat16, 1 for fp8), else an error naming the option and the array's dtype; then only its
+/// dtype tag changes. Errors are `kDtypeNotSupported`.
+Status apply_dtype_option(Input* input, DType as, const char* name, const char* option);
+
 /// The options paged, splash and ragged share, parsed.
 struct CommonOptions {
   Profile profile = Profile::kReference;
@@ -253,6 +271,55 @@ int dispatch_q_kv(DType q, DType kv, F&& f) {
       return with_q(TypeTag<double>{});
     default:
       return with_q(TypeTag<float>{});
+  }
+}
+
+/// Whether paged and ragged take pages of `kv` under queries of `q`: pages of q's dtype or int8
+/// always; float32 and bfloat16 queries also read float32, bfloat16, float16, int8 and fp8
+/// pages, as engines mix them.
+constexpr bool pages_dtype_supported(DType q, DType kv) noexcept {
+  if (kv == q || kv == DType::kInt8) return true;
+  const bool mixed_q = q == DType::kFloat32 || q == DType::kBFloat16;
+  return mixed_q && (kv == DType::kFloat32 || kv == DType::kBFloat16 || kv == DType::kFloat16 ||
+                     kv == DType::kFloat8E4M3FN || kv == DType::kFloat8E5M2);
+}
+
+/// The paged and ragged map from runtime dtypes to kernel instantiations: calls
+/// `f(TypeTag<Q>{}, TypeTag<KV>{})` with Q = Eigen::half, float, double or Eigen::bfloat16 for
+/// q's dtype and KV for the pages' dtype. Preconditions: q is one of those four and
+/// `pages_dtype_supported(q, kv)`.
+template <class F>
+int dispatch_q_pages(DType q, DType kv, F&& f) {
+  auto with_q = [&](auto q_tag, auto... mixed) -> int {
+    using Q = typename decltype(q_tag)::type;
+    if (kv == DType::kInt8) return f(q_tag, TypeTag<std::int8_t>{});
+    if constexpr (sizeof...(mixed) > 0) {
+      switch (kv) {
+        case DType::kFloat32:
+          return f(q_tag, TypeTag<float>{});
+        case DType::kBFloat16:
+          return f(q_tag, TypeTag<Eigen::bfloat16>{});
+        case DType::kFloat16:
+          return f(q_tag, TypeTag<Eigen::half>{});
+        case DType::kFloat8E4M3FN:
+          return f(q_tag, TypeTag<float8_e4m3fn>{});
+        case DType::kFloat8E5M2:
+          return f(q_tag, TypeTag<float8_e5m2>{});
+        default:
+          break;
+      }
+    }
+    return f(q_tag, TypeTag<Q>{});
+  };
+  switch (q) {
+    case DType::kFloat16:
+      return with_q(TypeTag<Eigen::half>{});
+    case DType::kFloat64:
+      return with_q(TypeTag<double>{});
+    case DType::kBFloat16:
+      return with_q(TypeTag<Eigen::bfloat16>{}, true);
+    default:
+      return with_q(TypeTag<float>{}, true);
   }
 }
 

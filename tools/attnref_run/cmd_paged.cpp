@@ -3,10 +3,11 @@
 // `reference` or `jax` profile, then runs attnref's reference kernel and writes or compares the
 // result.
 //
-// Instantiations are kept few: q is float16, float32 or float64; K/V have q's dtype or are int8
-// with float32 scales (6 kernels). Lengths and page indices are validated with their own dtype
-// (int32 or int64, so the `jax` profile's P7 sees the real one) and then widened to int64 for
-// the run, which changes no value and no reference-profile check.
+// Instantiations are kept few: q is float16, float32, float64 or bfloat16 (--q-dtype); K/V have
+// q's dtype or are int8 with float32 scales, and float32 or bfloat16 q also read float32,
+// bfloat16, float16 and fp8 pages (16 kernels: dispatch_q_pages). Lengths and page indices are
+// validated with their own dtype (int32 or int64, so the `jax` profile's P7 sees the real one) and
+// then widened to int64 for the run, which changes no value and no reference-profile check.
 #include <iostream>
 #include <optional>
 #include <string>
@@ -187,7 +188,8 @@ int run_paged(int argc, char** argv) {
   static const CommandSpec kSpec{
       "paged",
       "--q Q.npy --k-pages K.npy --v-pages V.npy --lengths L.npy --page-indices PI.npy\n"
-      "       [--k-scales KS.npy --v-scales VS.npy] [--soft-cap C] [--mask-value M]\n"
+      "       [--k-scales KS.npy --v-scales VS.npy] [--q-dtype bf16]\n"
+      "       [--kv-dtype bf16|e4m3|e5m2] [--soft-cap C] [--mask-value M]\n"
       "       [--sm-scale S] [--pages-per-compute-block N] [--kv-layout jax|nhd|hnd]\n"
       "       [--sliding-window W] [--sinks S.npy] [--alibi-slopes A.npy]\n"
       "       [--profile jax|reference] [--check-only] [--check-data] [--out OUT.npy]\n"
@@ -203,7 +205,10 @@ int run_paged(int argc, char** argv) {
       "Validates the inputs under the chosen profile (jax: every check JAX's Pallas TPU kernel\n"
       "makes; reference: what the math and memory safety need), then runs attnref's kernel.\n"
       "q, K and V are float16/float32/float64 (K/V of q's dtype), or K/V int8 with float32\n"
-      "scales; lengths and page indices int32 or int64 (int32 under --profile jax).",
+      "scales; float32 and bfloat16 q also read float32, bfloat16, float16 and fp8 pages\n"
+      "(fp8: w * scale, the scales optional: 1.0 without them). bf16 and fp8 dumps hold raw\n"
+      "codes (uint16 or |V2, uint8 or |V1): name them with --q-dtype and --kv-dtype.\n"
+      "Lengths and page indices are int32 or int64 (int32 under --profile jax).",
       with_common_options(
           {{"--q", "Q.npy", "queries [batch, num_q_heads, head_dim]"},
            {"--k-pages", "K.npy", "key pages, 4-d in the --kv-layout order"},
@@ -211,8 +216,11 @@ int run_paged(int argc, char** argv) {
            {"--lengths", "L.npy", "tokens of each sequence [batch]"},
            {"--page-indices", "PI.npy", "page table [batch, pages_per_sequence]"},
            {"--k-scales", "KS.npy",
-            "float32 scales of int8 key pages, in the --kv-layout order, last dim 1 or head_dim"},
-           {"--v-scales", "VS.npy", "float32 scales of int8 value pages"},
+            "float32 scales of int8 (required) or fp8 (optional) key pages, in the --kv-layout "
+            "order, last dim 1 or head_dim"},
+           {"--v-scales", "VS.npy", "float32 scales of int8 or fp8 value pages"},
+           kQDtypeOption,
+           kKvDtypeOption,
            {"--pages-per-compute-block", "N", "JAX's blocking (default 1; no numerical effect)"},
            {"--sliding-window", "W", "attend to the last W keys only (W > 0)"},
            {"--sinks", "S.npy", "attention-sink logits [num_q_heads] (float)"},
@@ -229,6 +237,8 @@ int run_paged(int argc, char** argv) {
   // Options first: a usage error costs no file reading.
   in.layout = kv_layout_option(args);
   in.common = parse_common_options(args);
+  const DType q_as = dtype_option(args, "--q-dtype");
+  const DType kv_as = dtype_option(args, "--kv-dtype");
   if (std::optional<std::int64_t> n = args.int64("--pages-per-compute-block")) {
     in.pages_per_compute_block = *n;
   }
@@ -271,15 +281,19 @@ int run_paged(int argc, char** argv) {
   in.expect = load_expect(args, in.q.array.shape);
   in.expect_lse = load_expect_lse(args, {in.q.array.shape[0], in.q.array.shape[1]});
 
-  // Element types.
-  fail_if_error(check_q_dtype(in.q));
+  // Element types: raw bf16/fp8 codes become their type (--q-dtype, --kv-dtype) first.
+  fail_if_error(apply_dtype_option(&in.q, q_as, "q", "--q-dtype"));
+  fail_if_error(apply_dtype_option(&in.k, kv_as, "k_pages", "--kv-dtype"));
+  fail_if_error(apply_dtype_option(&in.v, kv_as, "v_pages", "--kv-dtype"));
   const DType qt = in.q.array.dtype;
+  if (qt != DType::kBFloat16) fail_if_error(check_q_dtype(in.q));
   for (const Input* pages : {&in.k, &in.v}) {
     const DType t = pages->array.dtype;
-    if (t != qt && t != DType::kInt8) {
+    if (!pages_dtype_supported(qt, t)) {
       fail_status(Status(ErrorCode::kDtypeNotSupported, "",
                          "{f} has dtype {d0}; attnref-run takes K/V pages of q's dtype ({d1}) or "
-                         "int8 with scales",
+                         "int8 with scales (float32 and bfloat16 queries also read float32, "
+                         "bfloat16, float16 and fp8 pages)",
                          "save the pages with q's dtype, or quantize them to int8 with float32 "
                          "scales",
                          {static_cast<std::int64_t>(t), static_cast<std::int64_t>(qt)}, {},
@@ -300,7 +314,7 @@ int run_paged(int argc, char** argv) {
     }
   }
 
-  return dispatch_q_kv(qt, in.k.array.dtype, [&](auto q, auto kv) {
+  return dispatch_q_pages(qt, in.k.array.dtype, [&](auto q, auto kv) {
     return run_with_kv<typename decltype(q)::type, typename decltype(kv)::type>(args, in);
   });
 }

@@ -5,10 +5,11 @@
 //
 // K and V come as JAX's combined pool (--kv-pages, made into two views by ragged_kv_views) or
 // as two files in any --kv-layout (--k-pages, --v-pages: a vLLM or FlashInfer cache as saved).
-// Instantiations are kept few: q is float16, float32 or float64; the K/V pages have
-// q's dtype or are int8 (dequantized with --k-scale/--v-scale). kv_lens, page_indices and
-// cu_q_lens are validated with their own dtype (int32 or int64, so the `jax` profile's R5 sees
-// the real one), then widened to int64 for the run, which changes no value and no
+// Instantiations are kept few: q is float16, float32, float64 or bfloat16 (--q-dtype); the K/V
+// pages have q's dtype or are int8 (dequantized with --k-scale/--v-scale), and float32 or
+// bfloat16 q also read float32, bfloat16, float16 and fp8 pages (dispatch_q_pages). kv_lens,
+// page_indices and cu_q_lens are validated with their own dtype (int32 or int64, so the `jax`
+// profile's R5 sees the real one), then widened to int64 for the run, which changes no value and no
 // reference-profile check. num_seqs is a one-element integer array (JAX's R1).
 #include <iostream>
 #include <optional>
@@ -249,6 +250,7 @@ int run_ragged(int argc, char** argv) {
       "       --cu-q-lens C.npy --num-seqs N.npy [--sm-scale S] [--sliding-window W]\n"
       "       [--soft-cap C] [--mask-value M] [--k-scale S] [--v-scale S]\n"
       "       [--sinks S.npy] [--alibi-slopes A.npy]\n"
+      "       [--q-dtype bf16] [--kv-dtype bf16|e4m3|e5m2]\n"
       "       [--profile jax|reference] [--check-only] [--check-data] [--out OUT.npy]\n"
       "       [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]\n"
       "        [--expect-lse LSE.npy] [--ignore-padding]]\n"
@@ -266,6 +268,9 @@ int run_ragged(int argc, char** argv) {
       "Validates the inputs under the chosen profile (jax: every check JAX's Pallas TPU kernel\n"
       "makes; reference: what the math and memory safety need), then runs attnref's kernel.\n"
       "q and the pages are float16/float32/float64 (pages of q's dtype) or the pages int8;\n"
+      "float32 and bfloat16 q also read float32, bfloat16, float16 and fp8 pages. bf16 and fp8\n"
+      "dumps hold raw codes (uint16 or |V2, uint8 or |V1): name them with --q-dtype and\n"
+      "--kv-dtype.\n"
       "kv_lens, page_indices and cu_q_lens int32 or int64 (int32 under --profile jax).",
       with_common_options(
           {{"--q", "Q.npy", "queries [max_num_batched_tokens, num_q_heads, head_dim]"},
@@ -284,6 +289,8 @@ int run_ragged(int argc, char** argv) {
            {"--k-scale", "S", "K dequantization: k = q_dtype(float(k) * S)"},
            {"--v-scale", "S", "V dequantization: v = q_dtype(float(v) * S)"},
            {"--sinks", "S.npy", "attention-sink logits [num_q_heads] (float)"},
+           kQDtypeOption,
+           kKvDtypeOption,
            {"--lse-out", "LSE.npy",
             "write logsumexp [max_num_batched_tokens, num_q_heads] as float32 .npy"},
            kExpectLseOption,
@@ -294,6 +301,8 @@ int run_ragged(int argc, char** argv) {
   RaggedInputs in;
   // Options first: a usage error costs no file reading.
   in.common = parse_common_options(args);
+  const DType q_as = dtype_option(args, "--q-dtype");
+  const DType kv_as = dtype_option(args, "--kv-dtype");
   in.sliding_window = args.int64("--sliding-window");
   (void)args.real("--k-scale");  // syntax errors (exit 1) before value errors (exit 2)
   (void)args.real("--v-scale");
@@ -360,16 +369,24 @@ int run_ragged(int argc, char** argv) {
   in.expect = load_expect(args, in.q.array.shape);
   in.expect_lse = load_expect_lse(args, {in.q.array.shape[0], in.q.array.shape[1]});
 
-  // Element types.
-  fail_if_error(check_q_dtype(in.q));
+  // Element types: raw bf16/fp8 codes become their type (--q-dtype, --kv-dtype) first.
+  fail_if_error(apply_dtype_option(&in.q, q_as, "q", "--q-dtype"));
+  if (separate) {
+    fail_if_error(apply_dtype_option(&in.k, kv_as, "k_pages", "--kv-dtype"));
+    fail_if_error(apply_dtype_option(&in.v, kv_as, "v_pages", "--kv-dtype"));
+  } else {
+    fail_if_error(apply_dtype_option(&in.kv, kv_as, "kv_pages", "--kv-dtype"));
+  }
   const DType qt = in.q.array.dtype;
+  if (qt != DType::kBFloat16) fail_if_error(check_q_dtype(in.q));
   for (const Input* pages :
        separate ? std::vector<const Input*>{&in.k, &in.v} : std::vector<const Input*>{&in.kv}) {
     const DType t = pages->array.dtype;
-    if (t != qt && t != DType::kInt8) {
+    if (!pages_dtype_supported(qt, t)) {
       fail_status(Status(ErrorCode::kDtypeNotSupported, "",
                          "{f} has dtype {d0}; attnref-run takes pages of q's dtype ({d1}) or "
-                         "int8 (with --k-scale/--v-scale)",
+                         "int8 (with --k-scale/--v-scale; float32 and bfloat16 queries also read "
+                         "float32, bfloat16, float16 and fp8 pages)",
                          "save the pages with q's dtype, or quantize them to int8",
                          {static_cast<std::int64_t>(t), static_cast<std::int64_t>(qt)}, {},
                          pages == &in.kv  ? "kv_pages"
@@ -385,7 +402,7 @@ int run_ragged(int argc, char** argv) {
                         static_cast<std::int64_t>(in.v.array.dtype)}));
   }
   const DType kvt = separate ? in.k.array.dtype : in.kv.array.dtype;
-  return dispatch_q_kv(qt, kvt, [&](auto q, auto kv) {
+  return dispatch_q_pages(qt, kvt, [&](auto q, auto kv) {
     return run_with_kv<typename decltype(q)::type, typename decltype(kv)::type>(args, in);
   });
 }

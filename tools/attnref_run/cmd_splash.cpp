@@ -3,7 +3,8 @@
 // `reference` or `jax` profile, then runs attnref's forward (and, with --dout, backward) kernel
 // and writes or compares the results. Every output is float32.
 //
-// q, k and v share one dtype (float16, float32 or float64: three kernel instantiations). A 2-dim
+// q, k and v share one dtype (float16, float32, float64, or bfloat16 read from raw codes with
+// --q-dtype bf16 and --kv-dtype bf16: four kernel instantiations). A 2-dim
 // k/v ([kv_seq_len, head_dim]) selects MQA, as JAX's make_splash_mqa. The mask is a bool
 // `[1 or Hq, Sq, Skv]` array, or one of --causal / --local / --chunked; with none it is full.
 #include <cmath>
@@ -208,7 +209,7 @@ int run_splash(int argc, char** argv) {
       "       [--out OUT.npy] [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]\n"
       "        [--expect-lse LSE.npy]]\n"
       "       [--dout DO.npy --dq-out DQ.npy --dk-out DK.npy --dv-out DV.npy\n"
-      "        [--dsinks-out DS.npy]]",
+      "        [--dsinks-out DS.npy]] [--q-dtype bf16 --kv-dtype bf16]",
       "Splash attention (prefill/training): out[h, r] = softmax over the allowed t (mask AND\n"
       "q_segment_ids[r] == kv_segment_ids[t], and r - W < t <= r with --sliding-window W) of\n"
       "cap(sm_scale * q[h, r] . k_t) + slope[h] * (t - r) (with --alibi-slopes), plus an optional\n"
@@ -216,7 +217,10 @@ int run_splash(int argc, char** argv) {
       "logsumexp -inf. k/v of rank 2 ([Skv, D]) select MQA. Validates under the chosen profile\n"
       "(jax: every check JAX's Pallas TPU kernel makes; reference: what the math needs; the\n"
       "sequence lengths need not divide by the blocks), then runs attnref's kernels. With --dout,\n"
-      "also the backward pass (dq, dk, dv and, with sinks, dsinks). Outputs are float32.",
+      "also the backward pass (dq, dk, dv and, with sinks, dsinks). q, k, v (and dout) share\n"
+      "one dtype: float16, float32, float64, or bfloat16 dumps (raw codes: uint16 or |V2, as\n"
+      "np.save writes ml_dtypes.bfloat16) read with --q-dtype bf16 (q, dout) and --kv-dtype\n"
+      "bf16 (k, v). Outputs are float32.",
       with_common_options(
           {{"--q", "Q.npy", "queries [num_q_heads, q_seq_len, head_dim_qk]"},
            {"--k", "K.npy",
@@ -243,6 +247,8 @@ int run_splash(int argc, char** argv) {
            {"--dk-out", "DK.npy", "write dk, k's shape (with --dout)"},
            {"--dv-out", "DV.npy", "write dv, v's shape (with --dout)"},
            {"--dsinks-out", "DS.npy", "write dsinks [num_q_heads] (with --dout and --sinks)"},
+           {"--q-dtype", "T", "bf16: q (and dout) hold raw bfloat16 codes (uint16 or |V2)"},
+           {"--kv-dtype", "T", "bf16: k and v hold raw bfloat16 codes (uint16 or |V2)"},
            kExpectLseOption})};
   const ParsedArgs args(kSpec, argc, argv);
   if (args.help_requested()) return print_help(kSpec);
@@ -250,6 +256,10 @@ int run_splash(int argc, char** argv) {
   SplashInputs in;
   // Options first: a usage error costs no file reading.
   in.common = parse_common_options(args);
+  const DType q_as = dtype_option(args, "--q-dtype");
+  // Splash takes no fp8: k and v are q's float type.
+  const DType kv_as =
+      args.choice("--kv-dtype", {"bf16"}, "") == "bf16" ? DType::kBFloat16 : DType::kUnknown;
   int mask_options = 0;
   if (args.has("--mask")) {
     in.mask_kind = MaskKind::kFile;
@@ -366,8 +376,13 @@ int run_splash(int argc, char** argv) {
   in.expect = load_expect(args, out_shape);
   in.expect_lse = load_expect_lse(args, {out_shape[0], out_shape[1]});
 
-  // Element types: q, k, v (and dout) share one float dtype.
-  fail_if_error(check_q_dtype(in.q));
+  // Element types: q, k, v (and dout) share one float dtype; raw bf16 codes become bfloat16
+  // (--q-dtype for q and dout, --kv-dtype for k and v) first.
+  fail_if_error(apply_dtype_option(&in.q, q_as, "q", "--q-dtype"));
+  fail_if_error(apply_dtype_option(&in.k, kv_as, "k", "--kv-dtype"));
+  fail_if_error(apply_dtype_option(&in.v, kv_as, "v", "--kv-dtype"));
+  if (in.dout.present()) fail_if_error(apply_dtype_option(&in.dout, q_as, "dout", "--q-dtype"));
+  if (in.q.array.dtype != DType::kBFloat16) fail_if_error(check_q_dtype(in.q));
   const DType qt = in.q.array.dtype;
   for (const Input* x : {&in.k, &in.v, &in.dout}) {
     if (!x->present() || x->array.dtype == qt) continue;
@@ -379,6 +394,7 @@ int run_splash(int argc, char** argv) {
   }
 
   // k and v have q's dtype: one instantiation per q dtype.
+  if (qt == DType::kBFloat16) return run_typed<Eigen::bfloat16>(args, in);
   return dispatch_q_kv(
       qt, qt, [&](auto q, auto) { return run_typed<typename decltype(q)::type>(args, in); });
 }

@@ -39,7 +39,8 @@ struct Change {
   std::int64_t length_delta = 0;                ///< +-1 key per sequence
   bool top_left = false;                        ///< causal diagonal at the first key (ragged)
   std::optional<std::int64_t> diagonal_offset;  ///< splash: the causal/local offset
-  std::optional<std::int64_t> window;           ///< sliding window (ragged) / local left (splash)
+  std::optional<std::int64_t> window;           ///< the sliding window
+  std::optional<std::int64_t> local_left;       ///< splash --local: the window's left side
   bool drop_sinks = false;
   bool lse_log2 = false;  ///< the logsumexp is log2 of the denominator
 };
@@ -56,8 +57,8 @@ struct Features {
   bool causal_rows = false;         ///< ragged: bottom-right causal rows with q_len < kv_len
   std::optional<std::int64_t> splash_offset;  ///< splash causal/local: the asked offset
   std::int64_t q_seq_len = 0, kv_seq_len = 0;
-  std::optional<std::int64_t> window;  ///< the asked sliding window / local left side
-  const char* window_option = "";      ///< "--sliding-window"
+  std::optional<std::int64_t> window;      ///< the asked sliding window
+  std::optional<std::int64_t> local_left;  ///< splash --local: the asked left side
   bool has_sinks = false;
   const char* swap_option = "";  ///< "--k-pages and --v-pages", "--k and --v"
   bool lse_given = false;
@@ -136,18 +137,21 @@ inline std::vector<Change> candidate_changes(const Features& f) {
       add(c);
     }
   }
-  if (f.window) {
-    for (std::int64_t w : {*f.window - 1, *f.window + 1}) {
+  // A window and a local mask's left side are apart: a run may have both, each off alone.
+  auto off_by_one = [&](std::int64_t asked, const std::string& option, int group, bool local) {
+    for (std::int64_t w : {asked - 1, asked + 1}) {
       if (w <= 0) continue;
       Change c;
       c.what = "sliding window off by one: " + std::to_string(w) + " instead of " +
-               std::to_string(*f.window);
-      c.option = std::string(f.window_option) + " " + std::to_string(w);
-      c.window = w;
-      c.group = 3;
+               std::to_string(asked) + (local ? " (the --local mask's left side)" : "");
+      c.option = option + std::to_string(w);
+      (local ? c.local_left : c.window) = w;
+      c.group = group;
       add(c);
     }
-  }
+  };
+  if (f.window) off_by_one(*f.window, "--sliding-window ", 3, false);
+  if (f.local_left) off_by_one(*f.local_left, "--local LEFT,RIGHT with LEFT ", 6, true);
   if (f.has_sinks) {
     Change c;
     c.what = "attention sinks ignored";

@@ -102,9 +102,12 @@ Status try_compare_paged(const PagedAttentionArgs<Q, KV, Index>& a, const std::v
   f.num_kv_heads = a.num_kv_heads();
   f.layout = dense_layout(a.k_pages);
   if (f.layout && dense_layout(a.v_pages) != f.layout) f.layout.reset();
-  if (PagedAttentionArgs<Q, KV, Index>::kQuantized) f.layout.reset();  // scales: their own
+  const bool has_scales = !a.k_scales.empty_view();  // int8 always; fp8 optionally
+  if (has_scales) f.layout.reset();                  // scales: their own
   f.layout_option = "--k-pages/--v-pages";
   f.lengths_option = "--lengths";
+  f.window = a.sliding_window;
+  f.has_sinks = !a.sinks.empty_view();
   f.swap_option = "--k-pages and --v-pages (and their scales)";
   f.lse_given = !got_lse.empty();
 
@@ -147,7 +150,7 @@ Status try_compare_paged(const PagedAttentionArgs<Q, KV, Index>& a, const std::v
       }
       b.k_pages = one_head(c.swap_kv ? v : k, kv_head);
       b.v_pages = one_head(c.swap_kv ? k : v, kv_head);
-      if (PagedAttentionArgs<Q, KV, Index>::kQuantized) {
+      if (has_scales) {
         b.k_scales = one_head(c.swap_kv ? a.v_scales : a.k_scales, kv_head);
         b.v_scales = one_head(c.swap_kv ? a.k_scales : a.v_scales, kv_head);
       }
@@ -156,6 +159,11 @@ Status try_compare_paged(const PagedAttentionArgs<Q, KV, Index>& a, const std::v
       b.sm_scale = c.sm_scale ? *c.sm_scale : a.sm_scale;
       b.soft_cap = c.change_soft_cap ? c.soft_cap : a.soft_cap;
       b.round_kv_to_bf16 = a.round_kv_to_bf16;
+      b.sliding_window = c.window ? c.window : a.sliding_window;
+      if (!a.sinks.empty_view() && !c.drop_sinks)
+        b.sinks = TensorView<const float, 1>(&a.sinks(qh), {1});
+      if (!a.alibi_slopes.empty_view())
+        b.alibi_slopes = TensorView<const float, 1>(&a.alibi_slopes(qh), {1});
       const Status st = try_paged_attention(b, TensorView<Q, 3>(o.data(), {n, 1, dim}),
                                             TensorView<float, 2>(l.data(), {n, 1}));
       if (!st.ok()) {

@@ -94,7 +94,7 @@ Status try_compare_ragged(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
     f.causal_rows =
         f.causal_rows || (q_len(i) > 0 && q_len(i) < static_cast<std::int64_t>(a.kv_lens(i)));
   f.window = a.sliding_window;
-  f.window_option = "--sliding-window";
+  f.has_sinks = !a.sinks.empty_view();
   f.swap_option = f.layout ? "--k-pages and --v-pages" : "K and V in the combined pool";
   f.lse_given = !got_lse.empty();
 
@@ -156,6 +156,10 @@ Status try_compare_ragged(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
       b.sm_scale = c.sm_scale ? *c.sm_scale : a.sm_scale;
       b.soft_cap = c.change_soft_cap ? c.soft_cap : a.soft_cap;
       b.sliding_window = c.window ? c.window : a.sliding_window;
+      if (!a.sinks.empty_view() && !c.drop_sinks)
+        b.sinks = TensorView<const float, 1>(&a.sinks(qh), {1});
+      if (!a.alibi_slopes.empty_view())
+        b.alibi_slopes = TensorView<const float, 1>(&a.alibi_slopes(qh), {1});
       b.k_scale = c.swap_kv ? a.v_scale : a.k_scale;
       b.v_scale = c.swap_kv ? a.k_scale : a.v_scale;
       const Status st = try_ragged_paged_attention(b, TensorView<Q, 3>(o.data(), {rows, 1, dim}),

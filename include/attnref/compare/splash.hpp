@@ -98,8 +98,8 @@ Status try_compare_splash(const SplashAttentionArgs<Q, KV>& a, const MultiHeadMa
   if (diagonal) f.splash_offset = params.offset;
   f.q_seq_len = sq;
   f.kv_seq_len = a.kv_seq_len();
-  if (params.kind == SplashMaskParams::Kind::kLocal) f.window = params.left;
-  f.window_option = "--local LEFT,RIGHT with LEFT";
+  if (params.kind == SplashMaskParams::Kind::kLocal) f.local_left = params.left;
+  f.window = a.sliding_window;
   f.has_sinks = a.has_sinks();
   f.swap_option = "--k and --v";
   f.lse_given = !got_lse.empty();
@@ -123,12 +123,15 @@ Status try_compare_splash(const SplashAttentionArgs<Q, KV>& a, const MultiHeadMa
       b.v = one_head(c.swap_kv ? a.k : a.v, kv_head);
       b.sinks = a.has_sinks() && !c.drop_sinks ? TensorView<const float, 1>(&a.sinks(qh), {1})
                                                : TensorView<const float, 1>();
+      if (!a.alibi_slopes.empty_view())
+        b.alibi_slopes = TensorView<const float, 1>(&a.alibi_slopes(qh), {1});
       b.sm_scale = c.sm_scale ? *c.sm_scale : a.sm_scale;
       b.soft_cap = c.change_soft_cap ? c.soft_cap : a.soft_cap;
+      b.sliding_window = c.window ? c.window : a.sliding_window;
       b.sharding = MaskSharding{};
       const MultiHeadMask m =
-          c.diagonal_offset || c.window
-              ? params.make(MaskShape{sq, a.kv_seq_len()}, c.diagonal_offset, c.window)
+          c.diagonal_offset || c.local_left
+              ? params.make(MaskShape{sq, a.kv_seq_len()}, c.diagonal_offset, c.local_left)
               : MultiHeadMask{mask.head(mask.num_heads() == 1 ? 0 : qh)};
       const Status st = try_splash_attention(b, m, TensorView<Q, 3>(o.data(), {1, sq, dv}),
                                              TensorView<float, 2>(l.data(), {1, sq}));

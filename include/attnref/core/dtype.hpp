@@ -9,6 +9,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "attnref/core/float8.hpp"
+
 namespace Eigen {
 struct half;
 struct bfloat16;
@@ -27,9 +29,17 @@ enum class DType : std::int64_t {
   kInt32,
   kInt64,
   kBool,
+  kFloat8E4M3FN,  ///< attnref::float8_e4m3fn (fp8 K/V)
+  kFloat8E5M2,    ///< attnref::float8_e5m2 (fp8 K/V)
+  // Raw codes as a .npy file holds them (bf16 and fp8 dumps); never a kernel element type.
+  kUInt8,   ///< numpy uint8 (`|u1`)
+  kUInt16,  ///< numpy uint16 (`<u2`)
+  kVoid8,   ///< numpy's 1-byte void (`|V1`): what np.save writes for ml_dtypes' float8 types
+  kVoid16,  ///< numpy's 2-byte void (`|V2`): what np.save writes for ml_dtypes' bfloat16
 };
 
-/// numpy's name for a dtype ("float32", "int8", ...); "bfloat16" as in ml_dtypes.
+/// numpy's name for a dtype ("float32", "int8", "void16" for `|V2`, ...); "bfloat16",
+/// "float8_e4m3fn" and "float8_e5m2" as in ml_dtypes.
 constexpr const char* dtype_name(DType t) noexcept {
   switch (t) {
     case DType::kFloat16:
@@ -48,6 +58,18 @@ constexpr const char* dtype_name(DType t) noexcept {
       return "int64";
     case DType::kBool:
       return "bool";
+    case DType::kFloat8E4M3FN:
+      return "float8_e4m3fn";
+    case DType::kFloat8E5M2:
+      return "float8_e5m2";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kUInt16:
+      return "uint16";
+    case DType::kVoid8:
+      return "void8";
+    case DType::kVoid16:
+      return "void16";
     default:
       return "unknown";
   }
@@ -90,6 +112,14 @@ template <>
 struct DTypeOf<bool> {
   static constexpr DType value = DType::kBool;
 };
+template <>
+struct DTypeOf<float8_e4m3fn> {
+  static constexpr DType value = DType::kFloat8E4M3FN;
+};
+template <>
+struct DTypeOf<float8_e5m2> {
+  static constexpr DType value = DType::kFloat8E5M2;
+};
 }  // namespace detail
 
 /// The runtime tag of element type `T` (cv-qualifiers ignored).
@@ -100,6 +130,16 @@ constexpr DType dtype_of = detail::DTypeOf<std::remove_cv_t<T>>::value;
 template <class T>
 constexpr bool is_float_dtype = dtype_of<T> == DType::kFloat16 || dtype_of<T> == DType::kBFloat16 ||
                                 dtype_of<T> == DType::kFloat32 || dtype_of<T> == DType::kFloat64;
+
+/// True for the fp8 element types (K/V only, with optional scales).
+template <class T>
+constexpr bool is_fp8_dtype =
+    dtype_of<T> == DType::kFloat8E4M3FN || dtype_of<T> == DType::kFloat8E5M2;
+
+/// True for element types the kernels accept as K/V pages: a float type, int8 (with scales) or
+/// fp8.
+template <class T>
+constexpr bool is_kv_dtype = is_float_dtype<T> || dtype_of<T> == DType::kInt8 || is_fp8_dtype<T>;
 
 /// True for index element types (lengths, page tables, cumulative offsets).
 template <class T>
@@ -117,6 +157,8 @@ inline bool element_is_finite(const T& x) noexcept {
     return (bits & exp_mask) != exp_mask;
   } else if constexpr (kT == DType::kFloat32 || kT == DType::kFloat64) {
     return std::isfinite(x);
+  } else if constexpr (kT == DType::kFloat8E4M3FN || kT == DType::kFloat8E5M2) {
+    return x.is_finite();
   } else {
     return true;
   }

@@ -2,7 +2,10 @@
 /// @file npy.hpp
 /// numpy `.npy` files: a strict reader (from a byte buffer or a file) and a writer, for dumping
 /// tensors from Python and comparing against attnref. Little-endian, C order, format versions
-/// 1.0, 2.0 and 3.0; dtypes `<f2 <f4 <f8 |i1 <i4 <i8 |b1`. Everything else (Fortran order,
+/// 1.0, 2.0 and 3.0; dtypes `<f2 <f4 <f8 |i1 <i4 <i8 |b1`, and the raw codes of bf16 and fp8
+/// dumps: `|u1 <u2` and numpy's void `|V1 |V2` (what `np.save` writes for ml_dtypes' float8 and
+/// bfloat16 arrays; any byte-order mark). `npy_reinterpret` then reads raw codes as bfloat16
+/// or fp8. Everything else (Fortran order,
 /// big-endian or unknown dtypes, truncated or surplus data, a malformed header, a shape whose
 /// size overflows int64) is an `ErrorCode::kBadFile` error that names the file and the problem.
 /// No allocation is ever sized from a header number before it has been checked against the
@@ -138,7 +141,12 @@ constexpr std::int64_t npy_itemsize(DType t) noexcept {
     case DType::kInt64:
       return 8;
     case DType::kBool:
+    case DType::kUInt8:
+    case DType::kVoid8:
       return 1;
+    case DType::kUInt16:
+    case DType::kVoid16:
+      return 2;
     default:
       return 0;
   }
@@ -161,6 +169,14 @@ constexpr const char* npy_descr(DType t) noexcept {
       return "<i8";
     case DType::kBool:
       return "|b1";
+    case DType::kUInt8:
+      return "|u1";
+    case DType::kUInt16:
+      return "<u2";
+    case DType::kVoid8:
+      return "|V1";
+    case DType::kVoid16:
+      return "|V2";
     default:
       return nullptr;
   }
@@ -178,7 +194,7 @@ struct NpyHeader {
 
 inline constexpr std::int64_t kNpyMaxHeaderBytes = std::int64_t{1} << 20;
 inline constexpr std::size_t kNpyMaxRank = 64;
-inline constexpr const char* kNpyDtypeList = "<f2 <f4 <f8 |i1 <i4 <i8 |b1";
+inline constexpr const char* kNpyDtypeList = "<f2 <f4 <f8 |i1 <i4 <i8 |b1 |u1 <u2 |V1 |V2";
 inline constexpr const char* kNpyRewriteHint =
     "write it with numpy.save(path, numpy.ascontiguousarray(x, dtype=x.dtype.newbyteorder('<')))";
 
@@ -364,7 +380,10 @@ class NpyHeaderParser {
 
   bool decode_descr(const std::string& d, DType* dtype) {
     const std::string supported = std::string("attnref reads ") + kNpyDtypeList;
-    if (d.size() >= 2 && d[0] == '>' && d.substr(1) != "i1" && d.substr(1) != "b1") {
+    // One-byte types and void (raw bytes) have no byte order.
+    const std::string body = d.size() >= 2 ? d.substr(1) : std::string();
+    if (d.size() >= 2 && d[0] == '>' && body != "i1" && body != "b1" && body != "u1" &&
+        body != "V1" && body != "V2") {
       return fail("the data is big-endian (descr '" + d + "'); attnref reads little-endian only",
                   "convert with x.astype(x.dtype.newbyteorder('<')) before numpy.save");
     }
@@ -374,7 +393,10 @@ class NpyHeaderParser {
     } kTable[] = {{"<f2", DType::kFloat16}, {"<f4", DType::kFloat32}, {"<f8", DType::kFloat64},
                   {"<i4", DType::kInt32},   {"<i8", DType::kInt64},   {"|i1", DType::kInt8},
                   {"<i1", DType::kInt8},    {">i1", DType::kInt8},    {"|b1", DType::kBool},
-                  {"<b1", DType::kBool},    {">b1", DType::kBool}};
+                  {"<b1", DType::kBool},    {">b1", DType::kBool},    {"|u1", DType::kUInt8},
+                  {"<u1", DType::kUInt8},   {">u1", DType::kUInt8},   {"<u2", DType::kUInt16},
+                  {"|V1", DType::kVoid8},   {"<V1", DType::kVoid8},   {">V1", DType::kVoid8},
+                  {"|V2", DType::kVoid16},  {"<V2", DType::kVoid16},  {">V2", DType::kVoid16}};
     for (const auto& row : kTable) {
       if (d == row.descr) {
         *dtype = row.dtype;

@@ -102,7 +102,7 @@ struct PagedScratch {
 /// returns the first row and sets `*ld` to the row stride. Float pages already in Acc with unit
 /// dim stride are used in place; anything else (other dtypes, int8 dequantization, bf16
 /// rounding, strided dims) is converted into `scratch` [rows, D].
-template <class Acc, class KV>
+template <class Acc, class KV, std::enable_if_t<!is_fp8_dtype<KV>, int> = 0>
 const Acc* page_rows(const TensorView<const KV, 4>& pages, const TensorView<const float, 4>& scales,
                      std::int64_t head, std::int64_t page, std::int64_t first, std::int64_t rows,
                      bool round_to_bf16_first, Acc* scratch, std::int64_t* ld) {
@@ -157,6 +157,39 @@ const Acc* page_rows(const TensorView<const KV, 4>& pages, const TensorView<cons
   return scratch;
 }
 
+/// The same rows of fp8 pages, always converted: fp8(w) * s in f32, s from `scales` at
+/// (head, page, first + t, 0 or d), or 1 when the scales view is empty.
+template <class Acc, class KV, std::enable_if_t<is_fp8_dtype<KV>, int> = 0>
+const Acc* page_rows(const TensorView<const KV, 4>& pages, const TensorView<const float, 4>& scales,
+                     std::int64_t head, std::int64_t page, std::int64_t first, std::int64_t rows,
+                     bool /*round_to_bf16_first: fp8 values are exact in bf16*/, Acc* scratch,
+                     std::int64_t* ld) {
+  const std::int64_t dim = pages.extents[3];
+  const KV* base =
+      pages.data + head * pages.strides[0] + page * pages.strides[1] + first * pages.strides[2];
+  const bool scaled = !scales.empty_view();
+  const bool per_element = scaled && scales.extents[3] != 1;
+  const std::int64_t step = pages.strides[3];
+  for (std::int64_t t = 0; t < rows; ++t) {
+    const KV* row = base + t * pages.strides[2];
+    Acc* out = scratch + t * dim;
+    const float* s = scaled ? &scales(head, page, first + t, 0) : nullptr;
+    if (per_element) {
+      for (std::int64_t d = 0; d < dim; ++d)
+        out[d] = static_cast<Acc>(row[d * step].to_float() * s[d * scales.strides[3]]);
+    } else if (step == 1) {  // the common case: a tight loop of table lookups
+      const float s0 = scaled ? *s : 1.0f;
+      for (std::int64_t d = 0; d < dim; ++d) out[d] = static_cast<Acc>(row[d].to_float() * s0);
+    } else {
+      const float s0 = scaled ? *s : 1.0f;
+      for (std::int64_t d = 0; d < dim; ++d)
+        out[d] = static_cast<Acc>(row[d * step].to_float() * s0);
+    }
+  }
+  *ld = dim;
+  return scratch;
+}
+
 /// Calls fn(page slot j, first row, rows) for the pieces covering tokens [t0, t1): within one
 /// page, and at most `max_rows` rows each.
 template <class Fn>
@@ -195,7 +228,7 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
   const std::int64_t group = heads.group();
   const std::int64_t dim = a.head_dim(), page_size = a.page_size();
   const std::int64_t length = a.lengths(b);
-  const bool round_kv = a.round_kv_to_bf16 && !PagedAttentionArgs<Q, KV, Index>::kQuantized;
+  const bool round_kv = a.round_kv_to_bf16 && !PagedAttentionArgs<Q, KV, Index>::kScaled;
   const LogitTransform<Acc> logits(a.sm_scale, a.soft_cap);
   for (std::int64_t g = 0; g < group; ++g)
     for (std::int64_t d = 0; d < dim; ++d)

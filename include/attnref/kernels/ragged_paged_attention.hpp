@@ -273,6 +273,8 @@ template <class Acc, class KV>
 inline void widen_row(const KV* src, std::int64_t dim, Acc* dst) {
   if constexpr (std::is_same<KV, Eigen::bfloat16>::value && std::is_same<Acc, float>::value) {
     widen_bf16(src, dim, dst);
+  } else if constexpr (is_fp8_dtype<KV>) {  // a table lookup per code
+    for (std::int64_t d = 0; d < dim; ++d) dst[d] = static_cast<Acc>(src[d].to_float());
   } else {
     using Row = Eigen::Array<Acc, Eigen::Dynamic, 1>;
     using SrcRow = Eigen::Array<KV, Eigen::Dynamic, 1>;

@@ -31,32 +31,39 @@
 #include "attnref/core/tensor_view.hpp"
 #include "attnref/validate/head_options.hpp"
 #include "attnref/validate/heads.hpp"
+#include "attnref/validate/kv_rows.hpp"
 #include "attnref/validate/options.hpp"
 
 namespace attnref {
 
 /// Everything one paged-attention (decode) call reads. Views only; nothing is owned.
 /// `Q` and `KV` are float, double, Eigen::half or Eigen::bfloat16; `KV` may be int8_t with
-/// float scales. `Index` is int32_t (what JAX requires) or int64_t.
+/// float scales (`w * s / 127.5`), or fp8 (`float8_e4m3fn`, `float8_e5m2`: `fp8(w) * s`, the
+/// scales optional: without them s = 1, vLLM's default k_scale/v_scale). A per-tensor scale is
+/// a scales view with all strides 0 over one float. `Index` is int32_t (what JAX requires) or
+/// int64_t.
 template <class Q, class KV = Q, class Index = std::int32_t>
 struct PagedAttentionArgs {
   static_assert(is_float_dtype<Q>, "q must be float, double, Eigen::half or Eigen::bfloat16");
-  static_assert(is_float_dtype<KV> || std::is_same<KV, std::int8_t>::value,
-                "K/V pages must be a float type or int8_t (with scales)");
+  static_assert(is_kv_dtype<KV>,
+                "K/V pages must be a float type, int8_t (with scales) or float8_e4m3fn/e5m2");
   static_assert(is_index_dtype<Index>, "lengths and page_indices must be int32_t or int64_t");
   using q_type = Q;
   using kv_type = KV;
   using index_type = Index;
   static constexpr bool kQuantized = std::is_same<KV, std::int8_t>::value;
+  static constexpr bool kFp8 = is_fp8_dtype<KV>;
+  /// Whether K/V take k_scales/v_scales (int8: required; fp8: optional).
+  static constexpr bool kScaled = kQuantized || kFp8;
 
   TensorView<const Q, 3> q;                 ///< [batch, num_q_heads, head_dim]
   TensorView<const KV, 4> k_pages;          ///< [num_kv_heads, total_pages, page_size, head_dim]
   TensorView<const KV, 4> v_pages;          ///< [num_kv_heads, total_pages, page_size, head_dim]
   TensorView<const Index, 1> lengths;       ///< [batch]
   TensorView<const Index, 2> page_indices;  ///< [batch, pages_per_sequence]
-  /// int8 only: [num_kv_heads, total_pages, page_size, 1 or head_dim]
+  /// int8 and fp8 only: [num_kv_heads, total_pages, page_size, 1 or head_dim]
   TensorView<const float, 4> k_scales;
-  TensorView<const float, 4> v_scales;       ///< int8 only: same as k_scales
+  TensorView<const float, 4> v_scales;       ///< int8 and fp8 only: same as k_scales
   float sm_scale = 1.0f;                     ///< multiplies q.k (JAX has no scale: 1.0)
   std::optional<float> soft_cap;             ///< c in c * tanh(x / c), applied before masking
   float mask_value = kDefaultMaskValue;      ///< JAX's additive mask; validated, no effect here
@@ -80,18 +87,28 @@ struct PagedAttentionArgs {
 
 namespace detail {
 
-/// Scales of int8 pages: [Hkv, P, S, 1] or [Hkv, P, S, D], given for both K and V.
+/// Scales of int8 pages: [Hkv, P, S, 1] or [Hkv, P, S, D], given for both K and V. fp8 pages
+/// take the same scales or none (scale 1.0); one without the other is an error.
 template <class Args>
 Status check_paged_scales(const Args& a) {
   const bool has_k = !a.k_scales.empty_view();
   const bool has_v = !a.v_scales.empty_view();
-  if (!Args::kQuantized) {
+  if (!Args::kScaled) {
     if (has_k || has_v) {
       return Status(ErrorCode::kQuantizationMismatch, "",
-                    "k_scales/v_scales were given but the K/V pages are not int8",
-                    "pass int8 pages with their scales, or drop the scales");
+                    "k_scales/v_scales were given but the K/V pages are not int8 or fp8",
+                    "pass int8 or fp8 pages with their scales, or drop the scales");
     }
     return Status();
+  }
+  if (Args::kFp8 && !has_k && !has_v) return Status();  // scale 1.0, vLLM's default
+  if (Args::kFp8 && (!has_k || !has_v)) {
+    return Status(
+        ErrorCode::kQuantizationMismatch, "",
+        "fp8 K/V pages take both k_scales and v_scales or neither; got k_scales: {0}, "
+        "v_scales: {1}",
+        "give the scale of the other one too (1.0 if it has none), or drop both for scale 1.0",
+        {has_k ? 1 : 0, has_v ? 1 : 0});
   }
   if (!has_k || !has_v) {
     return Status(
@@ -277,8 +294,9 @@ Status check_paged(const PagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
 }
 
 /// Data tier (opt-in): NaN/Inf in q, in the K/V rows (and scales) that lengths and the sliding
-/// window make live, or in the sinks. Padding past each length, and rows before the window, may
-/// hold anything. Precondition: `check_paged(a, profile).ok()`.
+/// window make live (for fp8 pages: a NaN or infinity code), or in the sinks. Padding past each
+/// length, and rows before the window, may hold anything. Precondition:
+/// `check_paged(a, profile).ok()`.
 template <class Q, class KV, class Index>
 Status check_paged_data(const PagedAttentionArgs<Q, KV, Index>& a) {
   for (std::int64_t b = 0; b < a.batch(); ++b)
@@ -300,14 +318,12 @@ Status check_paged_data(const PagedAttentionArgs<Q, KV, Index>& a) {
           const bool k_ok = element_is_finite(a.k_pages(h, page, slot, d));
           const bool v_ok = element_is_finite(a.v_pages(h, page, slot, d));
           if (!k_ok || !v_ok) {
-            return Status(ErrorCode::kNonFiniteData, "",
-                          "{f} is not finite at sequence {0}, token {1} (page {2}, slot {3}), kv "
-                          "head {4}, dim {5}",
-                          "a live cache row holds NaN/Inf: an unwritten or corrupted page",
-                          {b, t, page, slot, h, d}, {}, k_ok ? "v_pages" : "k_pages");
+            return detail::non_finite_kv_row(
+                k_ok ? a.v_pages(h, page, slot, d) : a.k_pages(h, page, slot, d),
+                k_ok ? "v_pages" : "k_pages", b, t, page, slot, h, d);
           }
         }
-        if constexpr (PagedAttentionArgs<Q, KV, Index>::kQuantized) {
+        if constexpr (PagedAttentionArgs<Q, KV, Index>::kScaled) {
           // K and V scales are checked each over its own last extent: one may be per token
           // ([..., 1]) while the other is per element ([..., head_dim]).
           for (const auto* scales : {&a.k_scales, &a.v_scales}) {

@@ -44,6 +44,7 @@
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
 #include "attnref/validate/head_options.hpp"
+#include "attnref/validate/kv_rows.hpp"
 #include "attnref/validate/options.hpp"
 
 namespace attnref {
@@ -58,13 +59,13 @@ namespace attnref {
 /// Query rows align to the end of their sequence: row `r` of a sequence with `q_len` rows sits
 /// at position `kv_len - q_len + r` and sees keys `c <= pos` (and `c > pos - sliding_window`).
 ///
-/// `Q` is float, double, Eigen::half or Eigen::bfloat16; `KV` is one of those or int8_t (then
-/// usually with `k_scale`/`v_scale`). `Index` is int32_t (what JAX requires) or int64_t.
+/// `Q` is float, double, Eigen::half or Eigen::bfloat16; `KV` is one of those, int8_t or fp8
+/// (`float8_e4m3fn`, `float8_e5m2`), then usually with `k_scale`/`v_scale` (per tensor, as in
+/// JAX; unset: scale 1.0). `Index` is int32_t (what JAX requires) or int64_t.
 template <class Q, class KV = Q, class Index = std::int32_t>
 struct RaggedPagedAttentionArgs {
   static_assert(is_float_dtype<Q>, "q must be float, double, Eigen::half or Eigen::bfloat16");
-  static_assert(is_float_dtype<KV> || std::is_same<KV, std::int8_t>::value,
-                "K/V pages must be a float type or int8_t");
+  static_assert(is_kv_dtype<KV>, "K/V pages must be a float type, int8_t or float8_e4m3fn/e5m2");
   static_assert(is_index_dtype<Index>, "kv_lens, page_indices, cu_q_lens must be int32 or int64");
   using q_type = Q;
   using kv_type = KV;
@@ -425,7 +426,8 @@ Status check_ragged(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Profile pro
 }
 
 /// Data tier (opt-in): NaN/Inf in the live query rows `[0, cu_q_lens[num_seqs])`, in the K/V
-/// rows of each live sequence's first kv_len tokens, or in the sinks. Padding may hold anything.
+/// rows of each live sequence's first kv_len tokens (for fp8 pages: a NaN or infinity code), or
+/// in the sinks. Padding may hold anything.
 /// Precondition: `check_ragged(a, profile).ok()`.
 template <class Q, class KV, class Index>
 Status check_ragged_data(const RaggedPagedAttentionArgs<Q, KV, Index>& a) {
@@ -450,11 +452,9 @@ Status check_ragged_data(const RaggedPagedAttentionArgs<Q, KV, Index>& a) {
           const bool k_ok = element_is_finite(a.k_pages(h, page, slot, d));
           const bool v_ok = element_is_finite(a.v_pages(h, page, slot, d));
           if (!k_ok || !v_ok) {
-            return Status(ErrorCode::kNonFiniteData, "",
-                          "{f} is not finite at sequence {0}, token {1} (page {2}, slot {3}), kv "
-                          "head {4}, dim {5}",
-                          "a live cache row holds NaN/Inf: an unwritten or corrupted page",
-                          {i, t, page, slot, h, d}, {}, k_ok ? "v_pages" : "k_pages");
+            return detail::non_finite_kv_row(
+                k_ok ? a.v_pages(h, page, slot, d) : a.k_pages(h, page, slot, d),
+                k_ok ? "v_pages" : "k_pages", i, t, page, slot, h, d);
           }
         }
     }

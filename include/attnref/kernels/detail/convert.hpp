@@ -18,7 +18,8 @@ template <class... T>
 using AccumulatorOf =
     std::conditional_t<(std::is_same<std::remove_cv_t<T>, double>::value || ...), double, float>;
 
-/// Converts any supported element (float, double, Eigen::half, Eigen::bfloat16, int8) to `Acc`.
+/// Converts any supported element (float, double, Eigen::half, Eigen::bfloat16, int8, fp8) to
+/// `Acc`.
 template <class Acc, class T>
 inline Acc load_as(const T& x) noexcept {
   return static_cast<Acc>(x);
