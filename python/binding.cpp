@@ -25,6 +25,8 @@ struct ExplicitDtype {
 };
 constexpr ExplicitDtype explicit_dtypes[] = {
     {"bfloat16", DType::kBFloat16, 2},
+    {"float8_e4m3fn", DType::kFloat8E4M3FN, 1},
+    {"float8_e5m2", DType::kFloat8E5M2, 1},
 };
 
 /// `attnref.view_as(array, dtype)`: an array whose bits are read as `dtype`.
@@ -489,7 +491,8 @@ PYBIND11_MODULE(attnref, m) {
       },
       py::arg("array"), py::arg("dtype"),
       "Tags an unsigned-integer array as holding the bit patterns of `dtype` ('bfloat16': a\n"
-      "uint16 array), for dtypes numpy has none for. No copy.");
+      "uint16 array; 'float8_e4m3fn', 'float8_e5m2': a uint8 array), for dtypes numpy has none\n"
+      "for. No copy.");
 
   attnref::python::bind_paged(m);
   attnref::python::bind_splash(m);

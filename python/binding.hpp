@@ -93,8 +93,8 @@ struct TypeList {};
 /// The element types of q, K/V (float pages) and attention states. One entry per dtype.
 using FloatTypes = TypeList<Eigen::half, float, double>;
 /// The element types K/V pages may have besides q's: int8 (with scales) and bit-pattern types
-/// tagged by `attnref.view_as` (bf16). One entry per dtype.
-using PageTypes = TypeList<std::int8_t, Eigen::bfloat16>;
+/// tagged by `attnref.view_as` (bf16, fp8 e4m3fn and e5m2). One entry per dtype.
+using PageTypes = TypeList<std::int8_t, Eigen::bfloat16, float8_e4m3fn, float8_e5m2>;
 /// The element types of index arrays (lengths, page tables, cumulative lengths).
 using IndexTypes = TypeList<std::int32_t, std::int64_t>;
 
@@ -267,7 +267,7 @@ CommonOptions parse_common_options(Kwargs& kw, bool for_kernel);
 /// logical [num_kv_heads, total_pages, page_size, head_dim] dim.
 std::array<int, 4> parse_kv_layout_option(Kwargs& kw);
 
-/// Calls `fn(Tag<Q>{}, Tag<KV>{})` for q's float dtype and K/V's (q's, or int8); raises
+/// Calls `fn(Tag<Q>{}, Tag<KV>{})` for q's float dtype and K/V's (q's, or one of PageTypes); raises
 /// ShapeError for any other pair. `k` and `v` must share a dtype.
 template <class Fn>
 void dispatch_q_kv(const Array& q, const Array& k, const Array& v, Fn&& fn) {
@@ -284,8 +284,10 @@ void dispatch_q_kv(const Array& q, const Array& k, const Array& v, Fn&& fn) {
       fn(qtag, Tag<Q>{});
     } else if (!dispatch(PageTypes{}, k.dtype, [&](auto kvtag) { fn(qtag, kvtag); })) {
       raise_if_error(dtype_mismatch(k, q,
-                                    "K/V pages take q's dtype, int8 (with scales), or bfloat16 "
-                                    "bits (attnref.view_as(pages_uint16, 'bfloat16'))"));
+                                    "K/V pages take q's dtype, int8 (with scales), or the bits "
+                                    "of bfloat16 (attnref.view_as(pages_uint16, 'bfloat16')) "
+                                    "or fp8 (view_as(pages_uint8, 'float8_e4m3fn' or "
+                                    "'float8_e5m2'))"));
     }
   });
   if (!found) raise_if_error(dtype_error(q, "q is float16, float32 or float64"));

@@ -220,11 +220,13 @@ Validates paged attention (decode) inputs; raises ShapeError on the first failed
   q             [batch, num_q_heads, head_dim]
   k_pages       [num_kv_heads, total_pages, page_size, head_dim] (kv_layout "jax"),
                 [total_pages, page_size, num_kv_heads, head_dim] ("nhd"),
-                [total_pages, num_kv_heads, page_size, head_dim] ("hnd"); q's dtype or int8
+                [total_pages, num_kv_heads, page_size, head_dim] ("hnd"); q's dtype, int8,
+                bf16 or fp8 bits (view_as)
   v_pages       as k_pages
   lengths       [batch] int32 or int64
   page_indices  [batch, pages_per_sequence], lengths' dtype
-  k_scales, v_scales  float32, the pages' shape with a last dim of 1 or head_dim (int8 pages)
+  k_scales, v_scales  float32, the pages' shape with a last dim of 1 or head_dim: int8 pages
+                (w * s / 127.5; required), fp8 pages (fp8(w) * s; both or neither, default 1)
   sliding_window  w > 0: the query (at position length-1) sees only the last w keys
   sinks         [num_q_heads]: one extra logit per head in the softmax (float, read as float32)
   alibi_slopes  [num_q_heads]: slope[h] * (key_pos - query_pos) added after the soft cap

@@ -280,7 +280,8 @@ Validates ragged paged attention inputs; raises ShapeError on the first failed c
                 (K of KV head h at 2h, V at 2h+1), or a (k_pages, v_pages) pair in kv_layout:
                 [num_kv_heads, total_pages, page_size, head_dim] ("jax"),
                 [total_pages, page_size, num_kv_heads, head_dim] ("nhd"),
-                [total_pages, num_kv_heads, page_size, head_dim] ("hnd"); q's dtype or int8
+                [total_pages, num_kv_heads, page_size, head_dim] ("hnd"); q's dtype, int8,
+                bf16 or fp8 bits (view_as)
   kv_lens       [max_num_seqs] int32 or int64
   page_indices  [max_num_seqs, pages_per_seq], kv_lens' dtype
   cu_q_lens     [max_num_seqs + 1], kv_lens' dtype

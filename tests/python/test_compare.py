@@ -95,3 +95,19 @@ def test_compare_usage_errors():
     with pytest.raises(attnref.ShapeError) as e:  # the inputs are validated as the kernel's
         attnref.compare_paged(out, q, k, v, lengths, pi, soft_cap=0.0)
     assert e.value.code == "invalid_soft_cap"
+
+
+def test_paged_causes_with_the_engine_features():
+    q, k, v, lengths, pi = paged_batch()
+    sinks = np.array([0.5, -1.0, 2.0, 0.0], np.float32)
+    slopes = np.array([0.5, 0.25, 0.125, 0.0625], np.float32)
+    opts = dict(sliding_window=6, alibi_slopes=slopes)
+    # sm_scale 1/sqrt(D) under a window, ALiBi and sinks: every re-run keeps them.
+    got, _ = oracle.paged(q, k, v, lengths, pi, sm_scale=0.25, sinks=sinks, **opts)
+    r = attnref.compare_paged(got, q, k, v, lengths, pi, sinks=sinks, **opts, **TOL)
+    assert r["causes"][0]["what"].startswith("sm_scale 1/sqrt(head_dim) = 0.25")
+    # The sinks left out by the other kernel.
+    got, _ = oracle.paged(q, k, v, lengths, pi, **opts)
+    r = attnref.compare_paged(got, q, k, v, lengths, pi, sinks=sinks, **opts, **TOL)
+    assert r["causes"][0]["what"] == "attention sinks ignored"
+    assert attnref.compare_paged(got, q, k, v, lengths, pi, **opts, **TOL)["ok"]
