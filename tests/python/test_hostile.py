@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Random hostile calls: valid inputs with one to three mutations (index values anywhere,
-extents cut, dtypes changed, strides reversed or transposed) end in a result or a ShapeError;
-never another exception, never a crash."""
+extents cut, dtypes changed, strides reversed or transposed) of the positional arrays or the
+array options (sinks, alibi_slopes, got_lse) end in a result or a ShapeError; never another
+exception, never a crash."""
 import numpy as np
 import pytest
 
@@ -16,6 +17,8 @@ def valid_calls(rng):
     rq, kv, kv_lens, rpi, cu, n = ragged_batch(seed=int(rng.integers(100)))
     s = rng.standard_normal((3, 4, 6, 8)).astype(np.float32)
     out, lse = attnref.paged_attention(q, k, v, lengths, pi, return_lse=True)
+    rout = attnref.ragged_paged_attention(rq, kv, kv_lens, rpi, cu, n)
+    heads = rng.standard_normal((2, q.shape[1])).astype(np.float32)  # sinks, slopes
     return [
         (attnref.paged_attention, [q, k, v, lengths, pi], {"num_threads": 2}),
         (attnref.check_paged, [q, k, v, lengths, pi], {"tiers": ("shape", "metadata", "data")}),
@@ -25,6 +28,16 @@ def valid_calls(rng):
         (attnref.ragged_paged_attention, [rq, kv, kv_lens, rpi, cu, n], {"sliding_window": 3}),
         (attnref.check_ragged, [rq, kv, kv_lens, rpi, cu, n], {"tiers": ("shape", "metadata", "data")}),
         (attnref.merge_attention_states, [out, lse, out, lse], {}),
+        (attnref.paged_attention, [q, k, v, lengths, pi], {"sinks": heads[0],
+                                                           "alibi_slopes": heads[1],
+                                                           "sliding_window": 5}),
+        (attnref.ragged_paged_attention, [rq, kv, kv_lens, rpi, cu, n],
+         {"sinks": heads[0], "alibi_slopes": heads[1]}),
+        (attnref.splash_attention_backward, [s[0, :2], s[1, :1], s[2, :1], s[0, :2]],
+         {"sinks": heads[0, :2], "alibi_slopes": heads[1, :2], "sliding_window": 2}),
+        (attnref.compare_paged, [out, q, k, v, lengths, pi], {"got_lse": lse}),
+        (attnref.compare_ragged, [rout, rq, kv, kv_lens, rpi, cu, n], {"ignore_padding": True}),
+        (attnref.compare_splash, [s[0, :2], s[0, :2], s[1, :1], s[2, :1]], {"mask": "causal"}),
     ]
 
 
@@ -48,10 +61,15 @@ def mutate(rng, a):
 def random_call(rng):
     calls = valid_calls(rng)
     fn, args, options = calls[int(rng.integers(len(calls)))]
-    args = list(args)
+    args, options = list(args), dict(options)
+    arrays = list(range(len(args)))
+    arrays += [key for key, x in options.items() if isinstance(x, np.ndarray)]
     for _ in range(int(rng.integers(1, 4))):
-        i = int(rng.integers(len(args)))
-        args[i] = mutate(rng, np.asarray(args[i]))
+        at = arrays[int(rng.integers(len(arrays)))]
+        if isinstance(at, str):
+            options[at] = mutate(rng, options[at])
+        else:
+            args[at] = mutate(rng, np.asarray(args[at]))
     try:
         fn(*args, **options)
         return "ok"
