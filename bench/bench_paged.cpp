@@ -8,12 +8,15 @@
 //              head, through the page table), summed with no other arithmetic: what the access
 //              pattern itself allows; small scattered pages read slower than one long stream
 //   frac_pages GBps / pages_GBps
+//   GFLOPs     q.k and p.v multiply-adds x 2 per second; fma_GFLOPs: a register-only FMA loop on
+//              the same threads in the same run (median of 5), the compute ceiling
+//   of_probe_at_fma_peak  the fraction of the probe a kernel could reach if its arithmetic ran
+//              at fma_GFLOPs: min(1, read time at probe speed / arithmetic time at FMA speed)
 // The KV pool is one pre-touched allocation backed by transparent huge pages (kv_pool.hpp).
-// Arguments: variant (0 grouped, 1 per_head, 2 naive), batch, Hq, Hkv, D, page, context,
-// dtype (0 f32, 1 bf16, 2 int8 with per-token scales, 3 fp8 e4m3fn with a per-tensor scale, as
-// vLLM's fp8 cache has), threads (the kernel and the probe use the same pool). The KV dtypes at
-// the reference shape are also registered by name (`BM_PagedDecode/grouped/e4m3/page:16/...`),
-// all four in the same run with the same probes.
+// Names: BM_PagedDecode/<variant>/<dtype>/B:/Hq:/Hkv:/D:/page:/ctx:/threads:, variant grouped,
+// per_head or naive; dtype f32, bf16, half, int8 (per-token scales) or e4m3 (fp8 e4m3fn with a
+// per-tensor scale, as vLLM's fp8 cache has); threads: the kernel and the probe use the same pool.
+// A page of ctx tokens is one page per sequence (contiguous K/V).
 #include <benchmark/benchmark.h>
 #include <attnref/kernels/paged_attention.hpp>
 
@@ -24,6 +27,7 @@
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,6 +63,40 @@ double probe_read_bandwidth(const std::vector<const attnref_bench::KvPool<T>*>& 
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     benchmark::DoNotOptimize(sinks.data());
     rates.push_back(bytes / s / 1e9);
+  }
+  std::sort(rates.begin(), rates.end());
+  return rates[2];
+}
+
+/// Median FMA throughput (GFLOP/s) of five passes of a register-only loop on every thread of
+/// `executor` at once: 12 independent chains of Eigen packet multiply-adds (enough to cover the
+/// FMA latency), the compute ceiling the tile products are written against.
+template <class Executor>
+double probe_fma_gflops(Executor& executor) {
+  using Packet = Eigen::internal::packet_traits<float>::type;
+  constexpr int kLanes = Eigen::internal::unpacket_traits<Packet>::size;
+  constexpr int kChains = 12;
+  constexpr std::int64_t kSteps = 1 << 22;
+  const std::int64_t threads = executor.concurrency();
+  std::vector<float> sinks(static_cast<size_t>(threads));
+  std::vector<double> rates;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    executor.parallel_for(threads, [&](std::int64_t t) {
+      using namespace Eigen::internal;
+      Packet acc[kChains];
+      for (int c = 0; c < kChains; ++c) acc[c] = pset1<Packet>(static_cast<float>(c + t));
+      const Packet a = pset1<Packet>(0.999999f), b = pset1<Packet>(1e-7f);
+      for (std::int64_t i = 0; i < kSteps; ++i)
+        for (int c = 0; c < kChains; ++c) acc[c] = pmadd(acc[c], a, b);
+      float sum = 0;
+      for (int c = 0; c < kChains; ++c) sum += predux(acc[c]);
+      sinks[static_cast<size_t>(t)] = sum;
+    });
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    benchmark::DoNotOptimize(sinks.data());
+    rates.push_back(2.0 * kLanes * kChains * static_cast<double>(kSteps * threads) / s / 1e9);
   }
   std::sort(rates.begin(), rates.end());
   return rates[2];
@@ -233,6 +271,7 @@ void run(benchmark::State& state, const Shape& sh, int variant, int threads) {
   attnref::ThreadPoolExecutor pool(threads);
   const double probe = probe_read_bandwidth<KV>({&f.k, &f.v}, pool);
   const double pages = f.probe_page_order(pool);
+  const double fma = probe_fma_gflops(pool);
   Eigen::MatrixXf k_dense(sh.context, sh.dim), v_dense(sh.context, sh.dim);
   k_dense.setZero();
   v_dense.setZero();
@@ -257,63 +296,68 @@ void run(benchmark::State& state, const Shape& sh, int variant, int threads) {
   state.counters["pages_GBps"] = pages;
   state.counters["frac_pages"] = gbps / pages;
   state.counters["KV_MiB"] = bytes / (1 << 20);
+  // q.k and p.v: 2 multiply-adds per (query head, key, dim), G query heads per K/V row.
+  const double flops = 4.0 * static_cast<double>(sh.batch * sh.hq * sh.context * sh.dim);
+  state.counters["GFLOPs"] = flops / 1e9 / (seconds / static_cast<double>(state.iterations()));
+  state.counters["fma_GFLOPs"] = fma;
+  // The best fraction of the probe a kernel doing this arithmetic at the FMA probe's rate could
+  // reach: 1 when reading the bytes takes longer than the multiply-adds.
+  state.counters["of_probe_at_fma_peak"] =
+      std::min(1.0, (bytes / 1e9 / probe) / (flops / 1e9 / fma));
   state.SetLabel(variant == 0 ? "grouped" : variant == 1 ? "per_head" : "naive");
 }
 
-void BM_PagedDecode(benchmark::State& state) {
-  const int variant = static_cast<int>(state.range(0));
-  const Shape sh{state.range(1), state.range(2), state.range(3),
-                 state.range(4), state.range(5), state.range(6)};
-  const int threads = static_cast<int>(state.range(8));
-  switch (state.range(7)) {
-    case 0:
-      run<float>(state, sh, variant, threads);
-      break;
-    case 1:
-      run<Eigen::bfloat16>(state, sh, variant, threads);
-      break;
-    case 2:
-      run<std::int8_t>(state, sh, variant, threads);
-      break;
-    default:
-      run<attnref::float8_e4m3fn>(state, sh, variant, threads);
-      break;
-  }
+const char* const kVariantNames[] = {"grouped", "per_head", "naive"};
+
+/// BM_PagedDecode/<variant>/<dtype>/B:../Hq:../Hkv:../D:../page:../ctx:../threads:.., once.
+template <class KV>
+void register_paged(int variant, const char* dtype, const Shape& sh, int threads) {
+  static std::set<std::string> registered;
+  const std::string name = std::string("BM_PagedDecode/") + kVariantNames[variant] + "/" + dtype +
+                           "/B:" + std::to_string(sh.batch) + "/Hq:" + std::to_string(sh.hq) +
+                           "/Hkv:" + std::to_string(sh.hkv) + "/D:" + std::to_string(sh.dim) +
+                           "/page:" + std::to_string(sh.page) +
+                           "/ctx:" + std::to_string(sh.context) +
+                           "/threads:" + std::to_string(threads);
+  if (!registered.insert(name).second) return;
+  benchmark::RegisterBenchmark(
+      name.c_str(),
+      [variant, sh, threads](benchmark::State& state) { run<KV>(state, sh, variant, threads); })
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
 }
 
-void ReferenceShape(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"variant", "B", "Hq", "Hkv", "D", "page", "ctx", "dtype", "threads"});
-  // The reference shape, every variant, pages of 16 and 64 (f32), 1 thread; grouped on 2.
+const bool kRegistered = [] {
+  // K/V dtypes at the reference shape, grouped: pages of 16 tokens and one page per sequence
+  // (pages of 4096), 1 and 2 threads, every dtype in the same process with its own probes
+  // (bench/targets.py reads these for the 16/8-bit targets).
+  for (std::int64_t page : {16, 4096})
+    for (int threads : {1, 2}) {
+      const Shape ref{8, 32, 8, 128, page, 4096};
+      register_paged<float>(0, "f32", ref, threads);
+      register_paged<Eigen::bfloat16>(0, "bf16", ref, threads);
+      register_paged<Eigen::half>(0, "half", ref, threads);
+      register_paged<std::int8_t>(0, "int8", ref, threads);
+      register_paged<attnref::float8_e4m3fn>(0, "e4m3", ref, threads);
+    }
+  // f32: the reference shape, every variant, pages of 16 and 64, 1 thread; grouped on 2.
   for (std::int64_t page : {16, 64}) {
-    for (std::int64_t variant : {0, 1, 2}) b->Args({variant, 8, 32, 8, 128, page, 4096, 0, 1});
-    b->Args({0, 8, 32, 8, 128, page, 4096, 0, 2});
+    for (int variant : {0, 1, 2})
+      register_paged<float>(variant, "f32", {8, 32, 8, 128, page, 4096}, 1);
+    register_paged<float>(0, "f32", {8, 32, 8, 128, page, 4096}, 2);
   }
   // Group sizes (grouped vs per_head) and head dims.
   for (std::int64_t g : {1, 2, 4, 8})
-    for (std::int64_t variant : {0, 1}) b->Args({variant, 4, 8 * g, 8, 128, 16, 4096, 0, 1});
-  for (std::int64_t d : {64, 256}) b->Args({0, 8, 32, 8, d, 16, 4096, 0, 1});
+    for (int variant : {0, 1})
+      register_paged<float>(variant, "f32", {4, 8 * g, 8, 128, 16, 4096}, 1);
+  for (std::int64_t d : {64, 256}) register_paged<float>(0, "f32", {8, 32, 8, d, 16, 4096}, 1);
   // Context sweep (the chart): B=2, every variant; at 32768 a per-(seq, KV head) slice is
   // 32 MiB, past the cache, so per_head pays DRAM for its re-reads.
   for (std::int64_t ctx : {512, 2048, 8192, 32768})
-    for (std::int64_t variant : {0, 1, 2}) b->Args({variant, 2, 32, 8, 128, 16, ctx, 0, 1});
+    for (int variant : {0, 1, 2})
+      register_paged<float>(variant, "f32", {2, 32, 8, 128, 16, ctx}, 1);
   // Split-KV: one sequence, one KV head, long context, 1 vs 2 threads.
-  for (std::int64_t threads : {1, 2}) b->Args({0, 1, 4, 1, 128, 16, 32768, 0, threads});
-}
-
-BENCHMARK(BM_PagedDecode)->Apply(ReferenceShape)->Unit(benchmark::kMillisecond)->UseRealTime();
-
-/// KV dtypes at the reference shape (grouped, 1 thread, pages of 16), named by dtype so that
-/// `--benchmark_filter=e4m3` picks one: BM_PagedDecode/grouped/e4m3/page:16/variant:0/...
-const bool kDtypesRegistered = [] {
-  const char* const names[] = {"f32", "bf16", "int8", "e4m3"};
-  for (std::int64_t dtype = 0; dtype < 4; ++dtype) {
-    const std::string name = std::string("BM_PagedDecode/grouped/") + names[dtype] + "/page:16";
-    benchmark::RegisterBenchmark(name.c_str(), BM_PagedDecode)
-        ->ArgNames({"variant", "B", "Hq", "Hkv", "D", "page", "ctx", "dtype", "threads"})
-        ->Args({0, 8, 32, 8, 128, 16, 4096, dtype, 1})
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
-  }
+  for (int threads : {1, 2}) register_paged<float>(0, "f32", {1, 4, 1, 128, 16, 32768}, threads);
   return true;
 }();
 

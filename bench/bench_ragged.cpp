@@ -9,14 +9,16 @@
 //   frac_probe GBps / probe_GBps
 //   GFLOPs     useful multiply-adds x 2 per second (unmasked q.k and p.v only)
 //   tokens_per_s query rows per second
-// Arguments: set (0 decode-only, 1 prefill-only, 2 mixed), variant (0 grouped, 1 per_head,
-// 2 grouped_pool: grouped on a ThreadPoolExecutor of hardware_concurrency threads, at least 2),
-// dtype (0 f32, 1 bf16).
+// Names: BM_Ragged/<set>/<variant>/<dtype>, set decode_only, prefill_only or mixed; variant
+// grouped, per_head or grouped_pool (grouped on a ThreadPoolExecutor of hardware_concurrency
+// threads, at least 2); dtype f32 or bf16 (q and pages alike), or for the decode-only set f32
+// queries over half, int8 or e4m3 pages (`q_f32/kv_int8`; 8-bit with JAX's per-tensor scale).
 #include <benchmark/benchmark.h>
 #include <attnref/kernels/ragged_paged_attention.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
@@ -72,14 +74,29 @@ double probe_read_bandwidth(const std::vector<T>& buf, Executor& executor) {
   return rates[2];
 }
 
-template <class T>
+/// A K/V element from a normal sample: rounded for float types and int8; fp8 codes of finite
+/// values (as bench_paged draws them).
+template <class KV>
+KV kv_element(float x, std::mt19937& rng) {
+  if constexpr (attnref::is_fp8_dtype<KV>) {
+    const int code = std::uniform_int_distribution<int>(0, 255)(rng) & 0xFE;  // not 0x7f, 0xff
+    return KV::from_bits(static_cast<std::uint8_t>(code));
+  } else if constexpr (std::is_same<KV, std::int8_t>::value) {
+    return static_cast<std::int8_t>(std::max(-127.0f, std::min(127.0f, std::round(x * 40.0f))));
+  } else {
+    return static_cast<KV>(x);
+  }
+}
+
+template <class T, class KV = T>
 struct Fixture {
   std::int64_t tokens = 0, total_pages = 0, pages_per_seq = 0, max_seqs = 0;
-  std::vector<T> q, out, kv;
+  std::vector<T> q, out;
+  std::vector<KV> kv;
   std::vector<std::int32_t> kv_lens, table, cu_q_lens;
   std::int32_t num_seqs = 0;
   double unique_kv_bytes = 0, flops = 0;
-  attnref::RaggedPagedAttentionArgs<T> args;
+  attnref::RaggedPagedAttentionArgs<T, KV> args;
 
   explicit Fixture(const SeqLens& seqs) {
     num_seqs = static_cast<std::int32_t>(seqs.size());
@@ -89,7 +106,7 @@ struct Fixture {
       tokens += s.first;
       total_pages += (s.second + kPage - 1) / kPage;
       max_kv = std::max(max_kv, s.second);
-      unique_kv_bytes += static_cast<double>(s.second) * 2 * kHkv * kDim * sizeof(T);
+      unique_kv_bytes += static_cast<double>(s.second) * 2 * kHkv * kDim * sizeof(KV);
       // Causal: row r sees kv_len - q_len + r + 1 keys; q.k and p.v are 2 flops each per dim.
       const double seen = static_cast<double>(s.first) * (s.second - s.first) +
                           static_cast<double>(s.first) * (s.first + 1) / 2.0;
@@ -102,7 +119,7 @@ struct Fixture {
     for (T& x : q) x = static_cast<T>(normal(rng));
     out.assign(q.size(), T(0));  // preallocated and pre-touched
     kv.resize(at(total_pages * kPage * 2 * kHkv * kDim));
-    for (T& x : kv) x = static_cast<T>(normal(rng));  // pre-touched
+    for (KV& x : kv) x = kv_element<KV>(normal(rng), rng);  // pre-touched
     std::vector<std::int32_t> pages(at(total_pages));
     std::iota(pages.begin(), pages.end(), 0);
     std::shuffle(pages.begin(), pages.end(), rng);
@@ -117,13 +134,17 @@ struct Fixture {
         table[at(i * pages_per_seq + p)] = pages[next++];
     }
     args.q = {q.data(), {tokens, kHq, kDim}};
-    const TensorView<const T, 4> pool(kv.data(), {total_pages, kPage, 2 * kHkv, kDim});
+    const TensorView<const KV, 4> pool(kv.data(), {total_pages, kPage, 2 * kHkv, kDim});
     attnref::throw_if_error(attnref::ragged_kv_views(pool, &args.k_pages, &args.v_pages));
     args.kv_lens = {kv_lens.data(), {max_seqs}};
     args.page_indices = {table.data(), {max_seqs, pages_per_seq}};
     args.cu_q_lens = {cu_q_lens.data(), {max_seqs + 1}};
     args.num_seqs = {&num_seqs, {1}};
     args.sm_scale = 0.088f;
+    if constexpr (std::is_same<KV, std::int8_t>::value || attnref::is_fp8_dtype<KV>) {
+      args.k_scale = 0.025f;
+      args.v_scale = 0.025f;
+    }
   }
 
   template <class Executor>
@@ -137,7 +158,7 @@ struct Fixture {
   void per_head() {
     for (std::int64_t qh = 0; qh < kHq; ++qh) {
       const std::int64_t h = attnref::kv_head_of(qh, kHq, kHkv);
-      attnref::RaggedPagedAttentionArgs<T> one = args;
+      attnref::RaggedPagedAttentionArgs<T, KV> one = args;
       one.q = {q.data() + qh * kDim, {tokens, 1, kDim}, {kHq * kDim, kDim, 1}};
       one.k_pages.data = &args.k_pages(h, 0, 0, 0);  // KV head h alone
       one.v_pages.data = &args.v_pages(h, 0, 0, 0);
@@ -153,9 +174,9 @@ const SeqLens& set_of(std::int64_t s) {
   return s == 0 ? kDecodeOnly : s == 1 ? kPrefillOnly : kMixed;
 }
 
-template <class T>
+template <class T, class KV = T>
 void run(benchmark::State& state, std::int64_t set, int variant) {
-  Fixture<T> f(set_of(set));
+  Fixture<T, KV> f(set_of(set));
   if (!attnref::check_ragged(f.args, attnref::Profile::kJax).ok()) {
     state.SkipWithError("invalid fixture");
     return;
@@ -182,43 +203,53 @@ void run(benchmark::State& state, std::int64_t set, int variant) {
   state.counters["frac_probe"] = gbps / probe;
   state.counters["GFLOPs"] = f.flops / 1e9 / per_call;
   state.counters["tokens_per_s"] = static_cast<double>(f.tokens) / per_call;
-  state.counters["KV_MiB"] = static_cast<double>(f.kv.size() * sizeof(T)) / (1 << 20);
+  state.counters["KV_MiB"] = static_cast<double>(f.kv.size() * sizeof(KV)) / (1 << 20);
   state.counters["threads"] = threads;
-  state.SetLabel(std::string(kSetNames[set]) + (variant == 0   ? "/grouped"
-                                                : variant == 1 ? "/per_head"
-                                                               : "/grouped_pool"));
 }
 
-void BM_Ragged(benchmark::State& state) {
-  const std::int64_t set = state.range(0);
-  const int variant = static_cast<int>(state.range(1));
-  if (state.range(2) == 0)
-    run<float>(state, set, variant);
-  else
-    run<Eigen::bfloat16>(state, set, variant);
+const char* const kVariantNames[] = {"grouped", "per_head", "grouped_pool"};
+
+/// BM_Ragged/<set>/<variant>/<dtype>, run by `run<T, KV>(state, set, variant)`.
+template <class T, class KV = T>
+void register_ragged(std::int64_t set, int variant, const std::string& dtype) {
+  const std::string name =
+      std::string("BM_Ragged/") + kSetNames[set] + "/" + kVariantNames[variant] + "/" + dtype;
+  benchmark::RegisterBenchmark(
+      name.c_str(), [set, variant](benchmark::State& state) { run<T, KV>(state, set, variant); })
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
 }
 
-BENCHMARK(BM_Ragged)
-    ->ArgNames({"set", "variant", "dtype"})
-    ->ArgsProduct({{0, 1, 2}, {0, 1, 2}, {0, 1}})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+const bool kRaggedRegistered = [] {
+  for (std::int64_t set = 0; set < 3; ++set)
+    for (int variant = 0; variant < 3; ++variant) {
+      register_ragged<float>(set, variant, "f32");
+      register_ragged<Eigen::bfloat16>(set, variant, "bf16");
+    }
+  register_ragged<float, Eigen::half>(0, 0, "q_f32/kv_half");
+  register_ragged<float, std::int8_t>(0, 0, "q_f32/kv_int8");
+  register_ragged<float, attnref::float8_e4m3fn>(0, 0, "q_f32/kv_e4m3");
+  return true;
+}();
 
 /// Validation tiers on the same batches: shapes (O(1)) and shapes + metadata.
-void BM_RaggedCheck(benchmark::State& state) {
-  Fixture<float> f(set_of(state.range(0)));
-  const bool metadata = state.range(1) != 0;
-  for (auto _ : state) {
-    const attnref::Status s = metadata
-                                  ? attnref::check_ragged(f.args, attnref::Profile::kJax)
-                                  : attnref::check_ragged_shapes(f.args, attnref::Profile::kJax);
-    benchmark::DoNotOptimize(s);
-  }
-  state.SetLabel(std::string(kSetNames[state.range(0)]) +
-                 (metadata ? "/shapes+metadata" : "/shapes"));
-}
-
-BENCHMARK(BM_RaggedCheck)->ArgNames({"set", "metadata"})->ArgsProduct({{0, 1, 2}, {0, 1}});
+const bool kChecksRegistered = [] {
+  for (std::int64_t set = 0; set < 3; ++set)
+    for (bool metadata : {false, true}) {
+      const std::string name = std::string("BM_RaggedCheck/") + kSetNames[set] +
+                               (metadata ? "/shapes+metadata" : "/shapes");
+      benchmark::RegisterBenchmark(name.c_str(), [set, metadata](benchmark::State& state) {
+        Fixture<float> f(set_of(set));
+        for (auto _ : state) {
+          const attnref::Status s =
+              metadata ? attnref::check_ragged(f.args, attnref::Profile::kJax)
+                       : attnref::check_ragged_shapes(f.args, attnref::Profile::kJax);
+          benchmark::DoNotOptimize(s);
+        }
+      });
+    }
+  return true;
+}();
 
 }  // namespace
 

@@ -135,11 +135,10 @@ std::pair<double, double> useful(const attnref::MaskInfo& info, double per_score
   return {run / total, flops};
 }
 
+const char* const kMaskNames[] = {"full", "causal", "local256", "chunked512"};
+
 template <class T>
-void run(benchmark::State& state, bool backward) {
-  const std::int64_t s = state.range(0);
-  const std::int64_t hkv = state.range(1) == 0 ? 8 : 2;
-  const int mask = static_cast<int>(state.range(2));
+void run(benchmark::State& state, bool backward, std::int64_t s, std::int64_t hkv, int mask) {
   Inputs<T>& in = inputs<T>(s, hkv, mask);
   const auto a = in.args();
   const attnref::TensorView<T, 3> out(in.out.data(), {kNumQHeads, s, kHeadDim});
@@ -169,33 +168,39 @@ void run(benchmark::State& state, bool backward) {
   state.counters["tiles_run"] = run_frac;
   const double probe = probe_sgemm_gflops(s);
   state.counters["probe_GFLOPs"] = probe;
-  static const char* const kMaskNames[] = {"full", "causal", "local256", "chunked512"};
-  state.SetLabel(std::string(kMaskNames[mask]) + (hkv == 8 ? " Hkv=8" : " Hkv=2"));
   state.counters["frac_probe"] =
       benchmark::Counter(flops * 1e-9 / probe, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void BM_SplashForward_f32(benchmark::State& s) { run<float>(s, false); }
-void BM_SplashForward_bf16(benchmark::State& s) { run<Eigen::bfloat16>(s, false); }
-void BM_SplashBackward_f32(benchmark::State& s) { run<float>(s, true); }
-void BM_SplashBackward_bf16(benchmark::State& s) { run<Eigen::bfloat16>(s, true); }
+/// BM_Splash<Forward|Backward>/<dtype>/S:<length>/Hkv:<8|2>/<mask>, one iteration each.
+template <class T>
+void register_splash(const char* dtype, const std::vector<std::int64_t>& lengths) {
+  for (bool backward : {false, true})
+    for (std::int64_t s : lengths)
+      for (std::int64_t hkv : {8, 2})
+        for (int mask = 0; mask < 4; ++mask) {
+          const std::string name =
+              std::string(backward ? "BM_SplashBackward/" : "BM_SplashForward/") + dtype +
+              "/S:" + std::to_string(s) + "/Hkv:" + std::to_string(hkv) + "/" + kMaskNames[mask];
+          benchmark::RegisterBenchmark(name.c_str(),
+                                       [backward, s, hkv, mask](benchmark::State& state) {
+                                         run<T>(state, backward, s, hkv, mask);
+                                       })
+              ->Unit(benchmark::kMillisecond)
+              ->Iterations(1)
+              ->Repetitions(1)
+              ->UseRealTime();
+        }
+}
 
-void apply_args(benchmark::internal::Benchmark* b) {
+const bool kSplashRegistered = [] {
   std::vector<std::int64_t> lengths = {1024};
   if (const char* env = std::getenv("ATTNREF_BENCH_SPLASH_LONG"); env && env[0] == '1')
     lengths.push_back(4096);
-  b->ArgNames({"S", "gqa", "mask"})
-      ->ArgsProduct({lengths, {0, 1}, {0, 1, 2, 3}})
-      ->Unit(benchmark::kMillisecond)
-      ->Iterations(1)
-      ->Repetitions(1)
-      ->UseRealTime();
-}
-
-BENCHMARK(BM_SplashForward_f32)->Apply(apply_args);
-BENCHMARK(BM_SplashBackward_f32)->Apply(apply_args);
-BENCHMARK(BM_SplashForward_bf16)->Apply(apply_args);
-BENCHMARK(BM_SplashBackward_bf16)->Apply(apply_args);
+  register_splash<float>("f32", lengths);
+  register_splash<Eigen::bfloat16>("bf16", lengths);
+  return true;
+}();
 
 }  // namespace
 

@@ -7,7 +7,8 @@ Usage:
 Writes <out-dir>/benchmark-tables.md (raw tables) and, when matplotlib is installed
 (Debian: python3-matplotlib), <out-dir>/paged_decode.png: achieved GB/s against context length per
 variant, with the same-run read-bandwidth probes as lines (one stream over the whole pool, and
-the same pages in the kernel's order); and <out-dir>/splash.png when splash
+the same pages in the kernel's order); <out-dir>/paged_dtypes.png: reference-shape decode time
+per K/V dtype with its speed-up over f32; and <out-dir>/splash.png when splash
 results are present: useful GFLOP/s per mask against the same-run GEMM probe.
 With --benchmark_repetitions, medians are used.
 """
@@ -50,12 +51,15 @@ def args_of(name):
     return {k: int(v) for k, v in re.findall(r"/(\w+):(-?\d+)", name)}
 
 
+def words_of(name):
+    """('grouped', 'f32') from 'BM_PagedDecode/grouped/f32/B:8/...'."""
+    parts = name.split("/")
+    return parts[1], parts[2]
+
+
 def ms(b):
     scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b.get("time_unit", "ns")]
     return b["real_time"] * scale
-
-
-DTYPES = {0: "f32", 1: "bf16", 2: "int8", 3: "e4m3"}
 
 
 def paged_table(results):
@@ -64,6 +68,7 @@ def paged_table(results):
         if not name.startswith("BM_PagedDecode"):
             continue
         a = args_of(name)
+        a["variant"], a["dtype"] = words_of(name)
         rows.append((a, b))
     if not rows:
         return ""
@@ -76,7 +81,7 @@ def paged_table(results):
         pages = "{:.1f} | {:.0%}".format(b["pages_GBps"], b["frac_pages"]) if "pages_GBps" in b else " | "
         out.append("| {} | {} | {}/{} | {} | {} | {} | {} | {} | {:.2f} | {:.1f} | {:.1f} | {:.0%} | {} |".format(
             b.get("label", ""), a["B"], a["Hq"], a["Hkv"], a["D"], a["page"], a["ctx"],
-            DTYPES.get(a["dtype"], "?"), a["threads"], ms(b), b["GBps"], b["probe_GBps"],
+            a["dtype"], a["threads"], ms(b), b["GBps"], b["probe_GBps"],
             b["frac_probe"], pages))
     return "\n".join(out)
 
@@ -108,7 +113,7 @@ def paged_chart(results, path):
         a = args_of(name)
         if not name.startswith("BM_PagedDecode") or a.get("B") != 2 or a.get("threads") != 1:
             continue
-        if a.get("dtype") != 0 or a.get("Hq") != 32 or a.get("D") != 128 or a.get("page") != 16:
+        if words_of(name)[1] != "f32" or a.get("Hq") != 32 or a.get("D") != 128 or a.get("page") != 16:
             continue
         series[b.get("label", "?")].append((a["ctx"], b["GBps"]))
         probe[a["ctx"]].append(b["probe_GBps"])
@@ -133,6 +138,46 @@ def paged_chart(results, path):
     ax.set_ylabel("GB/s of unique KV bytes")
     ax.set_title("attnref paged decode, f32, B=2, Hq=32, Hkv=8, D=128, page 16, 1 thread")
     ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def dtype_chart(results, path):
+    """Reference-shape decode time per K/V dtype (grouped, 1 thread), pages of 16 and one page per
+    sequence side by side, each bar labelled with its speed-up over f32 in the same run."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    order = ["f32", "bf16", "half", "int8", "e4m3"]
+    times = defaultdict(dict)
+    for name, b in results.items():
+        a = args_of(name)
+        if not name.startswith("BM_PagedDecode/grouped/") or a.get("B") != 8 or a.get("ctx") != 4096:
+            continue
+        if a.get("Hq") != 32 or a.get("D") != 128 or a.get("threads") != 1:
+            continue
+        if a.get("page") in (16, 4096):
+            times[a["page"]][words_of(name)[1]] = ms(b)
+    if not all(p in times and all(d in times[p] for d in order) for p in (16, 4096)):
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    width = 0.38
+    for i, (page, label) in enumerate(((16, "pages of 16 tokens"), (4096, "one page per sequence"))):
+        xs = [x + (i - 0.5) * width for x in range(len(order))]
+        ys = [times[page][d] for d in order]
+        bars = ax.bar(xs, ys, width, label=label)
+        for bar, d in zip(bars, order):
+            ax.annotate("{:.2f}x".format(times[page]["f32"] / times[page][d]),
+                        (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                        ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(order)))
+    ax.set_xticklabels(order)
+    ax.set_ylabel("ms per decode step (median)")
+    ax.set_title("attnref paged decode by K/V dtype, B=8 Hq=32 Hkv=8 D=128 ctx=4096, 1 thread\n"
+                 "(labels: speed-up over f32 in the same run)", fontsize=9)
+    ax.grid(True, axis="y", alpha=0.3)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -194,6 +239,8 @@ def main():
     try:
         if paged_chart(results, os.path.join(args.out_dir, "paged_decode.png")):
             print("wrote", os.path.join(args.out_dir, "paged_decode.png"))
+        if dtype_chart(results, os.path.join(args.out_dir, "paged_dtypes.png")):
+            print("wrote", os.path.join(args.out_dir, "paged_dtypes.png"))
         if splash_chart(results, os.path.join(args.out_dir, "splash.png")):
             print("wrote", os.path.join(args.out_dir, "splash.png"))
     except ImportError:

@@ -19,3 +19,4 @@ done
 # Debian's python3 has python3-matplotlib; a pyenv python3 earlier on PATH may not.
 py=python3; [ -x /usr/bin/python3 ] && py=/usr/bin/python3
 "$py" bench/report.py --out-dir docs "$out"/*.json
+"$py" bench/targets.py --out-dir docs "$out"/bench_paged.json

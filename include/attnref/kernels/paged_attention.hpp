@@ -190,6 +190,54 @@ const Acc* page_rows(const TensorView<const KV, 4>& pages, const TensorView<cons
   return scratch;
 }
 
+/// Whether 16/8-bit page rows feed the tile products directly, widened in registers: f32
+/// accumulation, unit dim stride, no bf16 rounding of the values first, and at most one scale
+/// per token row. Anything else goes through `page_rows`' converted scratch; both give the same
+/// bits.
+template <class Acc, class KV>
+bool widens_in_registers(const TensorView<const KV, 4>& pages,
+                         const TensorView<const float, 4>& scales, bool round_to_bf16_first) {
+  if constexpr (!std::is_same<Acc, float>::value || std::is_same<KV, float>::value ||
+                std::is_same<KV, double>::value) {
+    return false;
+  } else {
+    if (pages.strides[3] != 1 || round_to_bf16_first) return false;
+    if constexpr (WideRows<KV>::kScaled) {
+      if (scales.empty_view()) return is_fp8_dtype<KV>;  // fp8 without scales: 1.0
+      return scales.extents[3] == 1;
+    } else {
+      return true;
+    }
+  }
+}
+
+/// Calls fn(rows) with token rows [first, first + n) of page `page` of KV head `head` as a row
+/// source for the tile products: widened in registers where `widens_in_registers` allows, else
+/// converted by `page_rows` into `scratch`.
+template <class Acc, class KV, class Fn>
+void with_page_rows(const TensorView<const KV, 4>& pages, const TensorView<const float, 4>& scales,
+                    std::int64_t head, std::int64_t page, std::int64_t first, std::int64_t n,
+                    bool round_to_bf16_first, Acc* scratch, Fn&& fn) {
+  if constexpr (std::is_same<Acc, float>::value && !std::is_same<KV, float>::value &&
+                !std::is_same<KV, double>::value) {
+    if (widens_in_registers<Acc>(pages, scales, round_to_bf16_first)) {
+      static const float kUnitScale = 1.0f;
+      WideRows<KV, std::is_same<KV, std::int8_t>::value> rows{&pages(head, page, first, 0),
+                                                              pages.strides[2], &kUnitScale, 0};
+      if (WideRows<KV>::kScaled && !scales.empty_view()) {
+        rows.scale = &scales(head, page, first, 0);
+        rows.scale_ld = scales.strides[2];
+      }
+      fn(rows);
+      return;
+    }
+  }
+  std::int64_t ld = 0;
+  const Acc* rows =
+      page_rows<Acc>(pages, scales, head, page, first, n, round_to_bf16_first, scratch, &ld);
+  fn(AccRows<Acc>{rows, ld});
+}
+
 /// Calls fn(page slot j, first row, rows) for the pieces covering tokens [t0, t1): within one
 /// page, and at most `max_rows` rows each.
 template <class Fn>
@@ -246,11 +294,11 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
     for_each_piece(c0, c1, page_size, max_rows,
                    [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
                      const std::int64_t t = j * page_size + first;
-                     std::int64_t ldk = 0;
-                     const Acc* k = page_rows<Acc>(a.k_pages, a.k_scales, h, a.page_indices(b, j),
-                                                   first, rows, round_kv, s.k.data(), &ldk);
-                     qk_rows<Acc>(s.q.data(), dim, group, k, ldk, rows, dim,
-                                  s.scores.data() + (t - c0), chunk);
+                     with_page_rows<Acc>(a.k_pages, a.k_scales, h, a.page_indices(b, j), first,
+                                         rows, round_kv, s.k.data(), [&](const auto& k) {
+                                           qk_rows<Acc>(s.q.data(), dim, group, k, rows, dim,
+                                                        s.scores.data() + (t - c0), chunk);
+                                         });
                    });
     Eigen::Map<RowMajorMatrix<Acc>, Eigen::Unaligned, Eigen::OuterStride<>> all_scores(
         s.scores.data(), group, chunk, Eigen::OuterStride<>(chunk));
@@ -264,11 +312,11 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
     for_each_piece(c0, c1, page_size, max_rows,
                    [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
                      const std::int64_t t = j * page_size + first;
-                     std::int64_t ldv = 0;
-                     const Acc* v = page_rows<Acc>(a.v_pages, a.v_scales, h, a.page_indices(b, j),
-                                                   first, rows, round_kv, s.v.data(), &ldv);
-                     pv_rows<Acc>(s.scores.data() + (t - c0), chunk, group, v, ldv, rows, dim,
-                                  s.state.o.data(), dim);
+                     with_page_rows<Acc>(a.v_pages, a.v_scales, h, a.page_indices(b, j), first,
+                                         rows, round_kv, s.v.data(), [&](const auto& v) {
+                                           pv_rows<Acc>(s.scores.data() + (t - c0), chunk, group, v,
+                                                        rows, dim, s.state.o.data(), dim);
+                                         });
                    });
   }
 }

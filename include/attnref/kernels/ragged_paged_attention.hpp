@@ -210,6 +210,10 @@ struct RaggedCall {
   /// K and V step the same between heads and between slots (JAX's combined pool, any dense
   /// cache), so one (ld, head_step) pair serves both in place.
   bool kv_shared_strides;
+  /// 16/8-bit pages feed the decode path's tile products directly, widened in registers: f32
+  /// accumulation, contiguous rows, and no scale, or a scale on 8-bit values with f32 queries
+  /// (bf16 queries round the dequantized value to bf16 first, which the scratch path does).
+  bool kv_widen;
 
   RaggedCall(const RaggedPagedAttentionArgs<Q, KV, Index>& args, const TensorView<Q, 3>& o,
              const TensorView<float, 2>& logsumexp)
@@ -228,7 +232,24 @@ struct RaggedCall {
         q_contiguous(args.q.strides[2] == 1),
         kv_contiguous(args.k_pages.strides[3] == 1 && args.v_pages.strides[3] == 1),
         kv_shared_strides(args.k_pages.strides[0] == args.v_pages.strides[0] &&
-                          args.k_pages.strides[2] == args.v_pages.strides[2]) {}
+                          args.k_pages.strides[2] == args.v_pages.strides[2]),
+        kv_widen(widens(kv_contiguous, k_scaled || v_scaled)) {}
+
+  static constexpr bool kWidenable = std::is_same<Acc, float>::value &&
+                                     !std::is_same<std::remove_cv_t<KV>, float>::value &&
+                                     !std::is_same<std::remove_cv_t<KV>, double>::value;
+  static constexpr bool widens(bool contiguous, bool scaled) noexcept {
+    if (!kWidenable || !contiguous) return false;
+    return !scaled || (WideRows<std::remove_cv_t<KV>>::kScaled && std::is_same<Q, float>::value);
+  }
+  /// Tokens from `slot` of `page`, KV head h, of K or V, as a row source widened in registers
+  /// (dequantized as `load_kv` does: w * scale; unscaled: w * 1, exact).
+  WideRows<std::remove_cv_t<KV>> wide_rows(const TensorView<const KV, 4>& pages, bool scaled,
+                                           const float& scale, std::int64_t h, std::int64_t page,
+                                           std::int64_t slot) const noexcept {
+    static const float kUnitScale = 1.0f;
+    return {&pages(h, page, slot, 0), pages.strides[2], scaled ? &scale : &kUnitScale, 0};
+  }
 
   /// The visible keys of the row at position `pos` within [lo, hi).
   KeyRange visible(std::int64_t pos, std::int64_t lo, std::int64_t hi) const noexcept {
@@ -409,14 +430,24 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
     hi = std::min(std::min(lo + chunk, lo - lo % c.page_size + c.page_size), it.kv_len);
     const std::int64_t page = c.a.page_indices(it.seq, lo / c.page_size);
     const Eigen::Index nk = static_cast<Eigen::Index>(hi - lo);
+    const std::int64_t slot = lo % c.page_size;
     const Acc* k = nullptr;
     const Acc* v = nullptr;
     std::int64_t ld = 0, head_step = 0;
-    page_kv_all_heads(c, page, lo, hi, sc, &k, &v, &ld, &head_step);
+    if (!c.kv_widen) page_kv_all_heads(c, page, lo, hi, sc, &k, &v, &ld, &head_step);
     for (std::int64_t h = 0; h < hkv; ++h) {
       const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
-      qk_rows<Acc>(sc.qs.row(base).data(), dim, rows, k + h * head_step, ld, nk, dim,
-                   sc.logits_s.row(base).data(), lds);
+      auto scores = [&](const auto& k_rows) {
+        qk_rows<Acc>(sc.qs.row(base).data(), dim, rows, k_rows, nk, dim,
+                     sc.logits_s.row(base).data(), lds);
+      };
+      if constexpr (RaggedCall<Q, KV, Index>::kWidenable) {
+        if (c.kv_widen) {
+          scores(c.wide_rows(c.a.k_pages, c.k_scaled, c.k_scale, h, page, slot));
+          continue;
+        }
+      }
+      scores(AccRows<Acc>{k + h * head_step, ld});
     }
     auto logits = sc.logits_s.topLeftCorner(all, nk);
     bool partial = false;  // some row does not see every key of the chunk
@@ -427,15 +458,26 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
       sc.alpha_s[row] = c.softmax_row(logits.row(row), qh, pos, lo, sc.m_s[row], sc.l_s[row]);
     }
     sc.acc_s.topRows(all) = sc.alpha_s.head(all).asDiagonal() * sc.acc_s.topRows(all);
+    // A block some row sees only partly checks its V rows for NaN/Inf on converted rows.
+    const bool v_in_registers = c.kv_widen && !partial;
+    if (c.kv_widen && partial) page_kv_all_heads(c, page, lo, hi, sc, &k, &v, &ld, &head_step);
     for (std::int64_t h = 0; h < hkv; ++h) {
       const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
+      if constexpr (RaggedCall<Q, KV, Index>::kWidenable) {
+        if (v_in_registers) {
+          pv_rows<Acc>(sc.logits_s.row(base).data(), lds, rows,
+                       c.wide_rows(c.a.v_pages, c.v_scaled, c.v_scale, h, page, slot), nk, dim,
+                       sc.acc_s.row(base).data(), dim);
+          continue;
+        }
+      }
       if (partial && !kv_rows_finite(v + h * head_step, ld, nk, dim)) {
         add_visible_products(c, it, sc.logits_s, base, sc.acc_s, base, rows, group, 0, lo, hi,
                              v + h * head_step, ld);
         continue;
       }
-      pv_rows<Acc>(sc.logits_s.row(base).data(), lds, rows, v + h * head_step, ld, nk, dim,
-                   sc.acc_s.row(base).data(), dim);
+      pv_rows<Acc>(sc.logits_s.row(base).data(), lds, rows, AccRows<Acc>{v + h * head_step, ld}, nk,
+                   dim, sc.acc_s.row(base).data(), dim);
     }
   }
   for (std::int64_t r = 0; r < it.q_len; ++r)

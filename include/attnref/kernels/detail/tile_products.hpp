@@ -7,13 +7,21 @@
 ///   scores[r, t] = q[r, :] . k[t, :]     (rows of a query block against a K tile)
 ///   out[r, :]   += p[r, t] * v[t, :]     (probabilities times a V tile)
 /// Rows are taken in blocks of 8, 4, 2 and 1, so any group size works, and every K and V row is
-/// loaded once per row block, not once per query row.
+/// loaded once per row block, not once per query row. K and V come from a row source: rows
+/// already in the accumulator type (`AccRows`), or 16/8-bit page rows widened and dequantized
+/// in registers as they are loaded (`WideRows`), with no scratch round trip.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include <Eigen/Core>
+
+#include "attnref/core/dtype.hpp"
+#include "attnref/core/float8.hpp"
+#include "attnref/kernels/detail/widen.hpp"
 
 namespace attnref {
 namespace detail {
@@ -27,27 +35,107 @@ constexpr int kLanes = Eigen::internal::unpacket_traits<PacketOf<Acc>>::size;
 /// An array bound from an int block size (bounds are size_t; -Wsign-conversion).
 constexpr std::size_t dims(int n) noexcept { return static_cast<std::size_t>(n); }
 
-/// scores[r * lds + t] = sum_d q[r * ldq + d] * k[t * ldk + d] for R rows and n tokens.
-template <class Acc, int R>
-inline void qk_row_block(const Acc* q, std::int64_t ldq, const Acc* k, std::int64_t ldk,
-                         std::int64_t n, std::int64_t dim, Acc* scores, std::int64_t lds) {
+/// Vector registers of the target: 32 with AVX-512 and on AArch64, 16 on x86 before it.
+#if defined(__AVX512F__) || defined(__aarch64__)
+inline constexpr int kVectorRegisters = 32;
+#else
+inline constexpr int kVectorRegisters = 16;
+#endif
+
+/// Accumulators per row of an R-row block, so that R of them times this use at most half the
+/// registers (the rest hold the K or V packets and the broadcast q or p): more spill to the
+/// stack in the innermost loop (on AVX2, 4 rows x 4 columns measured 1.3x slower than 4 x 2, and
+/// 4 x 3 slower too). The order of every sum is the same whatever the tile shape.
+constexpr int columns_per_row(int rows) noexcept {
+  const int c = kVectorRegisters / 2 / rows;
+  return c < 1 ? 1 : c > 4 ? 4 : c;
+}
+
+/// a * b + c for the scalar tails: fused where the target has FMA, so that the compiler's choice
+/// of whether to contract a product into a sum (it differs by call site) never changes a result.
+template <class Acc>
+inline Acc madd(Acc a, Acc b, Acc c) noexcept {
+#if defined(FP_FAST_FMAF) && defined(FP_FAST_FMA)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+/// K or V rows already in the accumulator type: row t at `data + t * ld`, unit dim stride.
+template <class Acc>
+struct AccRows {
+  const Acc* data;
+  std::int64_t ld;
+  template <class Packet>
+  Packet packet(std::int64_t t, std::int64_t d) const noexcept {
+    // Formed per access: a pointer one row past the last could overflow when the row stride is
+    // huge (a legal stride on a dimension the call only reads once).
+    return Eigen::internal::ploadu<Packet>(data + t * ld + d);
+  }
+  Acc scalar(std::int64_t t, std::int64_t d) const noexcept { return data[t * ld + d]; }
+};
+
+/// K or V rows stored as E (bf16, half, int8 or fp8; unit dim stride, row t at `data + t * ld`)
+/// widened to f32 in registers. 8-bit rows are dequantized as the converted-scratch path does,
+/// in the same order: w * s, and with `kDivide` (JAX's paged int8) (w * s) / 127.5, where s =
+/// scale[t * scale_ld] is one scale per row (scale_ld 0: one per tensor; unscaled: 1.0).
+template <class E, bool kDivide = false>
+struct WideRows {
+  static constexpr bool kScaled = std::is_same<E, std::int8_t>::value || is_fp8_dtype<E>;
+  const E* data;
+  std::int64_t ld;
+  const float* scale = nullptr;  // required when kScaled
+  std::int64_t scale_ld = 0;
+
+  template <class Packet>
+  Packet packet(std::int64_t t, std::int64_t d) const noexcept {
+    using namespace Eigen::internal;
+    const Packet w = widen_packet<Packet>(data + t * ld + d);
+    if constexpr (!kScaled) {
+      return w;
+    } else {
+      const Packet ws = pmul(w, pset1<Packet>(scale[t * scale_ld]));
+      if constexpr (kDivide)
+        return pdiv(ws, pset1<Packet>(127.5f));
+      else
+        return ws;
+    }
+  }
+  float scalar(std::int64_t t, std::int64_t d) const noexcept {
+    const float w = widen_scalar(data[t * ld + d]);
+    if constexpr (!kScaled) {
+      return w;
+    } else {
+      const float ws = w * scale[t * scale_ld];
+      if constexpr (kDivide)
+        return ws / 127.5f;
+      else
+        return ws;
+    }
+  }
+};
+
+/// scores[r * lds + t] = sum_d q[r * ldq + d] * k(t, d) for R rows and n tokens.
+template <class Acc, int R, class KRows>
+inline void qk_row_block(const Acc* q, std::int64_t ldq, const KRows& k, std::int64_t n,
+                         std::int64_t dim, Acc* scores, std::int64_t lds) {
   using Eigen::internal::ploadu;
   using Eigen::internal::pmadd;
   using Eigen::internal::predux;
   using Eigen::internal::pset1;
   using Packet = PacketOf<Acc>;
   constexpr int W = kLanes<Acc>;
-  constexpr int T = R >= 8 ? 2 : 4;  // tokens per step: R * T packet accumulators
+  constexpr int T = columns_per_row(R);  // tokens per step: R * T packet accumulators
   const std::int64_t full = dim / W * W;
   std::int64_t t = 0;
   for (; t + T <= n; t += T) {
-    const Acc* kt = k + t * ldk;
     Packet acc[dims(R)][dims(T)];
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < T; ++j) acc[r][j] = pset1<Packet>(Acc(0));
     for (std::int64_t d = 0; d < full; d += W) {
       Packet kp[dims(T)];
-      for (int j = 0; j < T; ++j) kp[j] = ploadu<Packet>(kt + j * ldk + d);
+      for (int j = 0; j < T; ++j) kp[j] = k.template packet<Packet>(t + j, d);
       for (int r = 0; r < R; ++r) {
         const Packet qp = ploadu<Packet>(q + r * ldq + d);
         for (int j = 0; j < T; ++j) acc[r][j] = pmadd(qp, kp[j], acc[r][j]);
@@ -56,49 +144,45 @@ inline void qk_row_block(const Acc* q, std::int64_t ldq, const Acc* k, std::int6
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < T; ++j) {
         Acc s = predux(acc[r][j]);
-        for (std::int64_t d = full; d < dim; ++d) s += q[r * ldq + d] * kt[j * ldk + d];
+        for (std::int64_t d = full; d < dim; ++d) s = madd(q[r * ldq + d], k.scalar(t + j, d), s);
         scores[r * lds + t + j] = s;
       }
   }
   for (; t < n; ++t) {
-    // Formed inside the loop: a pointer one row past the last could overflow when the row
-    // stride is huge (a legal stride on a dimension the call only reads once).
-    const Acc* kt = k + t * ldk;
     Packet acc[dims(R)];
     for (int r = 0; r < R; ++r) acc[r] = pset1<Packet>(Acc(0));
     for (std::int64_t d = 0; d < full; d += W) {
-      const Packet kp = ploadu<Packet>(kt + d);
+      const Packet kp = k.template packet<Packet>(t, d);
       for (int r = 0; r < R; ++r) acc[r] = pmadd(ploadu<Packet>(q + r * ldq + d), kp, acc[r]);
     }
     for (int r = 0; r < R; ++r) {
       Acc s = predux(acc[r]);
-      for (std::int64_t d = full; d < dim; ++d) s += q[r * ldq + d] * kt[d];
+      for (std::int64_t d = full; d < dim; ++d) s = madd(q[r * ldq + d], k.scalar(t, d), s);
       scores[r * lds + t] = s;
     }
   }
 }
 
-/// out[r * ldo + d] += sum_t p[r * ldp + t] * v[t * ldv + d] for R rows: a chunk of the output
-/// block stays in registers while the V rows stream through.
-template <class Acc, int R>
-inline void pv_row_block(const Acc* p, std::int64_t ldp, const Acc* v, std::int64_t ldv,
-                         std::int64_t n, std::int64_t dim, Acc* out, std::int64_t ldo) {
+/// out[r * ldo + d] += sum_t p[r * ldp + t] * v(t, d) for R rows: a chunk of the output block
+/// stays in registers while the V rows stream through.
+template <class Acc, int R, class VRows>
+inline void pv_row_block(const Acc* p, std::int64_t ldp, const VRows& v, std::int64_t n,
+                         std::int64_t dim, Acc* out, std::int64_t ldo) {
   using Eigen::internal::ploadu;
   using Eigen::internal::pmadd;
   using Eigen::internal::pset1;
   using Eigen::internal::pstoreu;
   using Packet = PacketOf<Acc>;
   constexpr int W = kLanes<Acc>;
-  constexpr int C = R >= 8 ? 2 : 4;  // packets per chunk: R * C accumulators
+  constexpr int C = columns_per_row(R);  // packets per chunk: R * C accumulators
   std::int64_t d0 = 0;
   for (; d0 + C * W <= dim; d0 += C * W) {
     Packet acc[dims(R)][dims(C)];
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c) acc[r][c] = ploadu<Packet>(out + r * ldo + d0 + c * W);
     for (std::int64_t t = 0; t < n; ++t) {
-      const Acc* vt = v + t * ldv + d0;
       Packet vp[dims(C)];
-      for (int c = 0; c < C; ++c) vp[c] = ploadu<Packet>(vt + c * W);
+      for (int c = 0; c < C; ++c) vp[c] = v.template packet<Packet>(t, d0 + c * W);
       for (int r = 0; r < R; ++r) {
         const Packet pr = pset1<Packet>(p[r * ldp + t]);
         for (int c = 0; c < C; ++c) acc[r][c] = pmadd(pr, vp[c], acc[r][c]);
@@ -111,52 +195,51 @@ inline void pv_row_block(const Acc* p, std::int64_t ldp, const Acc* v, std::int6
     Packet acc[dims(R)];
     for (int r = 0; r < R; ++r) acc[r] = ploadu<Packet>(out + r * ldo + d0);
     for (std::int64_t t = 0; t < n; ++t) {
-      const Packet vp = ploadu<Packet>(v + t * ldv + d0);
+      const Packet vp = v.template packet<Packet>(t, d0);
       for (int r = 0; r < R; ++r) acc[r] = pmadd(pset1<Packet>(p[r * ldp + t]), vp, acc[r]);
     }
     for (int r = 0; r < R; ++r) pstoreu(out + r * ldo + d0, acc[r]);
   }
   for (; d0 < dim; ++d0)  // scalar tail (head_dim not a multiple of the packet size)
     for (std::int64_t t = 0; t < n; ++t)
-      for (int r = 0; r < R; ++r) out[r * ldo + d0] += p[r * ldp + t] * v[t * ldv + d0];
+      for (int r = 0; r < R; ++r)
+        out[r * ldo + d0] = madd(p[r * ldp + t], Acc(v.scalar(t, d0)), out[r * ldo + d0]);
 }
 
 /// Any number of rows, in blocks of 8, 4, 2 and 1.
-template <class Acc>
-inline void qk_rows(const Acc* q, std::int64_t ldq, std::int64_t rows, const Acc* k,
-                    std::int64_t ldk, std::int64_t n, std::int64_t dim, Acc* scores,
-                    std::int64_t lds) {
+template <class Acc, class KRows>
+inline void qk_rows(const Acc* q, std::int64_t ldq, std::int64_t rows, const KRows& k,
+                    std::int64_t n, std::int64_t dim, Acc* scores, std::int64_t lds) {
   std::int64_t r = 0;
   for (; r + 8 <= rows; r += 8)
-    qk_row_block<Acc, 8>(q + r * ldq, ldq, k, ldk, n, dim, scores + r * lds, lds);
+    qk_row_block<Acc, 8>(q + r * ldq, ldq, k, n, dim, scores + r * lds, lds);
   if (r + 4 <= rows) {
-    qk_row_block<Acc, 4>(q + r * ldq, ldq, k, ldk, n, dim, scores + r * lds, lds);
+    qk_row_block<Acc, 4>(q + r * ldq, ldq, k, n, dim, scores + r * lds, lds);
     r += 4;
   }
   if (r + 2 <= rows) {
-    qk_row_block<Acc, 2>(q + r * ldq, ldq, k, ldk, n, dim, scores + r * lds, lds);
+    qk_row_block<Acc, 2>(q + r * ldq, ldq, k, n, dim, scores + r * lds, lds);
     r += 2;
   }
-  if (r < rows) qk_row_block<Acc, 1>(q + r * ldq, ldq, k, ldk, n, dim, scores + r * lds, lds);
+  if (r < rows) qk_row_block<Acc, 1>(q + r * ldq, ldq, k, n, dim, scores + r * lds, lds);
 }
 
 /// Any number of rows, in blocks of 8, 4, 2 and 1.
-template <class Acc>
-inline void pv_rows(const Acc* p, std::int64_t ldp, std::int64_t rows, const Acc* v,
-                    std::int64_t ldv, std::int64_t n, std::int64_t dim, Acc* out,
-                    std::int64_t ldo) {
+template <class Acc, class VRows>
+inline void pv_rows(const Acc* p, std::int64_t ldp, std::int64_t rows, const VRows& v,
+                    std::int64_t n, std::int64_t dim, Acc* out, std::int64_t ldo) {
   std::int64_t r = 0;
   for (; r + 8 <= rows; r += 8)
-    pv_row_block<Acc, 8>(p + r * ldp, ldp, v, ldv, n, dim, out + r * ldo, ldo);
+    pv_row_block<Acc, 8>(p + r * ldp, ldp, v, n, dim, out + r * ldo, ldo);
   if (r + 4 <= rows) {
-    pv_row_block<Acc, 4>(p + r * ldp, ldp, v, ldv, n, dim, out + r * ldo, ldo);
+    pv_row_block<Acc, 4>(p + r * ldp, ldp, v, n, dim, out + r * ldo, ldo);
     r += 4;
   }
   if (r + 2 <= rows) {
-    pv_row_block<Acc, 2>(p + r * ldp, ldp, v, ldv, n, dim, out + r * ldo, ldo);
+    pv_row_block<Acc, 2>(p + r * ldp, ldp, v, n, dim, out + r * ldo, ldo);
     r += 2;
   }
-  if (r < rows) pv_row_block<Acc, 1>(p + r * ldp, ldp, v, ldv, n, dim, out + r * ldo, ldo);
+  if (r < rows) pv_row_block<Acc, 1>(p + r * ldp, ldp, v, n, dim, out + r * ldo, ldo);
 }
 
 }  // namespace detail

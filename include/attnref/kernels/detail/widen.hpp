@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file widen.hpp
+/// Widening a packet of 16-bit or 8-bit K/V elements to f32 in registers, so the tile products
+/// read pages directly instead of converting them into a scratch buffer first. The only
+/// intrinsics of the library live here, each next to a portable path that gives the same bits:
+///  - bf16: the upper half of a float's bits (a shift; SSE2, AVX2, AVX-512);
+///  - half: the hardware conversion where the compiler targets it (F16C, AVX-512F), else
+///    Eigen's exact software conversion, element by element;
+///  - int8: sign extension and an exact int-to-float conversion (AVX2, AVX-512);
+///  - fp8 (e4m3fn, e5m2): integer arithmetic on the bit fields (AVX2, AVX-512; a gather from
+///    the table was slower than scalar lookups on AMD Zen 3), or the 256-entry table.
+/// Every conversion is exact, so which path the build takes never changes a result
+/// (tests/test_widened_tiles.cpp compares them bit for bit against the converted-scratch path).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include <Eigen/Core>
+
+#if defined(__SSE2__) || defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "attnref/core/dtype.hpp"
+#include "attnref/core/float8.hpp"
+
+namespace attnref {
+namespace detail {
+
+/// One element widened to float, exactly.
+template <class E>
+inline float widen_scalar(const E& x) noexcept {
+  if constexpr (is_fp8_dtype<E>) {
+    return x.to_float();
+  } else if constexpr (std::is_same<E, Eigen::bfloat16>::value) {
+    std::uint16_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    const std::uint32_t u = static_cast<std::uint32_t>(bits) << 16;
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  } else {
+    return static_cast<float>(x);
+  }
+}
+
+#if defined(__AVX2__)
+/// 8 fp8 codes (zero-extended to 32 bits) to floats with integer arithmetic, no table: normal
+/// codes move their exponent and mantissa into place and rebias; subnormals are m * 2^-(bias +
+/// mantissa bits - 1), exact in float; e4m3fn's 0x7f is NaN, e5m2's top exponent inf or NaN.
+template <class E>
+inline __m256 fp8_to_float_avx2(__m256i codes) noexcept {
+  constexpr bool kE4M3 = std::is_same<E, float8_e4m3fn>::value;
+  constexpr int kMant = kE4M3 ? 3 : 2, kBias = kE4M3 ? 7 : 15;
+  const __m256i mag = _mm256_and_si256(codes, _mm256_set1_epi32(0x7f));
+  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(codes, _mm256_set1_epi32(0x80)), 24);
+  const __m256i normal =
+      _mm256_add_epi32(_mm256_slli_epi32(mag, 23 - kMant), _mm256_set1_epi32((127 - kBias) << 23));
+  const __m256 sub =
+      _mm256_mul_ps(_mm256_cvtepi32_ps(mag), _mm256_set1_ps(kE4M3 ? 0x1p-9f : 0x1p-16f));
+  const __m256 is_sub = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(1 << kMant), mag));
+  __m256 f = _mm256_blendv_ps(_mm256_castsi256_ps(normal), sub, is_sub);
+  if constexpr (kE4M3) {
+    const __m256 is_nan = _mm256_castsi256_ps(_mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7f)));
+    f = _mm256_blendv_ps(f, _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN()), is_nan);
+  } else {  // exponent 31: inf (mantissa 0) or NaN
+    const __m256i special =
+        _mm256_or_si256(_mm256_set1_epi32(0x7f800000),
+                        _mm256_slli_epi32(_mm256_and_si256(mag, _mm256_set1_epi32(3)), 21));
+    const __m256 is_special = _mm256_castsi256_ps(_mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7b)));
+    f = _mm256_blendv_ps(f, _mm256_castsi256_ps(special), is_special);
+  }
+  return _mm256_or_ps(f, _mm256_castsi256_ps(sign));
+}
+#endif
+
+/// The portable path: element by element into a small aligned buffer, then one packet load.
+template <class Packet, class E>
+inline Packet widen_packet_portable(const E* src) noexcept {
+  constexpr auto W = static_cast<std::size_t>(Eigen::internal::unpacket_traits<Packet>::size);
+  alignas(64) float tmp[W];
+  for (std::size_t i = 0; i < W; ++i) tmp[i] = widen_scalar(src[i]);
+  return Eigen::internal::pload<Packet>(tmp);
+}
+
+// Comparing Eigen's packet types with the raw vector types drops their attributes in the
+// template argument (-Wignored-attributes); only the type's identity is used.
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"
+#endif
+
+/// W consecutive elements at `src` (unit stride) widened to a packet of W floats.
+template <class Packet, class E>
+inline Packet widen_packet(const E* src) noexcept {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same<Packet, __m512>::value) {
+    if constexpr (std::is_same<E, Eigen::bfloat16>::value) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    } else if constexpr (std::is_same<E, Eigen::half>::value) {
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)));
+    } else if constexpr (std::is_same<E, std::int8_t>::value) {
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+      return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
+    } else if constexpr (is_fp8_dtype<E>) {  // two halves of 8 (AVX-512 implies AVX2)
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+      const __m256 lo = fp8_to_float_avx2<E>(_mm256_cvtepu8_epi32(b));
+      const __m256 hi = fp8_to_float_avx2<E>(_mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)));
+      return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)),
+                                                 _mm256_castps_pd(hi), 1));
+    }
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_same<Packet, __m256>::value) {
+    if constexpr (std::is_same<E, Eigen::bfloat16>::value) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    } else if constexpr (std::is_same<E, Eigen::half>::value) {
+#if defined(__F16C__)
+      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+#endif
+    } else if constexpr (std::is_same<E, std::int8_t>::value) {
+      const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src));
+      return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+    } else if constexpr (is_fp8_dtype<E>) {
+      const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src));
+      return fp8_to_float_avx2<E>(_mm256_cvtepu8_epi32(b));
+    }
+  }
+#endif
+#if defined(__SSE2__)
+  if constexpr (std::is_same<Packet, __m128>::value && std::is_same<E, Eigen::bfloat16>::value) {
+    // Interleaving zeros below each bf16 gives its float bits (little endian).
+    const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src));
+    return _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), h));
+  }
+#endif
+  if constexpr (std::is_same<E, float>::value) {
+    return Eigen::internal::ploadu<Packet>(src);
+  } else {
+    return widen_packet_portable<Packet>(src);
+  }
+}
+
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+
+}  // namespace detail
+}  // namespace attnref
