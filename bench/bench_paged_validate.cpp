@@ -72,9 +72,9 @@ void BM_DataTier(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(2 * k.size() * 4));
 }
 
-BENCHMARK(BM_ShapeTier)->Arg(8)->Arg(32)->Arg(128)->Arg(256);
-BENCHMARK(BM_MetadataTier)->Arg(8)->Arg(32)->Arg(128)->Arg(256);
-BENCHMARK(BM_DataTier)->Arg(8)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ShapeTier)->ArgName("B")->Arg(8)->Arg(32)->Arg(128)->Arg(256);
+BENCHMARK(BM_MetadataTier)->ArgName("B")->Arg(8)->Arg(32)->Arg(128)->Arg(256);
+BENCHMARK(BM_DataTier)->ArgName("B")->Arg(8)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

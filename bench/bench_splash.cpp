@@ -10,8 +10,8 @@
 //                  of 3), the machine's single-thread matmul throughput
 //   frac_probe     useful_GFLOPs / probe_GFLOPs
 //
-// The default run covers Sq = Skv = 1024. Set ATTNREF_BENCH_SPLASH_LONG=1 to add 4096 (slow on a
-// small machine: a full-mask f32 forward at 4096 is ~69 GFLOP).
+// The default run covers Sq = Skv = 1024. Set ATTNREF_BENCH_SPLASH_LONG=1 to add 2048 and 4096
+// (slow on a small machine: a full-mask f32 forward at 4096 is ~69 GFLOP).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -196,7 +196,7 @@ void register_splash(const char* dtype, const std::vector<std::int64_t>& lengths
 const bool kSplashRegistered = [] {
   std::vector<std::int64_t> lengths = {1024};
   if (const char* env = std::getenv("ATTNREF_BENCH_SPLASH_LONG"); env && env[0] == '1')
-    lengths.push_back(4096);
+    lengths.insert(lengths.end(), {2048, 4096});
   register_splash<float>("f32", lengths);
   register_splash<Eigen::bfloat16>("bf16", lengths);
   return true;

@@ -222,7 +222,7 @@ def main():
     args = parser.parse_args()
     results, context = load(args.json)
     os.makedirs(args.out_dir, exist_ok=True)
-    sections = ["Machine: {} CPUs at {} MHz, {} build; date {}.".format(
+    sections = ["Machine: {} CPUs at {} MHz; Google Benchmark library: {} build (attnref's benchmarks are -O3 -march=native); date {}.".format(
         context.get("num_cpus", "?"), context.get("mhz_per_cpu", "?"),
         context.get("library_build_type", "?"), context.get("date", "?"))]
     tiers = "\n\n".join(t for t in (generic_table(results, "BM_ShapeTier"),

@@ -86,7 +86,7 @@ def main():
               for w, t, m, c, ok in rows]
     lines.append("")
     lines.append("Ragged decode rows and splash prefill (issue 15, items 3 and 4) are not in this "
-                 "report: see the README's benchmark section.")
+                 "report: see docs/benchmarks.md.")
     text = "\n".join(lines)
     print(text)
     if args.out_dir:
