@@ -251,6 +251,19 @@ inline void for_each_piece(std::int64_t t0, std::int64_t t1, std::int64_t page_s
   }
 }
 
+/// The rows of `pages` (KV head h of sequence b) `tokens_ahead` after token t, up to n of them
+/// within one page, before token t_end: none past it.
+template <class Q, class KV, class Index>
+RowsAhead paged_rows_ahead(const PagedAttentionArgs<Q, KV, Index>& a,
+                           const TensorView<const KV, 4>& pages, std::int64_t b, std::int64_t h,
+                           std::int64_t t, std::int64_t n, std::int64_t t_end) {
+  const std::int64_t u = t + tokens_ahead(a.head_dim() * static_cast<std::int64_t>(sizeof(KV)));
+  if (u >= t_end) return {};
+  const std::int64_t page_size = a.page_size();
+  return page_rows_ahead(pages, h, a.page_indices(b, u / page_size), u % page_size,
+                         std::min(n, t_end - u));
+}
+
 /// The tokens of pages [page_begin, page_end) of sequence b that its decode query (position
 /// length - 1) sees: before the length, inside the sliding window. page_begin * page_size cannot
 /// overflow: the shape tier proved pages_per_sequence * page_size fits in int64.
@@ -265,10 +278,9 @@ KeyRange paged_keys(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b,
 
 /// Folds the tokens of pages [page_begin, page_end) of sequence b into the online-softmax state
 /// of the G query heads that read KV head h, one chunk of chunk_tokens(G) tokens per
-/// softmax step. Reads only the rows `paged_keys` gives. The range starting at page 0 holds the
-/// sinks (so a split-KV merge counts each once). There is no software prefetch: in paired runs
-/// at the reference shape neither bursts of a whole chunk into L1 nor pieces spread one pass
-/// ahead into L2 beat the hardware prefetchers by more than the run-to-run noise (about 10%).
+/// softmax step. Reads only the rows `paged_keys` gives, and asks for the K (V) rows some tokens
+/// ahead as it reads K (V): the hardware prefetchers stop at each page. The range starting at
+/// page 0 holds the sinks (so a split-KV merge counts each once).
 template <class Acc, class Q, class KV, class Index>
 void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std::int64_t h,
                   std::int64_t page_begin, std::int64_t page_end, PagedScratch<Acc>& s) {
@@ -291,15 +303,16 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
   const std::int64_t chunk = chunk_tokens(group);
   for (std::int64_t c0 = t_begin; c0 < t_end; c0 += chunk) {
     const std::int64_t c1 = std::min(c0 + chunk, t_end);
-    for_each_piece(c0, c1, page_size, max_rows,
-                   [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
-                     const std::int64_t t = j * page_size + first;
-                     with_page_rows<Acc>(a.k_pages, a.k_scales, h, a.page_indices(b, j), first,
-                                         rows, round_kv, s.k.data(), [&](const auto& k) {
-                                           qk_rows<Acc>(s.q.data(), dim, group, k, rows, dim,
-                                                        s.scores.data() + (t - c0), chunk);
-                                         });
-                   });
+    for_each_piece(
+        c0, c1, page_size, max_rows, [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
+          const std::int64_t t = j * page_size + first;
+          with_page_rows<Acc>(a.k_pages, a.k_scales, h, a.page_indices(b, j), first, rows, round_kv,
+                              s.k.data(), [&](const auto& k) {
+                                qk_rows<Acc>(s.q.data(), dim, group, k, rows, dim,
+                                             s.scores.data() + (t - c0), chunk,
+                                             paged_rows_ahead(a, a.k_pages, b, h, t, rows, t_end));
+                              });
+        });
     Eigen::Map<RowMajorMatrix<Acc>, Eigen::Unaligned, Eigen::OuterStride<>> all_scores(
         s.scores.data(), group, chunk, Eigen::OuterStride<>(chunk));
     auto scores = all_scores.leftCols(c1 - c0);
@@ -309,15 +322,16 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
         add_alibi(scores.row(g), static_cast<Acc>(a.alibi_slopes(heads.q_head(h, g))), c0,
                   length - 1);
     s.state.template fold<false>(scores);
-    for_each_piece(c0, c1, page_size, max_rows,
-                   [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
-                     const std::int64_t t = j * page_size + first;
-                     with_page_rows<Acc>(a.v_pages, a.v_scales, h, a.page_indices(b, j), first,
-                                         rows, round_kv, s.v.data(), [&](const auto& v) {
-                                           pv_rows<Acc>(s.scores.data() + (t - c0), chunk, group, v,
-                                                        rows, dim, s.state.o.data(), dim);
-                                         });
-                   });
+    for_each_piece(
+        c0, c1, page_size, max_rows, [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
+          const std::int64_t t = j * page_size + first;
+          with_page_rows<Acc>(a.v_pages, a.v_scales, h, a.page_indices(b, j), first, rows, round_kv,
+                              s.v.data(), [&](const auto& v) {
+                                pv_rows<Acc>(s.scores.data() + (t - c0), chunk, group, v, rows, dim,
+                                             s.state.o.data(), dim,
+                                             paged_rows_ahead(a, a.v_pages, b, h, t, rows, t_end));
+                              });
+        });
   }
 }
 

@@ -397,6 +397,18 @@ void add_visible_products(const RaggedCall<Q, KV, Index>& c, const RaggedWorkIte
   }
 }
 
+/// The rows of `pages` (KV head h of the item's sequence) `tokens_ahead` after token t, up to n
+/// of them within one page, before the item's last key: none past it.
+template <class Q, class KV, class Index>
+RowsAhead ragged_rows_ahead(const RaggedCall<Q, KV, Index>& c, const TensorView<const KV, 4>& pages,
+                            const RaggedWorkItem& it, std::int64_t h, std::int64_t t,
+                            std::int64_t n) {
+  const std::int64_t u = t + tokens_ahead(c.dim * static_cast<std::int64_t>(sizeof(KV)));
+  if (u >= it.kv_len) return {};
+  return page_rows_ahead(pages, h, c.a.page_indices(it.seq, u / c.page_size), u % c.page_size,
+                         std::min(n, it.kv_len - u));
+}
+
 /// Few rows (decode): all KV heads of the item together, page by page, so a token-major page is
 /// read front to back once, with register-blocked tile products. Row h * rows + r * G + g holds
 /// query head q_head(h, g) of row r.
@@ -439,7 +451,8 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
       const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
       auto scores = [&](const auto& k_rows) {
         qk_rows<Acc>(sc.qs.row(base).data(), dim, rows, k_rows, nk, dim,
-                     sc.logits_s.row(base).data(), lds);
+                     sc.logits_s.row(base).data(), lds,
+                     ragged_rows_ahead(c, c.a.k_pages, it, h, lo, nk));
       };
       if constexpr (RaggedCall<Q, KV, Index>::kWidenable) {
         if (c.kv_widen) {
@@ -467,7 +480,8 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
         if (v_in_registers) {
           pv_rows<Acc>(sc.logits_s.row(base).data(), lds, rows,
                        c.wide_rows(c.a.v_pages, c.v_scaled, c.v_scale, h, page, slot), nk, dim,
-                       sc.acc_s.row(base).data(), dim);
+                       sc.acc_s.row(base).data(), dim,
+                       ragged_rows_ahead(c, c.a.v_pages, it, h, lo, nk));
           continue;
         }
       }
@@ -477,7 +491,8 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
         continue;
       }
       pv_rows<Acc>(sc.logits_s.row(base).data(), lds, rows, AccRows<Acc>{v + h * head_step, ld}, nk,
-                   dim, sc.acc_s.row(base).data(), dim);
+                   dim, sc.acc_s.row(base).data(), dim,
+                   ragged_rows_ahead(c, c.a.v_pages, it, h, lo, nk));
     }
   }
   for (std::int64_t r = 0; r < it.q_len; ++r)

@@ -21,6 +21,8 @@
 
 #include "attnref/core/dtype.hpp"
 #include "attnref/core/float8.hpp"
+#include "attnref/kernels/detail/packet_sums.hpp"
+#include "attnref/kernels/detail/rows_ahead.hpp"
 #include "attnref/kernels/detail/widen.hpp"
 
 namespace attnref {
@@ -116,10 +118,11 @@ struct WideRows {
   }
 };
 
-/// scores[r * lds + t] = sum_d q[r * ldq + d] * k(t, d) for R rows and n tokens.
+/// scores[r * lds + t] = sum_d q[r * ldq + d] * k(t, d) for R rows and n tokens; row t of
+/// `ahead` is asked for as token t is read.
 template <class Acc, int R, class KRows>
 inline void qk_row_block(const Acc* q, std::int64_t ldq, const KRows& k, std::int64_t n,
-                         std::int64_t dim, Acc* scores, std::int64_t lds) {
+                         std::int64_t dim, Acc* scores, std::int64_t lds, const RowsAhead& ahead) {
   using Eigen::internal::ploadu;
   using Eigen::internal::pmadd;
   using Eigen::internal::predux;
@@ -130,29 +133,32 @@ inline void qk_row_block(const Acc* q, std::int64_t ldq, const KRows& k, std::in
   const std::int64_t full = dim / W * W;
   std::int64_t t = 0;
   for (; t + T <= n; t += T) {
-    Packet acc[dims(R)][dims(T)];
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < T; ++j) acc[r][j] = pset1<Packet>(Acc(0));
+    for (int j = 0; j < T; ++j) ahead.fetch_row(t + j);
+    Packet acc[dims(R * T)];  // acc[r * T + j]: row r, token t + j
+    for (int i = 0; i < R * T; ++i) acc[i] = pset1<Packet>(Acc(0));
     for (std::int64_t d = 0; d < full; d += W) {
       Packet kp[dims(T)];
-      for (int j = 0; j < T; ++j) kp[j] = k.template packet<Packet>(t + j, d);
+      for (int j = 0; j < T; ++j) kp[j] = in_register(k.template packet<Packet>(t + j, d));
       for (int r = 0; r < R; ++r) {
-        const Packet qp = ploadu<Packet>(q + r * ldq + d);
-        for (int j = 0; j < T; ++j) acc[r][j] = pmadd(qp, kp[j], acc[r][j]);
+        const Packet qp = in_register(ploadu<Packet>(q + r * ldq + d));
+        for (int j = 0; j < T; ++j) acc[r * T + j] = pmadd(qp, kp[j], acc[r * T + j]);
       }
     }
+    Acc sums[dims(R * T)];
+    sum_lanes(acc, sums);
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < T; ++j) {
-        Acc s = predux(acc[r][j]);
+        Acc s = sums[r * T + j];
         for (std::int64_t d = full; d < dim; ++d) s = madd(q[r * ldq + d], k.scalar(t + j, d), s);
         scores[r * lds + t + j] = s;
       }
   }
   for (; t < n; ++t) {
+    ahead.fetch_row(t);
     Packet acc[dims(R)];
     for (int r = 0; r < R; ++r) acc[r] = pset1<Packet>(Acc(0));
     for (std::int64_t d = 0; d < full; d += W) {
-      const Packet kp = k.template packet<Packet>(t, d);
+      const Packet kp = in_register(k.template packet<Packet>(t, d));
       for (int r = 0; r < R; ++r) acc[r] = pmadd(ploadu<Packet>(q + r * ldq + d), kp, acc[r]);
     }
     for (int r = 0; r < R; ++r) {
@@ -164,10 +170,11 @@ inline void qk_row_block(const Acc* q, std::int64_t ldq, const KRows& k, std::in
 }
 
 /// out[r * ldo + d] += sum_t p[r * ldp + t] * v(t, d) for R rows: a chunk of the output block
-/// stays in registers while the V rows stream through.
+/// stays in registers while the V rows stream through; row t of `ahead` is asked for, a line at
+/// a time, as the chunks pass token t.
 template <class Acc, int R, class VRows>
 inline void pv_row_block(const Acc* p, std::int64_t ldp, const VRows& v, std::int64_t n,
-                         std::int64_t dim, Acc* out, std::int64_t ldo) {
+                         std::int64_t dim, Acc* out, std::int64_t ldo, const RowsAhead& ahead) {
   using Eigen::internal::ploadu;
   using Eigen::internal::pmadd;
   using Eigen::internal::pset1;
@@ -175,14 +182,17 @@ inline void pv_row_block(const Acc* p, std::int64_t ldp, const VRows& v, std::in
   using Packet = PacketOf<Acc>;
   constexpr int W = kLanes<Acc>;
   constexpr int C = columns_per_row(R);  // packets per chunk: R * C accumulators
+  // Bytes of a V row per d: the lines of row t of `ahead` are spread over the passes.
+  const std::int64_t bytes_per_d = dim > 0 ? ahead.row_bytes / dim : 0;
   std::int64_t d0 = 0;
   for (; d0 + C * W <= dim; d0 += C * W) {
     Packet acc[dims(R)][dims(C)];
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c) acc[r][c] = ploadu<Packet>(out + r * ldo + d0 + c * W);
     for (std::int64_t t = 0; t < n; ++t) {
+      ahead.fetch_bytes(t, d0 * bytes_per_d, (d0 + C * W) * bytes_per_d);
       Packet vp[dims(C)];
-      for (int c = 0; c < C; ++c) vp[c] = v.template packet<Packet>(t, d0 + c * W);
+      for (int c = 0; c < C; ++c) vp[c] = in_register(v.template packet<Packet>(t, d0 + c * W));
       for (int r = 0; r < R; ++r) {
         const Packet pr = pset1<Packet>(p[r * ldp + t]);
         for (int c = 0; c < C; ++c) acc[r][c] = pmadd(pr, vp[c], acc[r][c]);
@@ -195,7 +205,7 @@ inline void pv_row_block(const Acc* p, std::int64_t ldp, const VRows& v, std::in
     Packet acc[dims(R)];
     for (int r = 0; r < R; ++r) acc[r] = ploadu<Packet>(out + r * ldo + d0);
     for (std::int64_t t = 0; t < n; ++t) {
-      const Packet vp = v.template packet<Packet>(t, d0);
+      const Packet vp = in_register(v.template packet<Packet>(t, d0));
       for (int r = 0; r < R; ++r) acc[r] = pmadd(pset1<Packet>(p[r * ldp + t]), vp, acc[r]);
     }
     for (int r = 0; r < R; ++r) pstoreu(out + r * ldo + d0, acc[r]);
@@ -206,40 +216,46 @@ inline void pv_row_block(const Acc* p, std::int64_t ldp, const VRows& v, std::in
         out[r * ldo + d0] = madd(p[r * ldp + t], Acc(v.scalar(t, d0)), out[r * ldo + d0]);
 }
 
-/// Any number of rows, in blocks of 8, 4, 2 and 1.
+/// Any number of rows, in blocks of 8, 4, 2 and 1; the first block asks for `ahead`.
 template <class Acc, class KRows>
 inline void qk_rows(const Acc* q, std::int64_t ldq, std::int64_t rows, const KRows& k,
-                    std::int64_t n, std::int64_t dim, Acc* scores, std::int64_t lds) {
+                    std::int64_t n, std::int64_t dim, Acc* scores, std::int64_t lds,
+                    RowsAhead ahead = {}) {
   std::int64_t r = 0;
-  for (; r + 8 <= rows; r += 8)
-    qk_row_block<Acc, 8>(q + r * ldq, ldq, k, n, dim, scores + r * lds, lds);
+  for (; r + 8 <= rows; r += 8, ahead = {})
+    qk_row_block<Acc, 8>(q + r * ldq, ldq, k, n, dim, scores + r * lds, lds, ahead);
   if (r + 4 <= rows) {
-    qk_row_block<Acc, 4>(q + r * ldq, ldq, k, n, dim, scores + r * lds, lds);
+    qk_row_block<Acc, 4>(q + r * ldq, ldq, k, n, dim, scores + r * lds, lds, ahead);
     r += 4;
+    ahead = {};
   }
   if (r + 2 <= rows) {
-    qk_row_block<Acc, 2>(q + r * ldq, ldq, k, n, dim, scores + r * lds, lds);
+    qk_row_block<Acc, 2>(q + r * ldq, ldq, k, n, dim, scores + r * lds, lds, ahead);
     r += 2;
+    ahead = {};
   }
-  if (r < rows) qk_row_block<Acc, 1>(q + r * ldq, ldq, k, n, dim, scores + r * lds, lds);
+  if (r < rows) qk_row_block<Acc, 1>(q + r * ldq, ldq, k, n, dim, scores + r * lds, lds, ahead);
 }
 
-/// Any number of rows, in blocks of 8, 4, 2 and 1.
+/// Any number of rows, in blocks of 8, 4, 2 and 1; the first block asks for `ahead`.
 template <class Acc, class VRows>
 inline void pv_rows(const Acc* p, std::int64_t ldp, std::int64_t rows, const VRows& v,
-                    std::int64_t n, std::int64_t dim, Acc* out, std::int64_t ldo) {
+                    std::int64_t n, std::int64_t dim, Acc* out, std::int64_t ldo,
+                    RowsAhead ahead = {}) {
   std::int64_t r = 0;
-  for (; r + 8 <= rows; r += 8)
-    pv_row_block<Acc, 8>(p + r * ldp, ldp, v, n, dim, out + r * ldo, ldo);
+  for (; r + 8 <= rows; r += 8, ahead = {})
+    pv_row_block<Acc, 8>(p + r * ldp, ldp, v, n, dim, out + r * ldo, ldo, ahead);
   if (r + 4 <= rows) {
-    pv_row_block<Acc, 4>(p + r * ldp, ldp, v, n, dim, out + r * ldo, ldo);
+    pv_row_block<Acc, 4>(p + r * ldp, ldp, v, n, dim, out + r * ldo, ldo, ahead);
     r += 4;
+    ahead = {};
   }
   if (r + 2 <= rows) {
-    pv_row_block<Acc, 2>(p + r * ldp, ldp, v, n, dim, out + r * ldo, ldo);
+    pv_row_block<Acc, 2>(p + r * ldp, ldp, v, n, dim, out + r * ldo, ldo, ahead);
     r += 2;
+    ahead = {};
   }
-  if (r < rows) pv_row_block<Acc, 1>(p + r * ldp, ldp, v, n, dim, out + r * ldo, ldo);
+  if (r < rows) pv_row_block<Acc, 1>(p + r * ldp, ldp, v, n, dim, out + r * ldo, ldo, ahead);
 }
 
 }  // namespace detail

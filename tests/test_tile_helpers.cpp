@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+// The register-level helpers of the tile products: `sum_lanes` (the horizontal sums of several
+// accumulators at once) must give Eigen's `predux` bit for bit, and the rows a decode kernel
+// asks for ahead (`paged_rows_ahead`) must be the right rows of the right page, never past the
+// page or the sequence.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <attnref/kernels/detail/packet_sums.hpp>
+#include <attnref/kernels/detail/rows_ahead.hpp>
+#include <attnref/kernels/paged_attention.hpp>
+
+namespace {
+
+using attnref::TensorView;
+using attnref::detail::kLanes;
+using attnref::detail::PacketOf;
+using attnref::detail::RowsAhead;
+
+constexpr std::size_t ix(std::int64_t i) { return static_cast<std::size_t>(i); }
+
+template <std::size_t N>
+void expect_sums_match_predux(const std::vector<float>& values) {
+  using Packet = PacketOf<float>;
+  constexpr std::size_t W = static_cast<std::size_t>(kLanes<float>);
+  ASSERT_EQ(values.size(), N * W);
+  Packet acc[N];
+  for (std::size_t i = 0; i < N; ++i)
+    acc[i] = Eigen::internal::ploadu<Packet>(values.data() + i * W);
+  float sums[N];
+  attnref::detail::sum_lanes(acc, sums);
+  for (std::size_t i = 0; i < N; ++i) {
+    const float want = Eigen::internal::predux(acc[i]);
+    std::uint32_t got_bits, want_bits;
+    std::memcpy(&got_bits, &sums[i], sizeof got_bits);
+    std::memcpy(&want_bits, &want, sizeof want_bits);
+    EXPECT_EQ(got_bits, want_bits) << "accumulator " << i << ": " << sums[i] << " vs " << want;
+  }
+}
+
+/// Values over 16 orders of magnitude, both signs: any other order of the adds changes the low
+/// bits of most sums.
+std::vector<float> wide_values(int count, std::mt19937& rng) {
+  std::vector<float> v(ix(count));
+  std::uniform_real_distribution<float> exponent(-8.0f, 8.0f), sign(-1.0f, 1.0f);
+  for (float& x : v) x = std::copysign(std::pow(10.0f, exponent(rng)), sign(rng));
+  return v;
+}
+
+TEST(SumLanes, MatchesPreduxBitForBitFor4And8And16Accumulators) {
+  std::mt19937 rng(7);
+  constexpr int W = kLanes<float>;
+  for (int trial = 0; trial < 200; ++trial) {
+    expect_sums_match_predux<4>(wide_values(4 * W, rng));
+    expect_sums_match_predux<8>(wide_values(8 * W, rng));
+    expect_sums_match_predux<16>(wide_values(16 * W, rng));
+    expect_sums_match_predux<3>(wide_values(3 * W, rng));  // no transposing form: predux each
+  }
+}
+
+TEST(SumLanes, CarriesInfinityAndNaNLikePredux) {
+  std::mt19937 rng(11);
+  constexpr int W = kLanes<float>;
+  std::vector<float> v = wide_values(8 * W, rng);
+  v[ix(0)] = std::numeric_limits<float>::infinity();  // accumulator 0: +inf
+  v[ix(W + 1)] = std::numeric_limits<float>::infinity();
+  v[ix(W + 2)] = -std::numeric_limits<float>::infinity();          // accumulator 1: inf - inf = NaN
+  v[ix(2 * W + W - 1)] = std::numeric_limits<float>::quiet_NaN();  // accumulator 2: NaN
+  using Packet = PacketOf<float>;
+  Packet acc[8];
+  for (int i = 0; i < 8; ++i) acc[i] = Eigen::internal::ploadu<Packet>(v.data() + i * W);
+  float sums[8];
+  attnref::detail::sum_lanes(acc, sums);
+  EXPECT_EQ(sums[0], std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(sums[1]));
+  EXPECT_TRUE(std::isnan(sums[2]));
+  expect_sums_match_predux<8>(v);
+}
+
+/// A [Hkv=2, pages=6, page=4, D=3] pool read by 2 sequences of 3 pages each, in a shuffled
+/// page order.
+struct SmallPool {
+  static constexpr std::int64_t kHkv = 2, kPages = 6, kPage = 4, kDim = 3, kPps = 3;
+  std::vector<float> q = std::vector<float>(ix(2 * 2 * kDim), 0.5f);
+  std::vector<float> k = std::vector<float>(ix(kHkv * kPages * kPage * kDim), 1.0f);
+  std::vector<std::int32_t> lengths{10, 12};
+  std::vector<std::int32_t> table{4, 0, 5, 2, 3, 1};
+  attnref::PagedAttentionArgs<float, float> args() const {
+    attnref::PagedAttentionArgs<float, float> a;
+    a.q = {q.data(), {2, 2, kDim}};
+    a.k_pages = {k.data(), {kHkv, kPages, kPage, kDim}};
+    a.v_pages = a.k_pages;
+    a.lengths = {lengths.data(), {2}};
+    a.page_indices = {table.data(), {2, kPps}};
+    return a;
+  }
+};
+
+TEST(RowsAhead, PointsAtTheRowsOfThePageTheTableNamesCutAtThePageAndTheSequenceEnd) {
+  SmallPool pool;
+  const auto a = pool.args();
+  ASSERT_TRUE(attnref::check_paged(a, attnref::Profile::kReference).ok());
+  // f32 rows of 12 bytes: kAheadBytes / 12 tokens ahead.
+  const std::int64_t ahead = attnref::detail::tokens_ahead(SmallPool::kDim * 4);
+  ASSERT_EQ(ahead, attnref::detail::kAheadBytes / 12);
+  for (std::int64_t b = 0; b < 2; ++b)
+    for (std::int64_t h = 0; h < SmallPool::kHkv; ++h)
+      for (std::int64_t t = -ahead; t < -ahead + 12; ++t) {
+        const std::int64_t u = t + ahead, n = 3;
+        const std::int64_t end = a.lengths(b);
+        const RowsAhead r = attnref::detail::paged_rows_ahead(a, a.k_pages, b, h, t, n, end);
+        SCOPED_TRACE("b " + std::to_string(b) + " h " + std::to_string(h) + " u " +
+                     std::to_string(u));
+        if (u >= end) {
+          EXPECT_EQ(r.rows, 0);
+          continue;
+        }
+        const std::int64_t page = pool.table[ix(b * SmallPool::kPps + u / SmallPool::kPage)];
+        const std::int64_t slot = u % SmallPool::kPage;
+        EXPECT_EQ(r.base, reinterpret_cast<const char*>(&a.k_pages(h, page, slot, 0)));
+        EXPECT_EQ(r.ld_bytes, SmallPool::kDim * 4);
+        EXPECT_EQ(r.row_bytes, SmallPool::kDim * 4);
+        EXPECT_EQ(r.rows, std::min(std::min(n, SmallPool::kPage - slot), end - u));
+      }
+}
+
+TEST(RowsAhead, AsksForNothingWhenTheHeadDimIsStrided) {
+  std::vector<float> k(ix(2 * 6 * 4 * 3 * 2), 1.0f);
+  const TensorView<const float, 4> strided(k.data(), {2, 6, 4, 3}, {6 * 4 * 6, 4 * 6, 6, 2});
+  EXPECT_EQ(attnref::detail::page_rows_ahead(strided, 1, 2, 0, 4).rows, 0);
+  const TensorView<const float, 4> dense(k.data(), {2, 6, 4, 3});
+  const RowsAhead r = attnref::detail::page_rows_ahead(dense, 1, 2, 1, 8);
+  EXPECT_EQ(r.rows, 3);  // cut at the page's end
+  EXPECT_EQ(r.base, reinterpret_cast<const char*>(&dense(1, 2, 1, 0)));
+}
+
+}  // namespace
