@@ -25,7 +25,7 @@ namespace detail {
 /// `p`, made opaque to the optimiser so that it stays in a register instead of being reloaded
 /// from memory at each use (no instruction is emitted).
 template <class Packet>
-inline Packet in_register(Packet p) noexcept {
+EIGEN_ALWAYS_INLINE Packet in_register(Packet p) noexcept {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && defined(__SSE2__)
 #if defined(__AVX512F__)
   asm("" : "+v"(p));
@@ -47,7 +47,7 @@ inline Packet in_register(Packet p) noexcept {
 
 #if defined(__SSE__)
 /// Lane sums of a0..a3 as one packet, each ((x0 + x2) + (x1 + x3)) as Eigen's SSE `predux`.
-inline __m128 sum_lanes4(__m128 a0, __m128 a1, __m128 a2, __m128 a3) noexcept {
+EIGEN_ALWAYS_INLINE __m128 sum_lanes4(__m128 a0, __m128 a1, __m128 a2, __m128 a3) noexcept {
   // c01 = [a0[0]+a0[2], a0[1]+a0[3], a1[0]+a1[2], a1[1]+a1[3]], c23 likewise.
   const __m128 c01 = _mm_add_ps(_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(1, 0, 1, 0)),
                                 _mm_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 2, 3, 2)));
@@ -61,7 +61,7 @@ inline __m128 sum_lanes4(__m128 a0, __m128 a1, __m128 a2, __m128 a3) noexcept {
 #if defined(__AVX__)
 /// The same for a[0..7], 8-lane packets: the halves are added first (Eigen's AVX `predux`), two
 /// packets at a time, then the 4-lane steps run in both halves at once.
-inline __m256 sum_lanes8(const __m256* a) noexcept {
+EIGEN_ALWAYS_INLINE __m256 sum_lanes8(const __m256* a) noexcept {
   __m256 h[4];  // h[i] = [lo(a[i]) + hi(a[i]) | lo(a[i + 4]) + hi(a[i + 4])]
   for (int i = 0; i < 4; ++i)
     h[i] = _mm256_add_ps(_mm256_permute2f128_ps(a[i], a[i + 4], 0x20),
@@ -77,7 +77,7 @@ inline __m256 sum_lanes8(const __m256* a) noexcept {
 
 /// sums[i] = predux(acc[i]) for N accumulators, bit for bit.
 template <class Packet, std::size_t N, class Scalar>
-inline void sum_lanes(const Packet (&acc)[N], Scalar* sums) noexcept {
+EIGEN_ALWAYS_INLINE void sum_lanes(const Packet (&acc)[N], Scalar* sums) noexcept {
 #if defined(__AVX__)
   if constexpr (std::is_same<Packet, __m256>::value && N % 8 == 0) {
     for (std::size_t i = 0; i < N; i += 8) _mm256_storeu_ps(sums + i, sum_lanes8(acc + i));

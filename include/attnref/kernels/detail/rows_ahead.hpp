@@ -21,12 +21,14 @@ inline constexpr std::int64_t kCacheLineBytes = 64;
 // GCC 12 deletes a loop whose body is only prefetches when its bounds are loaded from a struct
 // (it finds the loop has no effect); the empty volatile asm, which emits nothing, keeps it.
 #if defined(__GNUC__)
+#define ATTNREF_AHEAD_INLINE __attribute__((always_inline)) inline
 #define ATTNREF_PREFETCH(p)        \
   do {                             \
     __builtin_prefetch((p), 0, 3); \
     asm volatile("");              \
   } while (false)
 #else
+#define ATTNREF_AHEAD_INLINE inline
 #define ATTNREF_PREFETCH(p) static_cast<void>(p)
 #endif
 
@@ -50,17 +52,10 @@ struct RowsAhead {
   std::int64_t rows = 0;
 
   /// Asks for every line of row t, if there is a row t.
-  void fetch_row(std::int64_t t) const noexcept {
+  ATTNREF_AHEAD_INLINE void fetch_row(std::int64_t t) const noexcept {
     if (t >= rows) return;
     const char* row = base + t * ld_bytes;
     for (std::int64_t b = 0; b < row_bytes; b += kCacheLineBytes) ATTNREF_PREFETCH(row + b);
-  }
-  /// Asks for the lines holding bytes [begin, end) of row t, if there is a row t.
-  void fetch_bytes(std::int64_t t, std::int64_t begin, std::int64_t end) const noexcept {
-    if (t >= rows) return;
-    const char* row = base + t * ld_bytes;
-    for (std::int64_t b = begin; b < end && b < row_bytes; b += kCacheLineBytes)
-      ATTNREF_PREFETCH(row + b);
   }
 };
 

@@ -170,8 +170,8 @@ inline void qk_row_block(const Acc* q, std::int64_t ldq, const KRows& k, std::in
 }
 
 /// out[r * ldo + d] += sum_t p[r * ldp + t] * v(t, d) for R rows: a chunk of the output block
-/// stays in registers while the V rows stream through; row t of `ahead` is asked for, a line at
-/// a time, as the chunks pass token t.
+/// stays in registers while the V rows stream through; the rows of `ahead` are asked for on the
+/// way.
 template <class Acc, int R, class VRows>
 inline void pv_row_block(const Acc* p, std::int64_t ldp, const VRows& v, std::int64_t n,
                          std::int64_t dim, Acc* out, std::int64_t ldo, const RowsAhead& ahead) {
@@ -182,15 +182,20 @@ inline void pv_row_block(const Acc* p, std::int64_t ldp, const VRows& v, std::in
   using Packet = PacketOf<Acc>;
   constexpr int W = kLanes<Acc>;
   constexpr int C = columns_per_row(R);  // packets per chunk: R * C accumulators
-  // Bytes of a V row per d: the lines of row t of `ahead` are spread over the passes.
-  const std::int64_t bytes_per_d = dim > 0 ? ahead.row_bytes / dim : 0;
+  // The rows of `ahead` are spread over the passes over D, a slice before each pass (the
+  // innermost loop has no registers to spare for them).
+  const std::int64_t passes = dim / (C * W);
+  const std::int64_t per_pass = passes > 0 ? (n + passes - 1) / passes : n;
+  if (passes == 0)
+    for (std::int64_t t = 0; t < n; ++t) ahead.fetch_row(t);
   std::int64_t d0 = 0;
-  for (; d0 + C * W <= dim; d0 += C * W) {
+  for (std::int64_t pass = 0; d0 + C * W <= dim; d0 += C * W, ++pass) {
+    for (std::int64_t t = pass * per_pass; t < n && t < (pass + 1) * per_pass; ++t)
+      ahead.fetch_row(t);
     Packet acc[dims(R)][dims(C)];
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c) acc[r][c] = ploadu<Packet>(out + r * ldo + d0 + c * W);
     for (std::int64_t t = 0; t < n; ++t) {
-      ahead.fetch_bytes(t, d0 * bytes_per_d, (d0 + C * W) * bytes_per_d);
       Packet vp[dims(C)];
       for (int c = 0; c < C; ++c) vp[c] = in_register(v.template packet<Packet>(t, d0 + c * W));
       for (int r = 0; r < R; ++r) {
