@@ -257,11 +257,8 @@ template <class Q, class KV, class Index>
 RowsAhead paged_rows_ahead(const PagedAttentionArgs<Q, KV, Index>& a,
                            const TensorView<const KV, 4>& pages, std::int64_t b, std::int64_t h,
                            std::int64_t t, std::int64_t n, std::int64_t t_end) {
-  const std::int64_t u = t + tokens_ahead(a.head_dim() * static_cast<std::int64_t>(sizeof(KV)));
-  if (u >= t_end) return {};
-  const std::int64_t page_size = a.page_size();
-  return page_rows_ahead(pages, h, a.page_indices(b, u / page_size), u % page_size,
-                         std::min(n, t_end - u));
+  return sequence_rows_ahead(pages, h, t, n, t_end,
+                             [&](std::int64_t j) { return a.page_indices(b, j); });
 }
 
 /// The tokens of pages [page_begin, page_end) of sequence b that its decode query (position

@@ -403,10 +403,8 @@ template <class Q, class KV, class Index>
 RowsAhead ragged_rows_ahead(const RaggedCall<Q, KV, Index>& c, const TensorView<const KV, 4>& pages,
                             const RaggedWorkItem& it, std::int64_t h, std::int64_t t,
                             std::int64_t n) {
-  const std::int64_t u = t + tokens_ahead(c.dim * static_cast<std::int64_t>(sizeof(KV)));
-  if (u >= it.kv_len) return {};
-  return page_rows_ahead(pages, h, c.a.page_indices(it.seq, u / c.page_size), u % c.page_size,
-                         std::min(n, it.kv_len - u));
+  return sequence_rows_ahead(pages, h, t, n, it.kv_len,
+                             [&](std::int64_t j) { return c.a.page_indices(it.seq, j); });
 }
 
 /// Few rows (decode): all KV heads of the item together, page by page, so a token-major page is

@@ -73,5 +73,17 @@ RowsAhead page_rows_ahead(const TensorView<const T, 4>& pages, std::int64_t h, s
   return r;
 }
 
+/// The rows of `pages` (KV head h) `tokens_ahead` after token t of a sequence whose j-th page is
+/// `page_of(j)`, up to n of them within one page, before token `end`: none past it, so only
+/// pages the kernel itself reads are looked up.
+template <class T, class PageOf>
+RowsAhead sequence_rows_ahead(const TensorView<const T, 4>& pages, std::int64_t h, std::int64_t t,
+                              std::int64_t n, std::int64_t end, PageOf&& page_of) {
+  const std::int64_t u = t + tokens_ahead(pages.extents[3] * static_cast<std::int64_t>(sizeof(T)));
+  if (u >= end) return {};
+  const std::int64_t page_size = pages.extents[2];
+  return page_rows_ahead(pages, h, page_of(u / page_size), u % page_size, std::min(n, end - u));
+}
+
 }  // namespace detail
 }  // namespace attnref
