@@ -10,16 +10,30 @@
 # Usage: scripts/test.sh [preset ...]   (default: release cxx20 asan tsan; debug for local work)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Seconds each stage took, printed at the end (also when a stage fails): CI has a time budget.
+times=()
+stage_start=$SECONDS
+end_stage() {
+  times+=("$1 $((SECONDS - stage_start)) s")
+  stage_start=$SECONDS
+}
+print_times() { printf 'attnref stage times: %s\n' "${times[@]}" "total $SECONDS s"; }
+trap print_times EXIT
 scripts/deps.sh
+end_stage deps
 echo "=== attnref: format ==="
 scripts/format.sh
+end_stage format
 presets=("$@")
 [ ${#presets[@]} -gt 0 ] || presets=(release cxx20 asan tsan)
 for preset in "${presets[@]}"; do
   echo "=== attnref: $preset ==="
   cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset"
+  end_stage "$preset-build"
   ctest --preset "$preset"
+  end_stage "$preset-test"
 done
 # Fuzz smoke runs (issue 7): every libFuzzer harness 45 s on its corpus, when clang++ is here.
 if command -v clang++ >/dev/null; then tests/fuzz/run_smoke.sh 45; fi
+end_stage fuzz
