@@ -166,6 +166,12 @@ TEST_F(Features, PagedOptionErrorsComeFromTheLibrary) {
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.first_err_line(),
             "attnref: error[rank_mismatch] alibi_slopes must have 1 dimension; got 2");
+  // Under --profile jax the question is whether JAX's kernel would take the call: it has no window.
+  r = run_subcommand("paged", base + "--sliding-window 4 --profile jax --check-only");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.first_err_line(),
+            "attnref: error[option_not_in_jax] JAX's paged_attention has no sliding_window "
+            "option.");
   save<std::int32_t>("ints.npy", {4}, {1, 1, 1, 1});
   r = run_subcommand("paged", base + "--sinks ints.npy");
   EXPECT_EQ(r.code, 2);

@@ -344,6 +344,35 @@ TEST(PagedValidate, PagesPastTheLengthAreNotChecked) {
   EXPECT_EQ(s.message(), "page_indices[0, 1]=-1 is outside [0, 10) (total_pages)");
 }
 
+TEST(PagedValidate, JaxProfileRefusesOptionsJaxsKernelLacks) {
+  // JAX's paged_attention has no sliding window, sinks or ALiBi: under the jax profile each is
+  // option_not_in_jax (after JAX's own checks), while the reference profile accepts them.
+  Batch<> batch;
+  const std::vector<float> per_head(sz(batch.hq), 0.25f);
+  const char* hint =
+      "drop {f} to ask what JAX's kernel accepts, or check under the reference profile, whose "
+      "kernels apply it";
+  for (const char* option : {"sliding_window", "sinks", "alibi_slopes"}) {
+    SCOPED_TRACE(option);
+    attnref::PagedAttentionArgs<float> a = batch.args;
+    const std::string name = option;
+    if (name == "sliding_window") a.sliding_window = 6;
+    if (name == "sinks") a.sinks = {per_head.data(), {batch.hq}};
+    if (name == "alibi_slopes") a.alibi_slopes = {per_head.data(), {batch.hq}};
+    EXPECT_TRUE(attnref::check_paged(a, Profile::kReference).ok());
+    const Status s = attnref::check_paged(a, Profile::kJax);
+    expect_error(s, ErrorCode::kOptionNotInJax, "",
+                 "JAX's paged_attention has no " + name + " option.");
+    EXPECT_EQ(std::string(s.field()), name);
+    std::string expected_hint = hint;
+    expected_hint.replace(expected_hint.find("{f}"), 3, name);
+    EXPECT_EQ(s.hint(), expected_hint);
+    a.megacore_mode = attnref::MegacoreMode::kKvHead;  // JAX's own checks come first
+    a.k_pages.extents[0] = a.v_pages.extents[0] = 1;
+    EXPECT_EQ(attnref::check_paged(a, Profile::kJax).code(), ErrorCode::kMegacoreOddKvHeads);
+  }
+}
+
 TEST(PagedValidate, DataTierScansOnlyTheLiveRegion) {
   Batch<> batch;
   const float nan = std::numeric_limits<float>::quiet_NaN();

@@ -260,7 +260,7 @@ TEST(PagedFeatureChecks, WindowMustBePositive) {
     EXPECT_EQ(s.message(), "sliding_window=" + std::to_string(w) + " must be positive.");
   }
   t.a.sliding_window = std::numeric_limits<std::int64_t>::max();  // hostile but valid
-  EXPECT_TRUE(attnref::check_paged(t.a, attnref::Profile::kJax).ok());
+  EXPECT_TRUE(attnref::check_paged(t.a, attnref::Profile::kReference).ok());
 }
 
 TEST(PagedFeatureChecks, SinksAndSlopesMustHaveOneValuePerQueryHead) {

@@ -223,7 +223,7 @@ TEST(RaggedFeatureChecks, SinksAndSlopesShapesValuesAndTiers) {
   EXPECT_EQ(s.message(), "sinks must have shape (4,), one logit per query head. Got (5,).");
   a.sinks = {five.data(), {4}};
   a.alibi_slopes = {five.data(), {1}};
-  s = attnref::check_ragged(a, attnref::Profile::kJax);
+  s = attnref::check_ragged(a, attnref::Profile::kReference);
   EXPECT_EQ(s.code(), ErrorCode::kAlibiSlopesShape);
   EXPECT_EQ(s.message(), "alibi_slopes must have shape (4,), one slope per query head. Got (1,).");
   five[3] = -std::numeric_limits<float>::infinity();

@@ -361,6 +361,31 @@ TEST(RaggedValidate, R14TilingOnlyUnderJax) {
   EXPECT_FALSE(detail::xla_fully_tiled(2, 4));
 }
 
+TEST(RaggedValidate, JaxProfileRefusesOptionsJaxsKernelLacks) {
+  // JAX's ragged kernel has a sliding window but no sinks or ALiBi: under the jax profile those
+  // two are option_not_in_jax, after R14; the reference profile accepts them.
+  const std::vector<float> per_head(Fixture<>::kHq, 0.25f);
+  for (const char* option : {"sinks", "alibi_slopes"}) {
+    SCOPED_TRACE(option);
+    Fixture<> f;
+    const std::string name = option;
+    (name == "sinks" ? f.args.sinks : f.args.alibi_slopes) = {per_head.data(), {Fixture<>::kHq}};
+    f.args.sliding_window = 3;
+    EXPECT_TRUE(check_ragged(f.args, Profile::kReference).ok());
+    const Status s = check_ragged(f.args, Profile::kJax);
+    expect_status(s, {ErrorCode::kOptionNotInJax, "",
+                      "JAX's ragged_paged_attention has no " + name + " option."});
+    EXPECT_EQ(std::string(s.field()), name);
+    EXPECT_NE(s.hint().find("drop " + name + " to ask what JAX's kernel accepts"),
+              std::string::npos)
+        << s.hint();
+    f.args.sm_scale = std::numeric_limits<float>::infinity();  // a safety check: comes after
+    EXPECT_EQ(check_ragged(f.args, Profile::kJax).code(), ErrorCode::kOptionNotInJax);
+    f.args.soft_cap = 0.0f;  // JAX's R8 comes first
+    EXPECT_EQ(check_ragged(f.args, Profile::kJax).code(), ErrorCode::kInvalidSoftCap);
+  }
+}
+
 TEST(RaggedValidate, Float64OnlyUnderReference) {
   std::vector<double> q(8 * 4 * 8, 0.0);
   Fixture<> f;

@@ -60,6 +60,36 @@ TEST(SplashValidate, ValidArgsPassBothProfiles) {
   EXPECT_NO_THROW(attnref::validate_splash(a, kMask, Profile::kJax));
 }
 
+TEST(SplashValidate, JaxProfileRefusesOptionsJaxsKernelLacks) {
+  // JAX's splash kernel takes sinks but has no sliding_window option (a LocalMask does that) and
+  // no ALiBi: under the jax profile those two are option_not_in_jax, after S7/S8.
+  Fixture f;
+  auto a = f.args();
+  a.sinks = {f.sinks.data(), {8}};
+  a.sliding_window = 64;
+  EXPECT_TRUE(attnref::check_splash(a, kMask, Profile::kReference).ok());
+  Status s = attnref::check_splash(a, kMask, Profile::kJax);
+  expect_error(s, ErrorCode::kOptionNotInJax, "",
+               "JAX's splash attention has no sliding_window option.");
+  EXPECT_EQ(std::string(s.field()), "sliding_window");
+  EXPECT_EQ(s.hint(),
+            "AND the mask with a LocalMask of window (W - 1, 0), as JAX callers do, or check under "
+            "the reference profile");
+  EXPECT_EQ(attnref::check_splash_backward(a, kMask, Profile::kJax).code(),
+            ErrorCode::kOptionNotInJax);
+  a.sliding_window.reset();
+  a.alibi_slopes = {f.sinks.data(), {8}};
+  EXPECT_TRUE(attnref::check_splash(a, kMask, Profile::kReference).ok());
+  s = attnref::check_splash(a, kMask, Profile::kJax);
+  expect_error(s, ErrorCode::kOptionNotInJax, "",
+               "JAX's splash attention has no alibi_slopes option.");
+  EXPECT_EQ(s.hint(),
+            "drop alibi_slopes to ask what JAX's kernel accepts, or check under the reference "
+            "profile, whose kernels apply it");
+  a.block_sizes.block_kv_compute = 96;  // S7 comes first
+  EXPECT_EQ(attnref::check_splash(a, kMask, Profile::kJax).code(), ErrorCode::kBlockNotDivisible);
+}
+
 TEST(SplashValidate, S3MqaKeyWithHeads) {
   Fixture f;
   auto a = f.args();

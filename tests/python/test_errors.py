@@ -132,6 +132,7 @@ CASES = {
     "sinks_shape": splash(sinks=np.zeros(3, np.float32)),
     "alibi_slopes_shape": paged(alibi_slopes=np.zeros(3, np.float32)),
     "invalid_alibi_slope": ragged(alibi_slopes=np.array([0.5, np.inf, 0.1, 0.2])),
+    "option_not_in_jax": paged(alibi_slopes=np.full(4, 0.5, np.float32), profile="jax"),
     "invalid_mask_parameter": splash(mask=("chunked", 0)),
     "device_not_supported": paged(q=FakeCudaTensor()),
     "misaligned_offset": paged(q=odd_stride),

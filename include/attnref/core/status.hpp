@@ -69,6 +69,7 @@ enum class ErrorCode : int {
   kScalesShape,           ///< dequantization scales have the wrong shape
   kAlibiSlopesShape,      ///< ALiBi slopes are not [num_q_heads]
   kInvalidAlibiSlope,     ///< an ALiBi slope is NaN or infinite
+  kOptionNotInJax,        ///< `jax` profile: an option the family's JAX kernel does not have
   // Splash masks.
   kMaskShape,              ///< a mask's shape does not fit (Sq, Skv) or its rank is wrong
   kMaskHeadCount,          ///< a mask has neither 1 nor num_q_heads heads
@@ -168,6 +169,8 @@ constexpr const char* error_code_name(ErrorCode c) noexcept {
       return "alibi_slopes_shape";
     case ErrorCode::kInvalidAlibiSlope:
       return "invalid_alibi_slope";
+    case ErrorCode::kOptionNotInJax:
+      return "option_not_in_jax";
     case ErrorCode::kMaskShape:
       return "mask_shape";
     case ErrorCode::kMaskHeadCount:

@@ -63,6 +63,19 @@ inline Status check_mask_value(float mask_value) {
   return Status();
 }
 
+/// Under the `jax` profile: `given` says an option that the family's JAX kernel does not have
+/// was set (ALiBi anywhere; sinks and a sliding window in paged attention; sinks in ragged),
+/// so JAX could not run the call. `message_format` names the kernel, a literal such as
+/// "JAX's paged_attention has no {f} option."; `field` names the option. All three are
+/// literals (a Status stores them).
+inline Status check_option_in_jax(bool given, const char* message_format, const char* field,
+                                  const char* hint_format =
+                                      "drop {f} to ask what JAX's kernel accepts, or check "
+                                      "under the reference profile, whose kernels apply it") {
+  if (!given) return Status();
+  return Status(ErrorCode::kOptionNotInJax, "", message_format, hint_format, {}, {}, field);
+}
+
 /// sm_scale: finite.
 inline Status check_sm_scale(float sm_scale) {
   if (!std::isfinite(sm_scale)) {

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file paged.hpp
 /// Paged attention (decode): the argument descriptor and its checks in three tiers.
-///  - shapes (O(1)): JAX's P1..P10 in JAX's order (P4, P7..P10 only under `Profile::kJax`),
-///    then attnref's safety checks on views and options;
+///  - shapes (O(1)): JAX's P1..P10 in JAX's order (P4, P7..P10 only under `Profile::kJax`;
+///    under `kJax` also `option_not_in_jax` for sliding_window, sinks and alibi_slopes, which
+///    JAX's kernel does not have), then attnref's safety checks on views and options;
 ///  - metadata (O(batch + pages)): every length within capacity, every live page index in range;
 ///  - data (opt-in, O(live elements)): no NaN/Inf in q or in the K/V rows that lengths make live.
 ///
@@ -219,6 +220,12 @@ Status check_paged_shapes(const PagedAttentionArgs<Q, KV, Index>& a, Profile pro
                     "megacore_mode must be one of ['kv_head', 'batch', None]",
                     "got the value {0}; use MegacoreMode::kNone, kKvHead or kBatch", {mode});
     }
+    constexpr const char* kNotInJax = "JAX's paged_attention has no {f} option.";
+    ATTNREF_RETURN_IF_ERROR(
+        check_option_in_jax(a.sliding_window.has_value(), kNotInJax, "sliding_window"));
+    ATTNREF_RETURN_IF_ERROR(check_option_in_jax(!a.sinks.empty_view(), kNotInJax, "sinks"));
+    ATTNREF_RETURN_IF_ERROR(
+        check_option_in_jax(!a.alibi_slopes.empty_view(), kNotInJax, "alibi_slopes"));
   }
   // attnref's safety checks (no JAX id).
   ATTNREF_RETURN_IF_ERROR(check_view(a.q, "q"));

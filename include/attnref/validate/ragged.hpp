@@ -3,9 +3,10 @@
 /// Ragged paged attention (continuous batching: prefill and decode rows in one batch): the
 /// argument descriptor and its checks in three tiers.
 ///  - shapes (O(1)): JAX's static checks R13, R1..R11 in JAX's order (R13 is a bare assert in
-///    JAX and gets a real message here; R5 and R14 only under `Profile::kJax`), then attnref's
-///    safety checks on views and options. R12 (an even combined head count) belongs to JAX's
-///    combined pool and is checked where that pool becomes views: `ragged_kv_views`;
+///    JAX and gets a real message here; R5 and R14 only under `Profile::kJax`, and under `kJax`
+///    `option_not_in_jax` for sinks and alibi_slopes, which JAX's kernel does not have), then
+///    attnref's safety checks on views and options. R12 (an even combined head count) belongs to
+///    JAX's combined pool and is checked where that pool becomes views: `ragged_kv_views`;
 ///  - metadata (O(max_num_seqs + pages)): JAX's dynamic checks R15..R18 in JAX's order, plus the
 ///    ones JAX omits: num_seqs >= 0, kv_lens >= 0, cu_q_lens starting at 0 and non-decreasing,
 ///    every page a live sequence reads in [0, total_pages);
@@ -277,6 +278,10 @@ Status check_ragged_shapes(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Prof
                     "8 or a multiple of 8",
                     {combined, detail::ragged_kv_packing<KV>()}, {}, "k_pages");
     }
+    constexpr const char* kNotInJax = "JAX's ragged_paged_attention has no {f} option.";
+    ATTNREF_RETURN_IF_ERROR(check_option_in_jax(!a.sinks.empty_view(), kNotInJax, "sinks"));
+    ATTNREF_RETURN_IF_ERROR(
+        check_option_in_jax(!a.alibi_slopes.empty_view(), kNotInJax, "alibi_slopes"));
   }
   // attnref's safety checks (no JAX id).
   ATTNREF_RETURN_IF_ERROR(check_view(a.q, "q"));

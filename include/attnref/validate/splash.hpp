@@ -2,7 +2,8 @@
 /// @file splash.hpp
 /// Splash attention (prefill/training): the argument descriptor, its block sizes and its checks.
 ///  - `check_splash_shapes(args, mask, profile)` (O(1)): JAX's forward checks S3..S11 in JAX's
-///    order (S7, S8 only under `Profile::kJax`; S3 and S5 with corrected wording), the mask's own
+///    order (S7, S8 only under `Profile::kJax`; S3 and S5 with corrected wording; under `kJax`
+///    also `option_not_in_jax` for sliding_window and alibi_slopes), the mask's own
 ///    checks (K2..K12), mask head count (1 or Hq) and shape against (Sq, Skv), the block checks
 ///    M3..M7 (`kJax`), then attnref's safety checks on views and options;
 ///  - `check_splash_metadata(args, mask, profile)`: reads arrays (nothing to check yet);
@@ -245,6 +246,12 @@ Status check_splash_inputs(const SplashAttentionArgs<Q, KV>& a, Profile profile)
                     "the TPU lane width is 128; the reference profile accepts any size",
                     {b.kv_compute()});
     }
+    ATTNREF_RETURN_IF_ERROR(check_option_in_jax(
+        a.sliding_window.has_value(), "JAX's splash attention has no {f} option.", "sliding_window",
+        "AND the mask with a LocalMask of window (W - 1, 0), as JAX callers do, or check under "
+        "the reference profile"));
+    ATTNREF_RETURN_IF_ERROR(check_option_in_jax(
+        !a.alibi_slopes.empty_view(), "JAX's splash attention has no {f} option.", "alibi_slopes"));
   }
   const bool has_q_seg = !a.q_segment_ids.empty_view();
   const bool has_kv_seg = !a.kv_segment_ids.empty_view();
@@ -300,7 +307,8 @@ Status check_splash_safety(const SplashAttentionArgs<Q, KV>& a) {
 
 }  // namespace detail
 
-/// Shape tier, O(1): reads no tensor data. Order: S3, S4, S5, S6 (JAX's), S7, S8 (`kJax`), S9,
+/// Shape tier, O(1): reads no tensor data. Order: S3, S4, S5, S6 (JAX's), S7, S8 and the options
+/// JAX's kernel does not have (`kJax`: sliding_window, alibi_slopes), S9,
 /// S10, S11, then the mask (its own checks, head count, shape vs (Sq, Skv), M3..M7 under `kJax`),
 /// then attnref's safety checks (views, block sizes, soft cap, mask value, sm_scale,
 /// sliding window, shape of the ALiBi slopes).
