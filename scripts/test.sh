@@ -5,8 +5,10 @@
 # executor and concurrent kernel tests), then a short fuzz run of every harness.
 # The format check (scripts/format.sh: clang-format-14 against .clang-format) comes first and
 # stops the run, listing the files to fix (scripts/format.sh --fix).
-# The consumer tests (consume_*: strict-warning and -fno-rtti engine builds, install, pkg-config)
-# run in the asan (and debug) preset only: they build their own projects, the same in every preset.
+# Each thing is built in one preset where the flags do not matter to it (CMakePresets.json says
+# which): the consumer tests (consume_*: strict-warning and -fno-rtti engine builds, install,
+# pkg-config), examples, attnref-run and its tests in release; the header check in release and
+# cxx20; asan runs every library test but leaves JAX's full ragged grids to release.
 # Usage: scripts/test.sh [preset ...]   (default: release cxx20 asan tsan; debug for local work)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -197,8 +197,7 @@ const Acc* page_rows(const TensorView<const KV, 4>& pages, const TensorView<cons
 template <class Acc, class KV>
 bool widens_in_registers(const TensorView<const KV, 4>& pages,
                          const TensorView<const float, 4>& scales, bool round_to_bf16_first) {
-  if constexpr (!std::is_same<Acc, float>::value || std::is_same<KV, float>::value ||
-                std::is_same<KV, double>::value) {
+  if constexpr (!kWidenableRows<Acc, KV>) {
     return false;
   } else {
     if (pages.strides[3] != 1 || round_to_bf16_first) return false;
@@ -218,10 +217,8 @@ template <class Acc, class KV, class Fn>
 void with_page_rows(const TensorView<const KV, 4>& pages, const TensorView<const float, 4>& scales,
                     std::int64_t head, std::int64_t page, std::int64_t first, std::int64_t n,
                     bool round_to_bf16_first, Acc* scratch, Fn&& fn) {
-  if constexpr (std::is_same<Acc, float>::value && !std::is_same<KV, float>::value &&
-                !std::is_same<KV, double>::value) {
+  if constexpr (kWidenableRows<Acc, KV>) {
     if (widens_in_registers<Acc>(pages, scales, round_to_bf16_first)) {
-      static const float kUnitScale = 1.0f;
       WideRows<KV, std::is_same<KV, std::int8_t>::value> rows{&pages(head, page, first, 0),
                                                               pages.strides[2], &kUnitScale, 0};
       if (WideRows<KV>::kScaled && !scales.empty_view()) {

@@ -235,9 +235,7 @@ struct RaggedCall {
                           args.k_pages.strides[2] == args.v_pages.strides[2]),
         kv_widen(widens(kv_contiguous, k_scaled || v_scaled)) {}
 
-  static constexpr bool kWidenable = std::is_same<Acc, float>::value &&
-                                     !std::is_same<std::remove_cv_t<KV>, float>::value &&
-                                     !std::is_same<std::remove_cv_t<KV>, double>::value;
+  static constexpr bool kWidenable = kWidenableRows<Acc, std::remove_cv_t<KV>>;
   static constexpr bool widens(bool contiguous, bool scaled) noexcept {
     if (!kWidenable || !contiguous) return false;
     return !scaled || (WideRows<std::remove_cv_t<KV>>::kScaled && std::is_same<Q, float>::value);
@@ -247,7 +245,6 @@ struct RaggedCall {
   WideRows<std::remove_cv_t<KV>> wide_rows(const TensorView<const KV, 4>& pages, bool scaled,
                                            const float& scale, std::int64_t h, std::int64_t page,
                                            std::int64_t slot) const noexcept {
-    static const float kUnitScale = 1.0f;
     return {&pages(h, page, slot, 0), pages.strides[2], scaled ? &scale : &kUnitScale, 0};
   }
 

@@ -78,6 +78,16 @@ struct AccRows {
   Acc scalar(std::int64_t t, std::int64_t d) const noexcept { return data[t * ld + d]; }
 };
 
+/// Whether K/V elements of type KV can reach the tile products as `WideRows` for accumulator
+/// Acc: f32 accumulation over 16-bit or 8-bit pages (f32 and f64 pages are read as they are).
+template <class Acc, class KV>
+inline constexpr bool kWidenableRows =
+    std::is_same<Acc, float>::value && !std::is_same<KV, float>::value &&
+    !std::is_same<KV, double>::value;
+
+/// The scale of `WideRows` rows that have none (w * 1 is exact).
+inline constexpr float kUnitScale = 1.0f;
+
 /// K or V rows stored as E (bf16, half, int8 or fp8; unit dim stride, row t at `data + t * ld`)
 /// widened to f32 in registers. 8-bit rows are dequantized as the converted-scratch path does,
 /// in the same order: w * s, and with `kDivide` (JAX's paged int8) (w * s) / 127.5, where s =
