@@ -5,7 +5,7 @@
 # executor and concurrent kernel tests), then a short fuzz run of every harness.
 # The format check (scripts/format.sh: clang-format-14 against .clang-format) comes first and
 # stops the run, listing the files to fix (scripts/format.sh --fix).
-# Each thing is built in one preset where the flags do not matter to it (CMakePresets.json says
+# What does not depend on a preset's flags is built in one preset only (CMakePresets.json says
 # which): the consumer tests (consume_*: strict-warning and -fno-rtti engine builds, install,
 # pkg-config), examples, attnref-run and its tests in release; the header check in release and
 # cxx20; asan runs every library test but leaves JAX's full ragged grids to release.
