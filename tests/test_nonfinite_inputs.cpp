@@ -227,6 +227,25 @@ TEST(NonFinitePaged, LiveInt8Scales) {
   check_paged(pv.args(pv.k8, pv.v8), paged_group(1, 0));
 }
 
+const DocRow kPagedInfScales{
+    "paged int8: +inf in the K or V scale of a live token: dequantized element by element "
+    "(finite scales are applied to the products instead): a zero code gives 0 * inf = NaN, "
+    "so the K case makes the rows of its KV head NaN and the V case NaN or +-inf elements"};
+TEST(NonFinitePaged, InfiniteInt8Scales) {
+  Paged p;
+  p.ks[ix(p.row(1, 6, 0))] = kInf;
+  p.k8[ix(p.at(1, 6, 0, 3))] = 0;  // (0 * inf) / 127.5 = NaN in every q . k of the group
+  // Factored, q . w is finite and nonzero, its product with inf +-inf: only some rows NaN.
+  std::int64_t dot = 0;
+  for (std::int64_t d = 0; d < Paged::D; ++d) dot += p.k8[ix(p.at(1, 6, 0, d))];
+  ASSERT_NE(dot, 0);
+  check_paged(p.args(p.k8, p.v8), paged_group(1, 0));
+  Paged pv;
+  pv.vs[ix(pv.row(1, 8, 0))] = kInf;
+  pv.v8[ix(pv.at(1, 8, 0, 5))] = 0;
+  check_paged(pv.args(pv.k8, pv.v8), paged_group(1, 0));
+}
+
 const DocRow kPagedAllNegInf{
     "paged: logits all -inf (q -inf times a positive K column): the row "
     "NaN (0/0), not zeros"};

@@ -58,6 +58,7 @@
 #include "attnref/kernels/detail/convert.hpp"
 #include "attnref/kernels/detail/head_groups.hpp"
 #include "attnref/kernels/detail/online_softmax.hpp"
+#include "attnref/kernels/detail/row_scales.hpp"
 #include "attnref/kernels/detail/tile_products.hpp"
 #include "attnref/kernels/merge_attention_states.hpp"
 #include "attnref/validate/paged.hpp"
@@ -85,10 +86,13 @@ inline std::int64_t chunk_tokens(std::int64_t group) noexcept {
 
 /// Per-thread scratch of the paged kernel, sized by one group, one chunk of scores and one piece
 /// of converted rows: never by the cache, the page size or the batch. Kept thread_local and
-/// reused across calls, so a steady-state call allocates nothing.
+/// reused across calls, so a steady-state call allocates nothing. Aligned to the packet size
+/// (Eigen's allocator): a misaligned packet load crosses a cache line every other time, which
+/// measured 10-30% slower tile products on AVX2.
 template <class Acc>
 struct PagedScratch {
-  std::vector<Acc> q, scores, k, v;  // [G, D], [G, chunk_tokens(G)], [piece_rows(D), D] x 2
+  // [G, D], [G, chunk_tokens(G)], [piece_rows(D), D] x 2
+  std::vector<Acc, Eigen::aligned_allocator<Acc>> q, scores, k, v;
   OnlineSoftmax<Acc> state;
   void reserve(std::int64_t group, std::int64_t dim) {
     q.resize(static_cast<size_t>(group * dim));
@@ -101,7 +105,8 @@ struct PagedScratch {
 /// Token rows [first, first + rows) of page `page` of KV head `head` as contiguous-dim Acc rows:
 /// returns the first row and sets `*ld` to the row stride. Float pages already in Acc with unit
 /// dim stride are used in place; anything else (other dtypes, int8 dequantization, bf16
-/// rounding, strided dims) is converted into `scratch` [rows, D].
+/// rounding, strided dims) is converted into `scratch` [rows, D]. An empty `scales` view over
+/// int8 pages gives the codes' values (the caller applies the scales: row_scales.hpp).
 template <class Acc, class KV, std::enable_if_t<!is_fp8_dtype<KV>, int> = 0>
 const Acc* page_rows(const TensorView<const KV, 4>& pages, const TensorView<const float, 4>& scales,
                      std::int64_t head, std::int64_t page, std::int64_t first, std::int64_t rows,
@@ -121,7 +126,9 @@ const Acc* page_rows(const TensorView<const KV, 4>& pages, const TensorView<cons
     Eigen::Map<AccRow> dst(scratch + t * dim, dim);
     if (pages.strides[3] == 1) {
       const Eigen::Map<const Eigen::Array<KV, Eigen::Dynamic, 1>> src(row, dim);
-      if constexpr (std::is_same<KV, std::int8_t>::value) {
+      if (std::is_same<KV, std::int8_t>::value && scales.empty_view()) {  // scale factored out
+        dst = src.template cast<Acc>();
+      } else if constexpr (std::is_same<KV, std::int8_t>::value) {
         const float* s = &scales(head, page, first + t, 0);
         if (scales.extents[3] == 1) {
           dst = ((src.template cast<float>() * s[0]) / 127.5f).template cast<Acc>();
@@ -139,7 +146,9 @@ const Acc* page_rows(const TensorView<const KV, 4>& pages, const TensorView<cons
     } else {
       for (std::int64_t d = 0; d < dim; ++d) {
         const KV w = row[d * pages.strides[3]];
-        if constexpr (std::is_same<KV, std::int8_t>::value) {
+        if (std::is_same<KV, std::int8_t>::value && scales.empty_view()) {
+          dst[d] = load_as<Acc>(w);
+        } else if constexpr (std::is_same<KV, std::int8_t>::value) {
           const std::int64_t sd = scales.extents[3] == 1 ? 0 : d;
           dst[d] = static_cast<Acc>(dequantize_int8(w, scales(head, page, first + t, sd)));
         } else {
@@ -190,49 +199,41 @@ const Acc* page_rows(const TensorView<const KV, 4>& pages, const TensorView<cons
   return scratch;
 }
 
-/// Whether 16/8-bit page rows feed the tile products directly, widened in registers: f32
-/// accumulation, unit dim stride, no bf16 rounding of the values first, and at most one scale
-/// per token row. Anything else goes through `page_rows`' converted scratch; both give the same
-/// bits.
+/// The scales of token rows [first, first + n) of page `page`, KV head `head`, when they are
+/// factored out of the tile products (row_scales.hpp): f32 accumulation over 8-bit pages with
+/// one finite scale per token or per tensor. Empty otherwise: unscaled pages (fp8 without scales
+/// is w * 1), per-element scales, a non-finite scale among the rows, or f64 accumulation.
 template <class Acc, class KV>
-bool widens_in_registers(const TensorView<const KV, 4>& pages,
-                         const TensorView<const float, 4>& scales, bool round_to_bf16_first) {
-  if constexpr (!kWidenableRows<Acc, KV>) {
-    return false;
-  } else {
-    if (pages.strides[3] != 1 || round_to_bf16_first) return false;
-    if constexpr (WideRows<KV>::kScaled) {
-      if (scales.empty_view()) return is_fp8_dtype<KV>;  // fp8 without scales: 1.0
-      return scales.extents[3] == 1;
-    } else {
-      return true;
-    }
-  }
+RowScales factored_scales(const TensorView<const float, 4>& scales, std::int64_t head,
+                          std::int64_t page, std::int64_t first, std::int64_t n) {
+  if (!std::is_same<Acc, float>::value || !kScaledElements<KV> || scales.empty_view() ||
+      scales.extents[3] != 1)
+    return {};
+  const RowScales r{&scales(head, page, first, 0), scales.strides[2]};
+  return r.finite(n) ? r : RowScales{};
 }
 
-/// Calls fn(rows) with token rows [first, first + n) of page `page` of KV head `head` as a row
-/// source for the tile products: widened in registers where `widens_in_registers` allows, else
-/// converted by `page_rows` into `scratch`.
+/// Calls fn(rows, row_scales) with token rows [first, first + n) of page `page` of KV head
+/// `head` as a row source for the tile products, and the scales the caller must apply to their
+/// products (empty when the rows are dequantized already). The rows are widened in registers
+/// for 16/8-bit pages with a unit dim stride, no bf16 rounding first and no element-wise
+/// scales; anything else is converted by `page_rows` into `scratch`. Both give the same bits.
 template <class Acc, class KV, class Fn>
 void with_page_rows(const TensorView<const KV, 4>& pages, const TensorView<const float, 4>& scales,
                     std::int64_t head, std::int64_t page, std::int64_t first, std::int64_t n,
                     bool round_to_bf16_first, Acc* scratch, Fn&& fn) {
+  const RowScales factored = factored_scales<Acc, KV>(scales, head, page, first, n);
   if constexpr (kWidenableRows<Acc, KV>) {
-    if (widens_in_registers<Acc>(pages, scales, round_to_bf16_first)) {
-      WideRows<KV, std::is_same<KV, std::int8_t>::value> rows{&pages(head, page, first, 0),
-                                                              pages.strides[2], &kUnitScale, 0};
-      if (WideRows<KV>::kScaled && !scales.empty_view()) {
-        rows.scale = &scales(head, page, first, 0);
-        rows.scale_ld = scales.strides[2];
-      }
-      fn(rows);
+    const bool elementwise_scales = kScaledElements<KV> && !scales.empty_view() && !factored;
+    if (pages.strides[3] == 1 && !round_to_bf16_first && !elementwise_scales) {
+      fn(WideRows<KV>{&pages(head, page, first, 0), pages.strides[2]}, factored);
       return;
     }
   }
   std::int64_t ld = 0;
-  const Acc* rows =
-      page_rows<Acc>(pages, scales, head, page, first, n, round_to_bf16_first, scratch, &ld);
-  fn(AccRows<Acc>{rows, ld});
+  const Acc* rows = page_rows<Acc>(pages, factored ? TensorView<const float, 4>{} : scales, head,
+                                   page, first, n, round_to_bf16_first, scratch, &ld);
+  fn(AccRows<Acc>{rows, ld}, factored);
 }
 
 /// Calls fn(page slot j, first row, rows) for the pieces covering tokens [t0, t1): within one
@@ -283,6 +284,7 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
   const std::int64_t dim = a.head_dim(), page_size = a.page_size();
   const std::int64_t length = a.lengths(b);
   const bool round_kv = a.round_kv_to_bf16 && !PagedAttentionArgs<Q, KV, Index>::kScaled;
+  constexpr bool kDivide = std::is_same<KV, std::int8_t>::value;  // JAX's (w * s) / 127.5
   const LogitTransform<Acc> logits(a.sm_scale, a.soft_cap);
   for (std::int64_t g = 0; g < group; ++g)
     for (std::int64_t d = 0; d < dim; ++d)
@@ -301,10 +303,13 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
         c0, c1, page_size, max_rows, [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
           const std::int64_t t = j * page_size + first;
           with_page_rows<Acc>(a.k_pages, a.k_scales, h, a.page_indices(b, j), first, rows, round_kv,
-                              s.k.data(), [&](const auto& k) {
-                                qk_rows<Acc>(s.q.data(), dim, group, k, rows, dim,
-                                             s.scores.data() + (t - c0), chunk,
+                              s.k.data(), [&](const auto& k, const RowScales& k_scales) {
+                                Acc* scores = s.scores.data() + (t - c0);
+                                qk_rows<Acc>(s.q.data(), dim, group, k, rows, dim, scores, chunk,
                                              paged_rows_ahead(a, a.k_pages, b, h, t, rows, t_end));
+                                if constexpr (std::is_same<Acc, float>::value)
+                                  if (k_scales)
+                                    scale_columns<kDivide>(scores, chunk, group, rows, k_scales);
                               });
         });
     Eigen::Map<RowMajorMatrix<Acc>, Eigen::Unaligned, Eigen::OuterStride<>> all_scores(
@@ -320,9 +325,12 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
         c0, c1, page_size, max_rows, [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
           const std::int64_t t = j * page_size + first;
           with_page_rows<Acc>(a.v_pages, a.v_scales, h, a.page_indices(b, j), first, rows, round_kv,
-                              s.v.data(), [&](const auto& v) {
-                                pv_rows<Acc>(s.scores.data() + (t - c0), chunk, group, v, rows, dim,
-                                             s.state.o.data(), dim,
+                              s.v.data(), [&](const auto& v, const RowScales& v_scales) {
+                                Acc* p = s.scores.data() + (t - c0);  // not needed after this
+                                if constexpr (std::is_same<Acc, float>::value)
+                                  if (v_scales)
+                                    scale_columns<kDivide>(p, chunk, group, rows, v_scales);
+                                pv_rows<Acc>(p, chunk, group, v, rows, dim, s.state.o.data(), dim,
                                              paged_rows_ahead(a, a.v_pages, b, h, t, rows, t_end));
                               });
         });

@@ -71,6 +71,7 @@
 #include "attnref/kernels/detail/convert.hpp"
 #include "attnref/kernels/detail/head_groups.hpp"
 #include "attnref/kernels/detail/online_softmax.hpp"
+#include "attnref/kernels/detail/row_scales.hpp"
 #include "attnref/kernels/detail/tile_products.hpp"
 #include "attnref/validate/ragged.hpp"
 
@@ -210,9 +211,12 @@ struct RaggedCall {
   /// K and V step the same between heads and between slots (JAX's combined pool, any dense
   /// cache), so one (ld, head_step) pair serves both in place.
   bool kv_shared_strides;
+  /// The decode path applies k_scale and v_scale to its products, not to every element
+  /// (row_scales.hpp): f32 queries over 8-bit pages with finite scales (bf16 queries round each
+  /// dequantized element to bf16 first, which only the element-wise path can do).
+  bool scales_factored;
   /// 16/8-bit pages feed the decode path's tile products directly, widened in registers: f32
-  /// accumulation, contiguous rows, and no scale, or a scale on 8-bit values with f32 queries
-  /// (bf16 queries round the dequantized value to bf16 first, which the scratch path does).
+  /// accumulation, contiguous rows, and no scale or factored scales.
   bool kv_widen;
 
   RaggedCall(const RaggedPagedAttentionArgs<Q, KV, Index>& args, const TensorView<Q, 3>& o,
@@ -233,19 +237,16 @@ struct RaggedCall {
         kv_contiguous(args.k_pages.strides[3] == 1 && args.v_pages.strides[3] == 1),
         kv_shared_strides(args.k_pages.strides[0] == args.v_pages.strides[0] &&
                           args.k_pages.strides[2] == args.v_pages.strides[2]),
-        kv_widen(widens(kv_contiguous, k_scaled || v_scaled)) {}
+        scales_factored(std::is_same<Q, float>::value && kScaledElements<std::remove_cv_t<KV>> &&
+                        std::isfinite(k_scale) && std::isfinite(v_scale)),
+        kv_widen(kWidenable && kv_contiguous && (!(k_scaled || v_scaled) || scales_factored)) {}
 
   static constexpr bool kWidenable = kWidenableRows<Acc, std::remove_cv_t<KV>>;
-  static constexpr bool widens(bool contiguous, bool scaled) noexcept {
-    if (!kWidenable || !contiguous) return false;
-    return !scaled || (WideRows<std::remove_cv_t<KV>>::kScaled && std::is_same<Q, float>::value);
-  }
   /// Tokens from `slot` of `page`, KV head h, of K or V, as a row source widened in registers
-  /// (dequantized as `load_kv` does: w * scale; unscaled: w * 1, exact).
-  WideRows<std::remove_cv_t<KV>> wide_rows(const TensorView<const KV, 4>& pages, bool scaled,
-                                           const float& scale, std::int64_t h, std::int64_t page,
-                                           std::int64_t slot) const noexcept {
-    return {&pages(h, page, slot, 0), pages.strides[2], scaled ? &scale : &kUnitScale, 0};
+  /// (unscaled: the decode path applies the scales to the products).
+  WideRows<std::remove_cv_t<KV>> wide_rows(const TensorView<const KV, 4>& pages, std::int64_t h,
+                                           std::int64_t page, std::int64_t slot) const noexcept {
+    return {&pages(h, page, slot, 0), pages.strides[2]};
   }
 
   /// The visible keys of the row at position `pos` within [lo, hi).
@@ -302,15 +303,17 @@ inline void widen_row(const KV* src, std::int64_t dim, Acc* dst) {
 }
 
 /// Converts K and V of `count` tokens from `slot0` of `page`, KV head h, into rows
-/// buf_row0 + t * buf_step of the buffers. Gathering beats reading f32 rows in place: a page is
+/// buf_row0 + t * buf_step of the buffers, dequantized, or with `unscaled` as the codes' values
+/// (the decode path's factored scales). Gathering beats reading f32 rows in place: a page is
 /// read front to back, which the hardware prefetcher follows.
 template <class Q, class KV, class Index, class Matrix>
 void gather_kv_rows(const RaggedCall<Q, KV, Index>& c, std::int64_t page, std::int64_t slot0,
                     std::int64_t count, std::int64_t h, Matrix& kd_buf, Matrix& vd_buf,
-                    std::int64_t buf_row0, std::int64_t buf_step) {
+                    std::int64_t buf_row0, std::int64_t buf_step, bool unscaled = false) {
   using Acc = typename RaggedCall<Q, KV, Index>::Acc;
   const auto& kp = c.a.k_pages;
   const auto& vp = c.a.v_pages;
+  const bool k_scaled = c.k_scaled && !unscaled, v_scaled = c.v_scaled && !unscaled;
   for (std::int64_t t = 0; t < count; ++t) {
     const Eigen::Index br = static_cast<Eigen::Index>(buf_row0 + t * buf_step);
     Acc* kd = kd_buf.row(br).data();
@@ -318,20 +321,20 @@ void gather_kv_rows(const RaggedCall<Q, KV, Index>& c, std::int64_t page, std::i
     if (c.kv_contiguous) {
       const KV* ks = &kp(h, page, slot0 + t, 0);
       const KV* vs = &vp(h, page, slot0 + t, 0);
-      if (c.k_scaled) {
+      if (k_scaled) {
         for (std::int64_t d = 0; d < c.dim; ++d) kd[d] = load_kv<Acc, Q>(ks[d], true, c.k_scale);
       } else {
         widen_row(ks, c.dim, kd);
       }
-      if (c.v_scaled) {
+      if (v_scaled) {
         for (std::int64_t d = 0; d < c.dim; ++d) vd[d] = load_kv<Acc, Q>(vs[d], true, c.v_scale);
       } else {
         widen_row(vs, c.dim, vd);
       }
     } else {
       for (std::int64_t d = 0; d < c.dim; ++d) {
-        kd[d] = load_kv<Acc, Q>(kp(h, page, slot0 + t, d), c.k_scaled, c.k_scale);
-        vd[d] = load_kv<Acc, Q>(vp(h, page, slot0 + t, d), c.v_scaled, c.v_scale);
+        kd[d] = load_kv<Acc, Q>(kp(h, page, slot0 + t, d), k_scaled, c.k_scale);
+        vd[d] = load_kv<Acc, Q>(vp(h, page, slot0 + t, d), v_scaled, c.v_scale);
       }
     }
   }
@@ -340,7 +343,8 @@ void gather_kv_rows(const RaggedCall<Q, KV, Index>& c, std::int64_t page, std::i
 /// K/V of tokens [lo, hi) of one page for every KV head, as a pointer per head: KV head h's rows
 /// start at `k + h * head_step` (`v` likewise), `ld` apart. In place for an f32 (f64) pool with
 /// contiguous rows, K and V sharing head and slot strides, and no dequantization; else converted
-/// token-major (the page read front to back) into the scratch rows t * Hkv + h.
+/// token-major (the page read front to back) into the scratch rows t * Hkv + h (unscaled when
+/// the scales are factored).
 template <class Q, class KV, class Index, class Acc>
 void page_kv_all_heads(const RaggedCall<Q, KV, Index>& c, std::int64_t page, std::int64_t lo,
                        std::int64_t hi, RaggedScratch<Acc>& sc, const Acc** k, const Acc** v,
@@ -357,7 +361,8 @@ void page_kv_all_heads(const RaggedCall<Q, KV, Index>& c, std::int64_t page, std
   }
   for (std::int64_t t = 0; t < hi - lo; ++t)
     for (std::int64_t h = 0; h < hkv; ++h)
-      gather_kv_rows(c, page, slot + t, 1, h, sc.k_page, sc.v_page, t * hkv + h, 0);
+      gather_kv_rows(c, page, slot + t, 1, h, sc.k_page, sc.v_page, t * hkv + h, 0,
+                     c.scales_factored);
   *k = sc.k_page.data();
   *v = sc.v_page.data();
   *ld = hkv * c.dim;
@@ -451,13 +456,14 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
       };
       if constexpr (RaggedCall<Q, KV, Index>::kWidenable) {
         if (c.kv_widen) {
-          scores(c.wide_rows(c.a.k_pages, c.k_scaled, c.k_scale, h, page, slot));
+          scores(c.wide_rows(c.a.k_pages, h, page, slot));
           continue;
         }
       }
       scores(AccRows<Acc>{k + h * head_step, ld});
     }
     auto logits = sc.logits_s.topLeftCorner(all, nk);
+    if (c.scales_factored && c.k_scaled) logits *= c.k_scale;
     bool partial = false;  // some row does not see every key of the chunk
     for (Eigen::Index row = 0; row < all; ++row) {
       const std::int64_t pos = it.first_pos + (row % rows) / group;
@@ -469,14 +475,14 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
     // A block some row sees only partly checks its V rows for NaN/Inf on converted rows.
     const bool v_in_registers = c.kv_widen && !partial;
     if (c.kv_widen && partial) page_kv_all_heads(c, page, lo, hi, sc, &k, &v, &ld, &head_step);
+    if (c.scales_factored && c.v_scaled) logits *= c.v_scale;  // the probabilities, for V
     for (std::int64_t h = 0; h < hkv; ++h) {
       const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
       if constexpr (RaggedCall<Q, KV, Index>::kWidenable) {
         if (v_in_registers) {
           pv_rows<Acc>(sc.logits_s.row(base).data(), lds, rows,
-                       c.wide_rows(c.a.v_pages, c.v_scaled, c.v_scale, h, page, slot), nk, dim,
-                       sc.acc_s.row(base).data(), dim,
-                       ragged_rows_ahead(c, c.a.v_pages, it, h, lo, nk));
+                       c.wide_rows(c.a.v_pages, h, page, slot), nk, dim, sc.acc_s.row(base).data(),
+                       dim, ragged_rows_ahead(c, c.a.v_pages, it, h, lo, nk));
           continue;
         }
       }

@@ -8,8 +8,8 @@
 ///   out[r, :]   += p[r, t] * v[t, :]     (probabilities times a V tile)
 /// Rows are taken in blocks of 8, 4, 2 and 1, so any group size works, and every K and V row is
 /// loaded once per row block, not once per query row. K and V come from a row source: rows
-/// already in the accumulator type (`AccRows`), or 16/8-bit page rows widened and dequantized
-/// in registers as they are loaded (`WideRows`), with no scratch round trip.
+/// already in the accumulator type (`AccRows`), or 16/8-bit page rows widened in registers as
+/// they are loaded (`WideRows`), with no scratch round trip.
 #pragma once
 
 #include <cmath>
@@ -85,46 +85,24 @@ inline constexpr bool kWidenableRows =
     std::is_same<Acc, float>::value && !std::is_same<KV, float>::value &&
     !std::is_same<KV, double>::value;
 
-/// The scale of `WideRows` rows that have none (w * 1 is exact).
-inline constexpr float kUnitScale = 1.0f;
+/// Whether elements of type E carry a dequantization scale (int8 and fp8).
+template <class E>
+inline constexpr bool kScaledElements = std::is_same<E, std::int8_t>::value || is_fp8_dtype<E>;
 
 /// K or V rows stored as E (bf16, half, int8 or fp8; unit dim stride, row t at `data + t * ld`)
-/// widened to f32 in registers. 8-bit rows are dequantized as the converted-scratch path does,
-/// in the same order: w * s, and with `kDivide` (JAX's paged int8) (w * s) / 127.5, where s =
-/// scale[t * scale_ld] is one scale per row (scale_ld 0: one per tensor; unscaled: 1.0).
-template <class E, bool kDivide = false>
+/// widened to f32 in registers, exactly. 8-bit rows give their codes' values unscaled: the
+/// kernels apply a row's scale to the products (row_scales.hpp).
+template <class E>
 struct WideRows {
-  static constexpr bool kScaled = std::is_same<E, std::int8_t>::value || is_fp8_dtype<E>;
   const E* data;
   std::int64_t ld;
-  const float* scale = nullptr;  // required when kScaled
-  std::int64_t scale_ld = 0;
 
   template <class Packet>
   Packet packet(std::int64_t t, std::int64_t d) const noexcept {
-    using namespace Eigen::internal;
-    const Packet w = widen_packet<Packet>(data + t * ld + d);
-    if constexpr (!kScaled) {
-      return w;
-    } else {
-      const Packet ws = pmul(w, pset1<Packet>(scale[t * scale_ld]));
-      if constexpr (kDivide)
-        return pdiv(ws, pset1<Packet>(127.5f));
-      else
-        return ws;
-    }
+    return widen_packet<Packet>(data + t * ld + d);
   }
   float scalar(std::int64_t t, std::int64_t d) const noexcept {
-    const float w = widen_scalar(data[t * ld + d]);
-    if constexpr (!kScaled) {
-      return w;
-    } else {
-      const float ws = w * scale[t * scale_ld];
-      if constexpr (kDivide)
-        return ws / 127.5f;
-      else
-        return ws;
-    }
+    return widen_scalar(data[t * ld + d]);
   }
 };
 
