@@ -216,8 +216,9 @@ RowScales factored_scales(const TensorView<const float, 4>& scales, std::int64_t
 /// Calls fn(rows, row_scales) with token rows [first, first + n) of page `page` of KV head
 /// `head` as a row source for the tile products, and the scales the caller must apply to their
 /// products (empty when the rows are dequantized already). The rows are widened in registers
-/// for 16/8-bit pages with a unit dim stride, no bf16 rounding first and no element-wise
-/// scales; anything else is converted by `page_rows` into `scratch`. Both give the same bits.
+/// for 16/8-bit pages with a unit dim stride, no bf16 rounding first, no element-wise scales
+/// and no e4m3fn NaN code (widen.hpp); anything else is converted by `page_rows` into
+/// `scratch`. Both give the same bits.
 template <class Acc, class KV, class Fn>
 void with_page_rows(const TensorView<const KV, 4>& pages, const TensorView<const float, 4>& scales,
                     std::int64_t head, std::int64_t page, std::int64_t first, std::int64_t n,
@@ -226,8 +227,11 @@ void with_page_rows(const TensorView<const KV, 4>& pages, const TensorView<const
   if constexpr (kWidenableRows<Acc, KV>) {
     const bool elementwise_scales = kScaledElements<KV> && !scales.empty_view() && !factored;
     if (pages.strides[3] == 1 && !round_to_bf16_first && !elementwise_scales) {
-      fn(WideRows<KV>{&pages(head, page, first, 0), pages.strides[2]}, factored);
-      return;
+      const WideRows<KV> rows{&pages(head, page, first, 0), pages.strides[2]};
+      if (!has_nan_code(rows.data, rows.ld, n, pages.extents[3])) {
+        fn(rows, factored);
+        return;
+      }
     }
   }
   std::int64_t ld = 0;

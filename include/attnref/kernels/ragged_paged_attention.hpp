@@ -249,6 +249,16 @@ struct RaggedCall {
     return {&pages(h, page, slot, 0), pages.strides[2]};
   }
 
+  /// Whether K or V of n tokens from `slot` of `page` (every KV head) hold an e4m3fn NaN code,
+  /// which the register path may not widen to NaN (widen.hpp): such a chunk is converted.
+  bool nan_codes(std::int64_t page, std::int64_t slot, std::int64_t n) const {
+    for (std::int64_t h = 0; h < heads.num_kv_heads; ++h)
+      if (has_nan_code(&a.k_pages(h, page, slot, 0), a.k_pages.strides[2], n, dim) ||
+          has_nan_code(&a.v_pages(h, page, slot, 0), a.v_pages.strides[2], n, dim))
+        return true;
+    return false;
+  }
+
   /// The visible keys of the row at position `pos` within [lo, hi).
   KeyRange visible(std::int64_t pos, std::int64_t lo, std::int64_t hi) const noexcept {
     return visible_keys(pos, window, lo, hi);
@@ -446,7 +456,8 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
     const Acc* k = nullptr;
     const Acc* v = nullptr;
     std::int64_t ld = 0, head_step = 0;
-    if (!c.kv_widen) page_kv_all_heads(c, page, lo, hi, sc, &k, &v, &ld, &head_step);
+    const bool widen = c.kv_widen && !c.nan_codes(page, slot, hi - lo);
+    if (!widen) page_kv_all_heads(c, page, lo, hi, sc, &k, &v, &ld, &head_step);
     for (std::int64_t h = 0; h < hkv; ++h) {
       const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
       auto scores = [&](const auto& k_rows) {
@@ -455,7 +466,7 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
                      ragged_rows_ahead(c, c.a.k_pages, it, h, lo, nk));
       };
       if constexpr (RaggedCall<Q, KV, Index>::kWidenable) {
-        if (c.kv_widen) {
+        if (widen) {
           scores(c.wide_rows(c.a.k_pages, h, page, slot));
           continue;
         }
@@ -473,8 +484,8 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
     }
     sc.acc_s.topRows(all) = sc.alpha_s.head(all).asDiagonal() * sc.acc_s.topRows(all);
     // A block some row sees only partly checks its V rows for NaN/Inf on converted rows.
-    const bool v_in_registers = c.kv_widen && !partial;
-    if (c.kv_widen && partial) page_kv_all_heads(c, page, lo, hi, sc, &k, &v, &ld, &head_step);
+    const bool v_in_registers = widen && !partial;
+    if (widen && partial) page_kv_all_heads(c, page, lo, hi, sc, &k, &v, &ld, &head_step);
     if (c.scales_factored && c.v_scaled) logits *= c.v_scale;  // the probabilities, for V
     for (std::int64_t h = 0; h < hkv; ++h) {
       const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;

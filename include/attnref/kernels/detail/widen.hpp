@@ -12,7 +12,10 @@
 ///    arithmetic on the bit fields on AVX2 without it and on AVX-512 (a gather from the table was
 ///    slower than scalar lookups on AMD Zen 3), or the 256-entry table.
 /// Every conversion is exact, so which path the build takes never changes a result
-/// (tests/test_widened_tiles.cpp compares them bit for bit against the converted-scratch path).
+/// (tests/test_widened_tiles.cpp compares them bit for bit against the converted-scratch path),
+/// with one exception the kernels route around: e4m3fn's two NaN codes, which the F16C path
+/// gives as +-480 (mending them cost a fifth of e4m3 decode); `has_nan_code` finds them first,
+/// and a piece of rows that holds one is converted through the table instead.
 #pragma once
 
 #include <cstddef>
@@ -84,9 +87,10 @@ inline __m256 fp8_to_float_avx2(__m256i codes) noexcept {
 /// The 8 fp8 codes in the low half of `b` to floats through the half-precision converter: an
 /// e5m2 code is the upper byte of the binary16 with the same value (infinities and NaNs
 /// included); an e4m3fn code's exponent and mantissa move one bit right (binary16 keeps one
-/// more exponent bit), the result is 2^8 too small (bias 15 against 7: an exact product
-/// fixes it), and its NaN codes (0x7f, 0xff) get binary16's all-ones exponent. Fewer
-/// instructions than `fp8_to_float_avx2`, the same values.
+/// more exponent bit) and the result is 2^8 too small (bias 15 against 7: an exact product
+/// fixes it). Fewer instructions than `fp8_to_float_avx2`, the same values for every code but
+/// e4m3fn's NaN codes (0x7f, 0xff), which come out as +-480, one step past the largest finite
+/// 448: callers check for them with `has_nan_code`.
 template <class E>
 inline __m256 fp8_to_float_f16c(__m128i b) noexcept {
   const __m128i high = _mm_unpacklo_epi8(_mm_setzero_si128(), b);  // each code << 8
@@ -94,14 +98,45 @@ inline __m256 fp8_to_float_f16c(__m128i b) noexcept {
     return _mm256_cvtph_ps(high);
   } else {
     // Arithmetic shift right by 1 copies the sign into bit 14; the mask clears it.
-    __m128i h = _mm_and_si128(_mm_srai_epi16(high, 1), _mm_set1_epi16(0x3fff | -0x8000));
-    const __m128i mag = _mm_and_si128(high, _mm_set1_epi16(0x7f00));
-    const __m128i is_nan = _mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7f00));
-    h = _mm_or_si128(h, _mm_and_si128(is_nan, _mm_set1_epi16(0x7c00)));
+    const __m128i h = _mm_and_si128(_mm_srai_epi16(high, 1), _mm_set1_epi16(0x3fff | -0x8000));
     return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
   }
 }
 #endif
+
+/// Whether n rows of `dim` fp8 codes (row t at `data + t * ld`, unit stride) hold an e4m3fn NaN
+/// code (0x7f or 0xff), which `widen_packet` may not give as NaN. Always false for other types.
+/// A byte compare over 32 codes at a time on AVX2.
+template <class E>
+inline bool has_nan_code([[maybe_unused]] const E* data, [[maybe_unused]] std::int64_t ld,
+                         [[maybe_unused]] std::int64_t n, [[maybe_unused]] std::int64_t dim) {
+  if constexpr (!std::is_same<E, float8_e4m3fn>::value) {
+    return false;
+  } else {
+#if defined(__AVX2__)
+    __m256i any = _mm256_setzero_si256();
+#endif
+    for (std::int64_t t = 0; t < n; ++t) {
+      const auto* row = reinterpret_cast<const unsigned char*>(data + t * ld);
+      std::int64_t d = 0;
+#if defined(__AVX2__)
+      for (; d + 32 <= dim; d += 32) {
+        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + d));
+        // A NaN code with its sign bit set is 0xff.
+        any = _mm256_or_si256(any, _mm256_cmpeq_epi8(_mm256_or_si256(c, _mm256_set1_epi8(-128)),
+                                                     _mm256_set1_epi8(-1)));
+      }
+#endif
+      for (; d < dim; ++d)
+        if ((row[d] & 0x7f) == 0x7f) return true;
+    }
+#if defined(__AVX2__)
+    return !_mm256_testz_si256(any, any);
+#else
+    return false;
+#endif
+  }
+}
 
 /// The portable path: element by element into a small aligned buffer, then one packet load.
 template <class Packet, class E>
