@@ -7,9 +7,9 @@
 ///  - half: the hardware conversion where the compiler targets it (F16C, AVX-512F), else
 ///    Eigen's exact software conversion, element by element;
 ///  - int8: sign extension and an exact int-to-float conversion (AVX2, AVX-512);
-///  - fp8 (e4m3fn, e5m2): the half-precision converter on AVX2 with F16C (an e5m2 code is the
-///    upper byte of a binary16; e4m3fn is shifted into one, then scaled by 2^8), integer
-///    arithmetic on the bit fields on AVX2 without it and on AVX-512 (a gather from the table was
+///  - fp8 (e4m3fn, e5m2): the half-precision converter on AVX2 with F16C and on AVX-512 (an
+///    e5m2 code is the upper byte of a binary16; e4m3fn is shifted into one, then scaled by 2^8),
+///    integer arithmetic on the bit fields on AVX2 without F16C (a gather from the table was
 ///    slower than scalar lookups on AMD Zen 3), or the 256-entry table.
 /// Every conversion is exact, so which path the build takes never changes a result
 /// (tests/test_widened_tiles.cpp compares them bit for bit against the converted-scratch path),
@@ -104,6 +104,22 @@ inline __m256 fp8_to_float_f16c(__m128i b) noexcept {
 }
 #endif
 
+#if defined(__AVX512F__)
+/// The 16 fp8 codes of `b` to floats through AVX-512F's half-precision converter, as
+/// `fp8_to_float_f16c` does for 8 (e4m3fn's NaN codes likewise come out as +-480).
+template <class E>
+inline __m512 fp8_to_float_avx512(__m128i b) noexcept {
+  const __m256i high = _mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8);  // each code << 8
+  if constexpr (std::is_same<E, float8_e5m2>::value) {
+    return _mm512_cvtph_ps(high);
+  } else {
+    const __m256i h =
+        _mm256_and_si256(_mm256_srai_epi16(high, 1), _mm256_set1_epi16(0x3fff | -0x8000));
+    return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
+  }
+}
+#endif
+
 /// Whether n rows of `dim` fp8 codes (row t at `data + t * ld`, unit stride) hold an e4m3fn NaN
 /// code (0x7f or 0xff), which `widen_packet` may not give as NaN. Always false for other types.
 /// A byte compare over 32 codes at a time on AVX2.
@@ -167,12 +183,8 @@ inline Packet widen_packet(const E* src) noexcept {
     } else if constexpr (std::is_same<E, std::int8_t>::value) {
       const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
       return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
-    } else if constexpr (is_fp8_dtype<E>) {  // two halves of 8 (AVX-512 implies AVX2)
-      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
-      const __m256 lo = fp8_to_float_avx2<E>(_mm256_cvtepu8_epi32(b));
-      const __m256 hi = fp8_to_float_avx2<E>(_mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)));
-      return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)),
-                                                 _mm256_castps_pd(hi), 1));
+    } else if constexpr (is_fp8_dtype<E>) {
+      return fp8_to_float_avx512<E>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
     }
   }
 #endif
