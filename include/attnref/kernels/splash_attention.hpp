@@ -163,6 +163,26 @@ void load_rows(const TensorView<const T, 3>& view, std::int64_t head, std::int64
   }
 }
 
+template <class Acc>
+using SplashRows = Eigen::Map<const SplashMatrix<Acc>, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+/// The same rows as `load_rows` (unscaled), as a matrix: the view's own memory when it already
+/// holds Acc rows with a unit dim stride (no copy: a tile's copy of K and V cost a tenth of the
+/// forward with one query head per KV head), else converted into `scratch`. The GEMMs read
+/// either the same way, so the bits do not depend on which.
+template <class Acc, class T>
+SplashRows<Acc> rows_view(const TensorView<const T, 3>& view, std::int64_t head, std::int64_t row0,
+                          std::int64_t rows, SplashMatrix<Acc>& scratch) {
+  const std::int64_t dim = view.extents[2];
+  if constexpr (std::is_same<T, Acc>::value) {
+    if (view.strides[2] == 1)
+      return SplashRows<Acc>(view.data + view.offset(head, row0, 0), rows, dim,
+                             Eigen::OuterStride<>(view.strides[1]));
+  }
+  load_rows<Acc>(view, head, row0, rows, Acc(1), scratch);
+  return SplashRows<Acc>(scratch.data(), rows, dim, Eigen::OuterStride<>(dim));
+}
+
 /// The query heads of each KV head (MQA: every query head reads KV head 0).
 template <class Q, class KV>
 HeadGroups splash_heads(const SplashAttentionArgs<Q, KV>& a) {
@@ -363,26 +383,26 @@ void splash_forward_item(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& in
     for (std::int64_t c0 = wc.lo; c0 < wc.hi; c0 += bc) {
       const std::int64_t t0 = j * bkv + c0;
       const std::int64_t n = std::min(bc, wc.hi - c0);
-      load_rows<Acc>(a.k, kv, t0, n, Acc(1), sc.kc);
-      load_rows<Acc>(a.v, kv, t0, n, Acc(1), sc.vc);
-      int v_state = -1;  // whether sc.vc is all finite: -1 not yet known (asked only when needed)
+      const SplashRows<Acc> kc = rows_view<Acc>(a.k, kv, t0, n, sc.kc);
+      const SplashRows<Acc> vc = rows_view<Acc>(a.v, kv, t0, n, sc.vc);
+      int v_state = -1;  // whether vc is all finite: -1 not yet known (asked only when needed)
       for (std::int64_t g = 0; g < group; ++g) {
         const std::int64_t h = heads.q_head(kv, g);
         if (info.kind(h, i, j) == BlockKind::kEmpty) continue;
         OnlineSoftmax<Acc>& st = sc.state[static_cast<size_t>(g)];
-        sc.s.noalias() = sc.q[static_cast<size_t>(g)] * sc.kc.transpose();
+        sc.s.noalias() = sc.q[static_cast<size_t>(g)] * kc.transpose();
         logits.cap_only(sc.s);  // the scale is in q
         add_alibi_tile(a, h, r0, t0, sc.s);
         mask_tile<Acc>(a, info, h, i, j, r0, t0, c0, sc.s);
         st.template fold<true>(sc.s);
-        if (tile_may_mask(a, info, h, i, j) && !v_finite(sc.vc, v_state)) {
+        if (tile_may_mask(a, info, h, i, j) && !v_finite(vc, v_state)) {
           // A V row holds NaN/Inf: add it only to the rows that see it (0 * NaN elsewhere).
           tile_visibility(a, info, h, i, j, r0, t0, c0, sc.s.rows(), sc.s.cols(), sc.vis);
           for (Eigen::Index r = 0; r < sc.s.rows(); ++r)
             for (Eigen::Index c = 0; c < sc.s.cols(); ++c)
-              if (sc.vis(r, c)) st.o.row(r) += sc.s(r, c) * sc.vc.row(c);
+              if (sc.vis(r, c)) st.o.row(r) += sc.s(r, c) * vc.row(c);
         } else {
-          st.o.noalias() += sc.s * sc.vc;
+          st.o.noalias() += sc.s * vc;
         }
       }
     }
