@@ -1,16 +1,25 @@
 #!/usr/bin/env python3
-"""Prints issue 15's decode targets with the ratios measured in one bench_paged run, and "met" or
-"not met" for each; writes the same table to <out-dir>/benchmark-targets.md.
+"""Prints issue 15's performance targets with the ratios measured in one bench/run_all.sh run, and
+"met" or "not met" for each; writes the same tables to <out-dir>/benchmark-targets.md.
 
 Usage:
-  bench/targets.py --out-dir docs build/release/bench-results/bench_paged.json
+  bench/targets.py --out-dir docs build/release/bench-results/bench_paged.json \
+      [build/release/bench-results/bench_ragged.json] [build/release/bench-results/bench_splash.json]
 
-Reads the grouped runs at the reference shape (BM_PagedDecode/grouped/<dtype>/B:8/Hq:32/Hkv:8/
-D:128/page:<16|4096>/ctx:4096/threads:<1|2>; medians over repetitions). Every ratio is between runs of the same process: a dtype's speed-up is f32's
-median time over its own at the same page size and thread count; "of probe" is the kernel's
-K/V bytes per second over the same-run sequential read of the same buffers, with the most a
-kernel could reach if its multiply-adds ran at the same-run FMA probe's rate (when that is below
-the target, the target needs more arithmetic throughput than the machine has).
+Paged decode (items 1 and 2): the grouped runs at the reference shape (BM_PagedDecode/grouped/
+<dtype>/B:8/Hq:32/Hkv:8/D:128/page:<16|4096>/ctx:4096/threads:<1|2>; medians over repetitions).
+Every ratio is between runs of the same process: a dtype's speed-up is f32's median time over its
+own at the same page size and thread count; "of probe" is the kernel's K/V bytes per second over
+the same-run sequential read of the same buffers, with the most a kernel could reach if its
+multiply-adds ran at the same-run FMA probe's rate (when that is below the target, the target
+needs more arithmetic throughput than the machine has).
+
+Ragged decode rows (item 3): BM_Ragged/decode_only/<grouped|grouped_pool>/<dtype>, each against
+the fraction of its own same-run probe that paged must reach (f32 0.60, as paged with pages of
+16; 16-bit and 8-bit 0.55).
+
+Splash prefill (item 4): BM_Splash<Forward|Backward>/f32/S:<2048|4096>/Hkv:<8|2>/causal, useful
+GFLOP/s over the same-run sgemm probe: forward at least 0.70, backward at least 0.50.
 """
 import argparse
 import json
@@ -25,24 +34,33 @@ NAME = re.compile(r"^BM_PagedDecode/grouped/(\w+)/B:8/Hq:32/Hkv:8/D:128/page:(16
 SPEEDUP = {"bf16": 1.7, "half": 1.7, "int8": 2.5, "e4m3": 2.5}
 MIN_OF_PROBE_LOW_BITS = 0.55
 F32_OF_PROBE = {16: 0.60, 4096: 0.75}
+RAGGED = re.compile(r"^BM_Ragged/decode_only/(grouped|grouped_pool)/(?:q_f32/kv_)?(\w+?)(?:/real_time)?$")
+SPLASH = re.compile(r"^BM_Splash(Forward|Backward)/f32/S:(2048|4096)/Hkv:(\d+)/causal")
+SPLASH_OF_PROBE = {"Forward": 0.70, "Backward": 0.50}
 
 
-def medians(path):
+def runs_of(path, pattern):
+    """{match groups: [runs]} of the non-aggregate runs whose name matches."""
     with open(path) as f:
         data = json.load(f)
     reps = defaultdict(list)
     for b in data["benchmarks"]:
         if b.get("run_type") == "aggregate" or b.get("error_occurred"):
             continue
-        m = NAME.match(b.get("run_name", b["name"]))
+        m = pattern.match(b.get("run_name", b["name"]))
         if m:
-            reps[(m.group(1), int(m.group(2)), int(m.group(3)))].append(b)
-    return {k: {"ms": statistics.median(r["real_time"] for r in v),
-                "of_probe": statistics.median(r["frac_probe"] for r in v),
-                "ceiling": statistics.median(r["of_probe_at_fma_peak"] for r in v),
-                "gflops": statistics.median(r["GFLOPs"] for r in v),
-                "fma": statistics.median(r["fma_GFLOPs"] for r in v),
-                "reps": len(v)} for k, v in reps.items()}
+            reps[m.groups()].append(b)
+    return reps
+
+
+def medians(path):
+    return {(d, int(p), int(t)): {"ms": statistics.median(r["real_time"] for r in v),
+                                  "of_probe": statistics.median(r["frac_probe"] for r in v),
+                                  "ceiling": statistics.median(r["of_probe_at_fma_peak"] for r in v),
+                                  "gflops": statistics.median(r["GFLOPs"] for r in v),
+                                  "fma": statistics.median(r["fma_GFLOPs"] for r in v),
+                                  "reps": len(v)}
+            for (d, p, t), v in runs_of(path, NAME).items()}
 
 
 def layout(page):
@@ -71,27 +89,79 @@ def rows_of(runs):
     return rows
 
 
+def ragged_rows(path):
+    rows = []
+    order = ["f32", "bf16", "half", "int8", "e4m3"]
+    runs = runs_of(path, RAGGED)
+    for (variant, dtype), v in sorted(runs.items(), key=lambda kv: (kv[0][0], order.index(kv[0][1])
+                                                                   if kv[0][1] in order else 99)):
+        want = 0.60 if dtype == "f32" else MIN_OF_PROBE_LOW_BITS
+        of_probe = statistics.median(r["frac_probe"] for r in v)
+        where = "{}, decode-only, {}".format(dtype, "1 thread" if variant == "grouped" else "pool")
+        measured = "{:.2f} ({:.1f} of {:.1f} GB/s, {:.2f} ms)".format(
+            of_probe, statistics.median(r["GBps"] for r in v),
+            statistics.median(r["probe_GBps"] for r in v),
+            statistics.median(r["real_time"] for r in v))
+        rows.append((where, "of probe >= {:.2f}".format(want), measured, of_probe >= want))
+    return rows
+
+
+def splash_rows(path):
+    rows = []
+    for (direction, s, hkv), v in sorted(runs_of(path, SPLASH).items(),
+                                         key=lambda kv: (kv[0][0] != "Forward", int(kv[0][1]),
+                                                         -int(kv[0][2]))):
+        want = SPLASH_OF_PROBE[direction]
+        of_probe = statistics.median(r["frac_probe"] for r in v)
+        where = "{}, S = {}, Hkv = {}, causal, f32, 1 thread".format(direction.lower(), s, hkv)
+        measured = "{:.2f} ({:.1f} of {:.1f} GFLOP/s, {} run{})".format(
+            of_probe, statistics.median(r["useful_GFLOPs"] for r in v),
+            statistics.median(r["probe_GFLOPs"] for r in v), len(v), "" if len(v) == 1 else "s")
+        rows.append((where, "of sgemm probe >= {:.2f}".format(want), measured, of_probe >= want))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out-dir", default=None)
-    ap.add_argument("json")
+    ap.add_argument("json", nargs="+", help="bench_paged.json, then optionally bench_ragged.json "
+                    "and bench_splash.json (told apart by their file names)")
     args = ap.parse_args()
-    runs = medians(args.json)
+    paged = [p for p in args.json if os.path.basename(p).startswith("bench_paged.")]
+    ragged = [p for p in args.json if os.path.basename(p).startswith("bench_ragged.")]
+    splash = [p for p in args.json if os.path.basename(p).startswith("bench_splash.")]
+    if len(paged) != 1:
+        sys.exit("give exactly one bench_paged.json")
+    runs = medians(paged[0])
     if not runs:
-        sys.exit("no BM_PagedDecode/grouped/<dtype>/... runs in " + args.json)
+        sys.exit("no BM_PagedDecode/grouped/<dtype>/... runs in " + paged[0])
     rows = rows_of(runs)
-    lines = ["| paged decode, B=8 Hq=32 Hkv=8 D=128 ctx=4096 | target | measured | kernel vs FMA probe | |",
+    met = sum(1 for r in rows if r[-1])
+    total = len(rows)
+    lines = ["## Paged decode (items 1 and 2)", "",
+             "| paged decode, B=8 Hq=32 Hkv=8 D=128 ctx=4096 | target | measured | kernel vs FMA probe | |",
              "|---|---|---|---|---|"]
     lines += ["| {} | {} | {} | {} | {} |".format(w, t, m, c, "met" if ok else "not met")
               for w, t, m, c, ok in rows]
-    lines.append("")
-    lines.append("Ragged decode rows and splash prefill (issue 15, items 3 and 4) are not in this "
-                 "report: see docs/benchmarks.md.")
+    for title, path, make in (("Ragged decode rows (item 3)", ragged, ragged_rows),
+                              ("Splash prefill (item 4)", splash, splash_rows)):
+        lines += ["", "## " + title, ""]
+        extra = make(path[0]) if path else []
+        if not extra:
+            lines.append("Not in this run (no {} given, or no matching runs in it).".format(
+                "bench_ragged.json" if make is ragged_rows else "bench_splash.json"))
+            continue
+        met += sum(1 for r in extra if r[-1])
+        total += len(extra)
+        lines += ["| case | target | measured | |", "|---|---|---|---|"]
+        lines += ["| {} | {} | {} | {} |".format(w, t, m, "met" if ok else "not met")
+                  for w, t, m, ok in extra]
+    lines += ["", "{} of {} targets met.".format(met, total)]
     text = "\n".join(lines)
     print(text)
     if args.out_dir:
         with open(os.path.join(args.out_dir, "benchmark-targets.md"), "w") as f:
-            f.write("# Decode targets, one bench_paged run\n\n" + text + "\n")
+            f.write("# Issue 15's targets, one bench/run_all.sh run\n\n" + text + "\n")
 
 
 if __name__ == "__main__":
