@@ -429,6 +429,39 @@ TEST(SplashForward, StridedViewsGiveTheSameNumbers) {
         EXPECT_EQ(o_tm[at((r * hq + h) * d + e)], o1[at((h * s + r) * d + e)]);
 }
 
+TEST(SplashForward, KvReadInPlaceOrConvertedGiveTheSameBits) {
+  // f32 K/V with a unit dim stride are read in place; stored dim-major ([Hkv, D, S] viewed as
+  // [Hkv, S, D]) they are copied into the kernel's tiles first. Same values, same bits.
+  const std::int64_t hq = 2, s = 11, d = 4;
+  std::mt19937 rng(12);
+  std::vector<double> qd, kd, vd;
+  splash_ref::fill(qd, hq * s * d, rng, -2, 2);
+  splash_ref::fill(kd, s * d, rng, -2, 2);
+  splash_ref::fill(vd, s * d, rng, -2, 2);
+  auto q = to<float>(qd), k = to<float>(kd), v = to<float>(vd);
+  std::vector<float> k_dm(k.size()), v_dm(v.size());
+  for (std::int64_t r = 0; r < s; ++r)
+    for (std::int64_t e = 0; e < d; ++e) {
+      k_dm[at(e * s + r)] = k[at(r * d + e)];
+      v_dm[at(e * s + r)] = v[at(r * d + e)];
+    }
+  SplashAttentionArgs<float> a;
+  a.q = {q.data(), {hq, s, d}};
+  a.block_sizes.block_q = 4;
+  a.block_sizes.block_kv = 4;
+  std::vector<float> o1(hq * s * d), o2(hq * s * d), l1(hq * s), l2(hq * s);
+  a.k = {k.data(), {1, s, d}};
+  a.v = {v.data(), {1, s, d}};
+  attnref::splash_attention(a, CausalMask{{s, s}}, TensorView<float, 3>(o1.data(), {hq, s, d}),
+                            TensorView<float, 2>(l1.data(), {hq, s}));
+  a.k = {k_dm.data(), {1, s, d}, {s * d, 1, s}};
+  a.v = {v_dm.data(), {1, s, d}, {s * d, 1, s}};
+  attnref::splash_attention(a, CausalMask{{s, s}}, TensorView<float, 3>(o2.data(), {hq, s, d}),
+                            TensorView<float, 2>(l2.data(), {hq, s}));
+  for (std::size_t i = 0; i < o1.size(); ++i) EXPECT_EQ(o1[i], o2[i]) << "out element " << i;
+  for (std::size_t i = 0; i < l1.size(); ++i) EXPECT_EQ(l1[i], l2[i]) << "logsumexp row " << i;
+}
+
 TEST(SplashForward, ValidatesBeforeRunning) {
   std::vector<float> q(2 * 8 * 4), k(8 * 4), v(8 * 4), out(2 * 8 * 4);
   SplashAttentionArgs<float> a;
