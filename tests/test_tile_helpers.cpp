@@ -2,7 +2,8 @@
 // The register-level helpers of the tile products: `sum_lanes` (the horizontal sums of several
 // accumulators at once) must give Eigen's `predux` bit for bit, and the rows a decode kernel
 // asks for ahead (`paged_rows_ahead`) must be the right rows of the right page, never past the
-// page or the sequence.
+// page or the sequence. `exp_shifted` (the softmax's exp, packet by packet) must match exp in
+// float64 and give exactly 0 for a masked logit (-inf) in packets and tails alike.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <attnref/kernels/detail/online_softmax.hpp>
 #include <attnref/kernels/detail/packet_sums.hpp>
 #include <attnref/kernels/detail/rows_ahead.hpp>
 #include <attnref/kernels/paged_attention.hpp>
@@ -140,6 +142,48 @@ TEST(RowsAhead, AsksForNothingWhenTheHeadDimIsStrided) {
   const RowsAhead r = attnref::detail::page_rows_ahead(dense, 1, 2, 1, 8);
   EXPECT_EQ(r.rows, 3);  // cut at the page's end
   EXPECT_EQ(r.base, reinterpret_cast<const char*>(&dense(1, 2, 1, 0)));
+}
+
+/// exp_shifted<kMayMask> over a row of `n` logits at `offset` floats into a buffer (so rows
+/// start unaligned too), against exp computed in float64: within about 3 ulp for finite logits,
+/// exactly 0 for -inf (masked), NaN for NaN.
+template <bool kMayMask>
+void expect_exp_shifted_matches_float64(Eigen::Index n, Eigen::Index offset, std::mt19937& rng) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  std::uniform_real_distribution<float> logit(-30.0f, 5.0f);
+  Eigen::Matrix<float, 1, Eigen::Dynamic> buf(offset + n);
+  for (Eigen::Index i = 0; i < buf.size(); ++i) buf[i] = logit(rng);
+  if (kMayMask)
+    for (Eigen::Index i = offset; i < offset + n; i += 3) buf[i] = neg_inf;  // every third key
+  if (n > 5) buf[offset + 5] = std::numeric_limits<float>::quiet_NaN();
+  const Eigen::Matrix<float, 1, Eigen::Dynamic> before = buf;
+  const float shift = 2.5f;
+  auto row = buf.segment(offset, n);
+  attnref::detail::exp_shifted<kMayMask>(row, shift);
+  for (Eigen::Index i = 0; i < offset; ++i) EXPECT_EQ(buf[i], before[i]) << "outside the row";
+  for (Eigen::Index c = 0; c < n; ++c) {
+    const float x = before[offset + c], got = buf[offset + c];
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(got)) << "n " << n << " column " << c;
+    } else if (x == neg_inf) {
+      EXPECT_EQ(got, 0.0f) << "n " << n << " column " << c;
+    } else {
+      // The argument as f32 computes it (its rounding is the formula's), exp in float64.
+      const float arg = x - shift;
+      const double want = std::exp(static_cast<double>(arg));
+      EXPECT_NEAR(got, want, 4e-7 * want) << "n " << n << " column " << c << " x " << x;
+    }
+  }
+}
+
+TEST(ExpShifted, MatchesFloat64AndZeroesMaskedLogitsInPacketsAndTails) {
+  std::mt19937 rng(11);
+  // Lengths below, at and past one packet and several packets, each at two start offsets.
+  for (Eigen::Index n : {0, 1, 3, 7, 8, 15, 16, 17, 31, 33, 64, 100, 128, 131})
+    for (Eigen::Index offset : {0, 3}) {
+      expect_exp_shifted_matches_float64<true>(n, offset, rng);
+      expect_exp_shifted_matches_float64<false>(n, offset, rng);
+    }
 }
 
 }  // namespace

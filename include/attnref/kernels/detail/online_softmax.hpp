@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <type_traits>
 
 #include <Eigen/Core>
 
@@ -90,13 +91,33 @@ inline KeyRange visible_keys(std::int64_t pos, const std::optional<std::int64_t>
   return r;
 }
 
-/// exp(x - shift) of a row, exactly 0 where x is -inf (a masked key). Eigen's vectorised exp
-/// clamps its argument, so exp(-inf) would not be 0, and a select is not vectorised (it would
-/// make every exp scalar): rows without a masked key take the vectorised path.
+/// exp(x - shift) of a row, exactly 0 where x is -inf (a masked key) with `kMayMask`. Eigen's
+/// vectorised exp clamps its argument, so exp(-inf) would not be 0; a select over the row is not
+/// vectorised (every exp would be scalar), nor is an any(-inf) test (it took half of the splash
+/// forward's softmax time). A contiguous row therefore goes packet by packet: exp, then the
+/// lanes that held -inf cleared with a compare mask; the tail element by element.
 template <bool kMayMask, class Acc, class Row>
 inline void exp_shifted(Row&& x, Acc shift) {
+  using Eigen::internal::pset1;
+  using Packet = typename Eigen::internal::packet_traits<Acc>::type;
+  constexpr int W = Eigen::internal::packet_traits<Acc>::size;
+  constexpr bool kPackets = std::decay_t<Row>::InnerStrideAtCompileTime == 1 && W > 1 &&
+                            Eigen::internal::packet_traits<Acc>::HasExp;
   const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
-  if (kMayMask && (x.array() == neg_inf).any()) {
+  if constexpr (kPackets) {
+    Acc* p = x.data();
+    const Eigen::Index n = x.size();
+    const Packet shift_p = pset1<Packet>(shift), neg_inf_p = pset1<Packet>(neg_inf);
+    Eigen::Index i = 0;
+    for (; i + W <= n; i += W) {
+      const Packet v = Eigen::internal::ploadu<Packet>(p + i);
+      Packet e = Eigen::internal::pexp(Eigen::internal::psub(v, shift_p));
+      if constexpr (kMayMask)
+        e = Eigen::internal::pandnot(e, Eigen::internal::pcmp_eq(v, neg_inf_p));
+      Eigen::internal::pstoreu(p + i, e);
+    }
+    for (; i < n; ++i) p[i] = kMayMask && p[i] == neg_inf ? Acc(0) : std::exp(p[i] - shift);
+  } else if (kMayMask && (x.array() == neg_inf).any()) {
     x = (x.array() == neg_inf).select(Acc(0), (x.array() - shift).exp()).matrix();
   } else {
     x = (x.array() - shift).exp().matrix();
