@@ -41,6 +41,7 @@ struct RowScales {
 
   /// Whether the first n scales are all finite (only then are they factored out).
   bool finite(std::int64_t n) const noexcept {
+    if (ld == 0) return n <= 0 || std::isfinite(data[0]);  // one scale for all
     for (std::int64_t t = 0; t < n; ++t)
       if (!std::isfinite(data[t * ld])) return false;
     return true;

@@ -109,12 +109,14 @@ inline __m256 fp8_to_float_f16c(__m128i b) noexcept {
 /// `fp8_to_float_f16c` does for 8 (e4m3fn's NaN codes likewise come out as +-480).
 template <class E>
 inline __m512 fp8_to_float_avx512(__m128i b) noexcept {
-  const __m256i high = _mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8);  // each code << 8
   if constexpr (std::is_same<E, float8_e5m2>::value) {
-    return _mm512_cvtph_ps(high);
+    return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8));  // each code << 8
   } else {
-    const __m256i h =
-        _mm256_and_si256(_mm256_srai_epi16(high, 1), _mm256_set1_epi16(0x3fff | -0x8000));
+    // Sign-extended and shifted left by 7: exponent and mantissa land in bits 7-13 and the sign
+    // in bits 14 and 15; clearing bit 14 leaves the binary16 (one instruction fewer than
+    // shifting the code to the top and back).
+    const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7),
+                                       _mm256_set1_epi16(0x3fff | -0x8000));
     return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
   }
 }
