@@ -424,6 +424,27 @@ TEST(RaggedKernel, BothTilingsAroundTheThreshold) {
   }
 }
 
+// The few-rows path takes up to 128 tokens per softmax step over as many pages as they span,
+// fewer when Hkv x D is large (its conversion scratch is bounded): chunks that start and end
+// mid-page, rows that see only part of a chunk (q_len 2 and 3, a window), and a shrunk chunk,
+// against the float64 result.
+TEST(RaggedKernel, FewRowsChunksSpanPagesAndShrinkForManyKvHeads) {
+  EXPECT_EQ(detail::ragged_few_rows_chunk(8, 128), 128);
+  EXPECT_EQ(detail::ragged_few_rows_chunk(16, 512), 64);
+  EXPECT_EQ(detail::ragged_few_rows_chunk(4096, 256), 1);
+  const SeqLens seqs = {{1, 300}, {2, 129}, {3, 257}, {1, 128}, {1, 1}, {2, 2}};
+  for (std::int64_t page_size : {3, 16, 129}) {
+    Batch<float, float> b(seqs, 8, 2, 32, page_size, 27);
+    b.opt.sm_scale = 0.2;
+    expect_matches_reference(b);
+    b.opt.sliding_window = 100;
+    expect_matches_reference(b);
+  }
+  Batch<float, float> wide({{1, 200}, {2, 150}}, 16, 16, 512, 5, 28);  // 64 tokens a chunk
+  wide.opt.sm_scale = 0.05;
+  expect_matches_reference(wide);
+}
+
 // The executor only schedules (sequence, KV head) items: a thread pool gives bit-identical
 // output, for decode rows and prefill rows alike.
 TEST(RaggedKernel, ThreadPoolGivesIdenticalOutput) {

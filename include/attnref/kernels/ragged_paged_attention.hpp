@@ -39,7 +39,8 @@
 /// range code for every row). A `RaggedWorkItem` describes a sequence's rows; only the tiling
 /// depends on the row block's size: a block of at most `kRaggedSmallRows` rows (a decode
 /// sequence, or a short prefill chunk; `ragged_decode_item`) walks the pages once for all KV
-/// heads with register-blocked tiles, a larger one (`ragged_prefill_item`) gathers 128-token
+/// heads with register-blocked tiles, 128 tokens per softmax step whatever the page size, a
+/// larger one (`ragged_prefill_item`) gathers 128-token
 /// blocks per KV head for matrix products and skips the rows a block cannot affect. Work items
 /// go to an executor (serial by default; see core/executor.hpp).
 ///
@@ -121,6 +122,17 @@ inline std::int64_t ragged_block_tokens(std::int64_t page_size) noexcept {
   return (kRaggedChunkTokens + page_size - 1) / page_size * page_size;
 }
 
+/// Elements of the few-rows path's K (and V) conversion scratch, one chunk of tokens for every
+/// KV head: 2 MiB of f32, 128 tokens up to Hkv x D = 4096 (say 32 heads of 128), fewer tokens
+/// per chunk beyond, never fewer than one.
+inline constexpr std::int64_t kRaggedFewRowsScratch = 524288;
+
+/// Tokens per softmax step of the few-rows path, over as many pages as they span.
+inline std::int64_t ragged_few_rows_chunk(std::int64_t num_kv_heads, std::int64_t dim) noexcept {
+  const std::int64_t per_token = std::max<std::int64_t>(1, num_kv_heads * dim);
+  return std::max<std::int64_t>(1, std::min(kRaggedChunkTokens, kRaggedFewRowsScratch / per_token));
+}
+
 /// Row blocks of at most this many rows (decode: q_len x G) take the dot-product path.
 inline constexpr Eigen::Index kRaggedSmallRows = 16;
 
@@ -147,9 +159,19 @@ struct RaggedScratch {
   // Many-rows path: one KV head's rows of one sequence, a block of gathered K/V.
   Matrix q_block, acc, k_block, v_block, s;
   Vector m, l, alpha;
-  // Few-rows path: every KV head's rows of one sequence, one chunk of one page.
+  // Few-rows path: every KV head's rows of one sequence, one chunk of tokens (over pages).
   Matrix qs, acc_s, logits_s, k_page, v_page;
   Vector m_s, l_s, alpha_s;
+  /// The tokens [t, t + n) of one page within a few-rows chunk: widened in registers from
+  /// `page` at `slot`, or converted (or f32 in place) at k + h * head_step (v likewise), ld apart.
+  struct Piece {
+    std::int64_t t = 0, n = 0, page = 0, slot = 0;
+    bool widen = false;
+    const Acc* k = nullptr;
+    const Acc* v = nullptr;
+    std::int64_t ld = 0, head_step = 0;
+  };
+  std::vector<Piece> pieces;
 
   /// Grows rows for the same width; a new width takes only this call's rows (keeping an earlier
   /// call's row count would size the buffer by that call: found by the fuzzers' work budget).
@@ -353,12 +375,12 @@ void gather_kv_rows(const RaggedCall<Q, KV, Index>& c, std::int64_t page, std::i
 /// K/V of tokens [lo, hi) of one page for every KV head, as a pointer per head: KV head h's rows
 /// start at `k + h * head_step` (`v` likewise), `ld` apart. In place for an f32 (f64) pool with
 /// contiguous rows, K and V sharing head and slot strides, and no dequantization; else converted
-/// token-major (the page read front to back) into the scratch rows t * Hkv + h (unscaled when
-/// the scales are factored).
+/// token-major (the page read front to back) into the scratch rows row0 + t * Hkv + h (unscaled
+/// when the scales are factored).
 template <class Q, class KV, class Index, class Acc>
 void page_kv_all_heads(const RaggedCall<Q, KV, Index>& c, std::int64_t page, std::int64_t lo,
-                       std::int64_t hi, RaggedScratch<Acc>& sc, const Acc** k, const Acc** v,
-                       std::int64_t* ld, std::int64_t* head_step) {
+                       std::int64_t hi, RaggedScratch<Acc>& sc, std::int64_t row0, const Acc** k,
+                       const Acc** v, std::int64_t* ld, std::int64_t* head_step) {
   const std::int64_t hkv = c.heads.num_kv_heads, slot = lo % c.page_size;
   if constexpr (std::is_same<std::remove_cv_t<KV>, Acc>::value) {
     if (c.kv_contiguous && c.kv_shared_strides && !c.k_scaled && !c.v_scaled) {
@@ -371,10 +393,10 @@ void page_kv_all_heads(const RaggedCall<Q, KV, Index>& c, std::int64_t page, std
   }
   for (std::int64_t t = 0; t < hi - lo; ++t)
     for (std::int64_t h = 0; h < hkv; ++h)
-      gather_kv_rows(c, page, slot + t, 1, h, sc.k_page, sc.v_page, t * hkv + h, 0,
+      gather_kv_rows(c, page, slot + t, 1, h, sc.k_page, sc.v_page, row0 + t * hkv + h, 0,
                      c.scales_factored);
-  *k = sc.k_page.data();
-  *v = sc.v_page.data();
+  *k = sc.k_page.row(static_cast<Eigen::Index>(row0)).data();
+  *v = sc.v_page.row(static_cast<Eigen::Index>(row0)).data();
   *ld = hkv * c.dim;
   *head_step = c.dim;
 }
@@ -393,9 +415,9 @@ bool kv_rows_finite(const Acc* v, std::int64_t ld, Eigen::Index rows, std::int64
 /// NaN/Inf: the block product would add 0 * NaN for the keys a row does not see. Row k is query
 /// row r0 + k / group of the item. Only taken for bad data; the all-finite path keeps its one
 /// product.
-template <class Q, class KV, class Index, class Matrix, class Acc>
+template <class Q, class KV, class Index, class Probs, class Matrix, class Acc>
 void add_visible_products(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem& it,
-                          const Matrix& probs, Eigen::Index p0, Matrix& acc, Eigen::Index acc0,
+                          const Probs& probs, Eigen::Index p0, Matrix& acc, Eigen::Index acc0,
                           Eigen::Index n, std::int64_t group, std::int64_t r0, std::int64_t lo,
                           std::int64_t hi, const Acc* v, std::int64_t ld) {
   const Eigen::Index dim = static_cast<Eigen::Index>(c.dim);
@@ -420,13 +442,14 @@ RowsAhead ragged_rows_ahead(const RaggedCall<Q, KV, Index>& c, const TensorView<
 }
 
 /// Few rows (decode): all KV heads of the item together, page by page, so a token-major page is
-/// read front to back once, with register-blocked tile products. Row h * rows + r * G + g holds
-/// query head q_head(h, g) of row r.
+/// read front to back once, with register-blocked tile products. One softmax step takes a chunk
+/// of `ragged_few_rows_chunk` tokens over as many pages as it spans (a step per page of 16
+/// made decode 12-22% slower). Row h * rows + r * G + g holds query head q_head(h, g) of row r.
 template <class Q, class KV, class Index, class Acc>
 void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem& it,
                         RaggedScratch<Acc>& sc) {
   const std::int64_t hkv = c.heads.num_kv_heads, group = c.heads.group(), dim = c.dim;
-  const std::int64_t chunk = std::min(c.page_size, kRaggedChunkTokens);
+  const std::int64_t chunk = ragged_few_rows_chunk(hkv, dim);
   const Eigen::Index rows = static_cast<Eigen::Index>(it.q_len * group);
   const Eigen::Index all = rows * static_cast<Eigen::Index>(hkv);
   sc.fit_few(static_cast<Eigen::Index>(kRaggedSmallRows * hkv), static_cast<Eigen::Index>(chunk),
@@ -448,30 +471,37 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
     }
   const std::int64_t lds = sc.logits_s.cols();
   for (std::int64_t lo = it.keys.lo, hi = 0; lo < it.kv_len; lo = hi) {
-    // Tokens [lo, hi): within one page, at most `chunk` of them.
-    hi = std::min(std::min(lo + chunk, lo - lo % c.page_size + c.page_size), it.kv_len);
-    const std::int64_t page = c.a.page_indices(it.seq, lo / c.page_size);
+    // Tokens [lo, hi), at most `chunk` of them over as many pages: one softmax step.
+    hi = std::min(lo + chunk, it.kv_len);
     const Eigen::Index nk = static_cast<Eigen::Index>(hi - lo);
-    const std::int64_t slot = lo % c.page_size;
-    const Acc* k = nullptr;
-    const Acc* v = nullptr;
-    std::int64_t ld = 0, head_step = 0;
-    const bool widen = c.kv_widen && !c.nan_codes(page, slot, hi - lo);
-    if (!widen) page_kv_all_heads(c, page, lo, hi, sc, &k, &v, &ld, &head_step);
-    for (std::int64_t h = 0; h < hkv; ++h) {
-      const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
-      auto scores = [&](const auto& k_rows) {
-        qk_rows<Acc>(sc.qs.row(base).data(), dim, rows, k_rows, nk, dim,
-                     sc.logits_s.row(base).data(), lds,
-                     ragged_rows_ahead(c, c.a.k_pages, it, h, lo, nk));
-      };
-      if constexpr (RaggedCall<Q, KV, Index>::kWidenable) {
-        if (widen) {
-          scores(c.wide_rows(c.a.k_pages, h, page, slot));
-          continue;
+    sc.pieces.clear();
+    for (std::int64_t t = lo; t < hi;) {
+      typename RaggedScratch<Acc>::Piece p;
+      p.t = t;
+      p.page = c.a.page_indices(it.seq, t / c.page_size);
+      p.slot = t % c.page_size;
+      p.n = std::min(c.page_size - p.slot, hi - t);
+      p.widen = c.kv_widen && !c.nan_codes(p.page, p.slot, p.n);
+      if (!p.widen)
+        page_kv_all_heads(c, p.page, t, t + p.n, sc, (t - lo) * hkv, &p.k, &p.v, &p.ld,
+                          &p.head_step);
+      for (std::int64_t h = 0; h < hkv; ++h) {
+        const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
+        auto scores = [&](const auto& k_rows) {
+          qk_rows<Acc>(sc.qs.row(base).data(), dim, rows, k_rows, p.n, dim,
+                       sc.logits_s.row(base).data() + (t - lo), lds,
+                       ragged_rows_ahead(c, c.a.k_pages, it, h, t, p.n));
+        };
+        if constexpr (RaggedCall<Q, KV, Index>::kWidenable) {
+          if (p.widen) {
+            scores(c.wide_rows(c.a.k_pages, h, p.page, p.slot));
+            continue;
+          }
         }
+        scores(AccRows<Acc>{p.k + h * p.head_step, p.ld});
       }
-      scores(AccRows<Acc>{k + h * head_step, ld});
+      sc.pieces.push_back(p);
+      t += p.n;
     }
     auto logits = sc.logits_s.topLeftCorner(all, nk);
     if (c.scales_factored && c.k_scaled) logits *= c.k_scale;
@@ -483,28 +513,34 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
       sc.alpha_s[row] = c.softmax_row(logits.row(row), qh, pos, lo, sc.m_s[row], sc.l_s[row]);
     }
     sc.acc_s.topRows(all) = sc.alpha_s.head(all).asDiagonal() * sc.acc_s.topRows(all);
-    // A block some row sees only partly checks its V rows for NaN/Inf on converted rows.
-    const bool v_in_registers = widen && !partial;
-    if (widen && partial) page_kv_all_heads(c, page, lo, hi, sc, &k, &v, &ld, &head_step);
     if (c.scales_factored && c.v_scaled) logits *= c.v_scale;  // the probabilities, for V
-    for (std::int64_t h = 0; h < hkv; ++h) {
-      const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
-      if constexpr (RaggedCall<Q, KV, Index>::kWidenable) {
-        if (v_in_registers) {
-          pv_rows<Acc>(sc.logits_s.row(base).data(), lds, rows,
-                       c.wide_rows(c.a.v_pages, h, page, slot), nk, dim, sc.acc_s.row(base).data(),
-                       dim, ragged_rows_ahead(c, c.a.v_pages, it, h, lo, nk));
+    for (auto& p : sc.pieces) {
+      const std::int64_t col = p.t - lo;
+      // A chunk some row sees only partly checks its V rows for NaN/Inf on converted rows.
+      const bool v_in_registers = p.widen && !partial;
+      if (p.widen && partial)
+        page_kv_all_heads(c, p.page, p.t, p.t + p.n, sc, col * hkv, &p.k, &p.v, &p.ld,
+                          &p.head_step);
+      for (std::int64_t h = 0; h < hkv; ++h) {
+        const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
+        const Acc* probs = sc.logits_s.row(base).data() + col;
+        const RowsAhead ahead = ragged_rows_ahead(c, c.a.v_pages, it, h, p.t, p.n);
+        if constexpr (RaggedCall<Q, KV, Index>::kWidenable) {
+          if (v_in_registers) {
+            pv_rows<Acc>(probs, lds, rows, c.wide_rows(c.a.v_pages, h, p.page, p.slot), p.n, dim,
+                         sc.acc_s.row(base).data(), dim, ahead);
+            continue;
+          }
+        }
+        const Acc* v = p.v + h * p.head_step;
+        if (partial && !kv_rows_finite(v, p.ld, p.n, dim)) {
+          add_visible_products(c, it, sc.logits_s.middleCols(col, p.n), base, sc.acc_s, base, rows,
+                               group, 0, p.t, p.t + p.n, v, p.ld);
           continue;
         }
+        pv_rows<Acc>(probs, lds, rows, AccRows<Acc>{v, p.ld}, p.n, dim, sc.acc_s.row(base).data(),
+                     dim, ahead);
       }
-      if (partial && !kv_rows_finite(v + h * head_step, ld, nk, dim)) {
-        add_visible_products(c, it, sc.logits_s, base, sc.acc_s, base, rows, group, 0, lo, hi,
-                             v + h * head_step, ld);
-        continue;
-      }
-      pv_rows<Acc>(sc.logits_s.row(base).data(), lds, rows, AccRows<Acc>{v + h * head_step, ld}, nk,
-                   dim, sc.acc_s.row(base).data(), dim,
-                   ragged_rows_ahead(c, c.a.v_pages, it, h, lo, nk));
     }
   }
   for (std::int64_t r = 0; r < it.q_len; ++r)
