@@ -131,6 +131,11 @@ TEST(RowsAhead, PointsAtTheRowsOfThePageTheTableNamesCutAtThePageAndTheSequenceE
         EXPECT_EQ(r.ld_bytes, SmallPool::kDim * 4);
         EXPECT_EQ(r.row_bytes, SmallPool::kDim * 4);
         EXPECT_EQ(r.rows, std::min(std::min(n, SmallPool::kPage - slot), end - u));
+        // The ragged kernel shifts head 0's rows by h head strides instead of a lookup per head.
+        const RowsAhead r0 = attnref::detail::paged_rows_ahead(a, a.k_pages, b, 0, t, n, end);
+        const RowsAhead moved = r0.shifted(h * a.k_pages.strides[0] * 4);
+        EXPECT_EQ(moved.base, r.base);
+        EXPECT_EQ(moved.rows, r.rows);
       }
 }
 

@@ -240,6 +240,8 @@ struct RaggedCall {
   /// 16/8-bit pages feed the decode path's tile products directly, widened in registers: f32
   /// accumulation, contiguous rows, and no scale or factored scales.
   bool kv_widen;
+  /// Bytes from one KV head's pages to the next's, in K and in V.
+  std::int64_t k_head_bytes, v_head_bytes;
 
   RaggedCall(const RaggedPagedAttentionArgs<Q, KV, Index>& args, const TensorView<Q, 3>& o,
              const TensorView<float, 2>& logsumexp)
@@ -261,7 +263,9 @@ struct RaggedCall {
                           args.k_pages.strides[2] == args.v_pages.strides[2]),
         scales_factored(std::is_same<Q, float>::value && kScaledElements<std::remove_cv_t<KV>> &&
                         std::isfinite(k_scale) && std::isfinite(v_scale)),
-        kv_widen(kWidenable && kv_contiguous && (!(k_scaled || v_scaled) || scales_factored)) {}
+        kv_widen(kWidenable && kv_contiguous && (!(k_scaled || v_scaled) || scales_factored)),
+        k_head_bytes(args.k_pages.strides[0] * static_cast<std::int64_t>(sizeof(KV))),
+        v_head_bytes(args.v_pages.strides[0] * static_cast<std::int64_t>(sizeof(KV))) {}
 
   static constexpr bool kWidenable = kWidenableRows<Acc, std::remove_cv_t<KV>>;
   /// Tokens from `slot` of `page`, KV head h, of K or V, as a row source widened in registers
@@ -485,12 +489,14 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
       if (!p.widen)
         page_kv_all_heads(c, p.page, t, t + p.n, sc, (t - lo) * hkv, &p.k, &p.v, &p.ld,
                           &p.head_step);
+      // Head h's rows ahead are head 0's, h head strides on (one page-table lookup per piece).
+      const RowsAhead k_ahead = ragged_rows_ahead(c, c.a.k_pages, it, 0, t, p.n);
       for (std::int64_t h = 0; h < hkv; ++h) {
         const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
         auto scores = [&](const auto& k_rows) {
           qk_rows<Acc>(sc.qs.row(base).data(), dim, rows, k_rows, p.n, dim,
                        sc.logits_s.row(base).data() + (t - lo), lds,
-                       ragged_rows_ahead(c, c.a.k_pages, it, h, t, p.n));
+                       k_ahead.shifted(h * c.k_head_bytes));
         };
         if constexpr (RaggedCall<Q, KV, Index>::kWidenable) {
           if (p.widen) {
@@ -521,10 +527,11 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
       if (p.widen && partial)
         page_kv_all_heads(c, p.page, p.t, p.t + p.n, sc, col * hkv, &p.k, &p.v, &p.ld,
                           &p.head_step);
+      const RowsAhead v_ahead = ragged_rows_ahead(c, c.a.v_pages, it, 0, p.t, p.n);
       for (std::int64_t h = 0; h < hkv; ++h) {
         const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
         const Acc* probs = sc.logits_s.row(base).data() + col;
-        const RowsAhead ahead = ragged_rows_ahead(c, c.a.v_pages, it, h, p.t, p.n);
+        const RowsAhead ahead = v_ahead.shifted(h * c.v_head_bytes);
         if constexpr (RaggedCall<Q, KV, Index>::kWidenable) {
           if (v_in_registers) {
             pv_rows<Acc>(probs, lds, rows, c.wide_rows(c.a.v_pages, h, p.page, p.slot), p.n, dim,

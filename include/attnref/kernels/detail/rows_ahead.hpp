@@ -51,6 +51,13 @@ struct RowsAhead {
   std::int64_t row_bytes = 0;
   std::int64_t rows = 0;
 
+  /// The same rows `bytes` further on (another head of the same pages), or none.
+  RowsAhead shifted(std::int64_t bytes) const noexcept {
+    RowsAhead r = *this;
+    if (r.base != nullptr) r.base += bytes;
+    return r;
+  }
+
   /// Asks for every line of row t, if there is a row t.
   ATTNREF_AHEAD_INLINE void fetch_row(std::int64_t t) const noexcept {
     if (t >= rows) return;
