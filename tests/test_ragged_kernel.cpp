@@ -429,9 +429,11 @@ TEST(RaggedKernel, BothTilingsAroundTheThreshold) {
 // mid-page, rows that see only part of a chunk (q_len 2 and 3, a window), and a shrunk chunk,
 // against the float64 result.
 TEST(RaggedKernel, FewRowsChunksSpanPagesAndShrinkForManyKvHeads) {
-  EXPECT_EQ(detail::ragged_few_rows_chunk(8, 128), 128);
-  EXPECT_EQ(detail::ragged_few_rows_chunk(16, 512), 64);
-  EXPECT_EQ(detail::ragged_few_rows_chunk(4096, 256), 1);
+  EXPECT_EQ(detail::ragged_few_rows_chunk(8, 128, 4096), 128);
+  EXPECT_EQ(detail::ragged_few_rows_chunk(8, 128, 50), 50);     // a short sequence
+  EXPECT_EQ(detail::ragged_few_rows_chunk(16, 512, 4096), 32);  // K/V rows bound it
+  EXPECT_EQ(detail::ragged_few_rows_chunk(4096, 1, 4096), 4);   // the scores bound it
+  EXPECT_EQ(detail::ragged_few_rows_chunk(4096, 256, 4096), 1);
   const SeqLens seqs = {{1, 300}, {2, 129}, {3, 257}, {1, 128}, {1, 1}, {2, 2}};
   for (std::int64_t page_size : {3, 16, 129}) {
     Batch<float, float> b(seqs, 8, 2, 32, page_size, 27);
@@ -440,7 +442,7 @@ TEST(RaggedKernel, FewRowsChunksSpanPagesAndShrinkForManyKvHeads) {
     b.opt.sliding_window = 100;
     expect_matches_reference(b);
   }
-  Batch<float, float> wide({{1, 200}, {2, 150}}, 16, 16, 512, 5, 28);  // 64 tokens a chunk
+  Batch<float, float> wide({{1, 200}, {2, 150}}, 16, 16, 512, 5, 28);  // 32 tokens a chunk
   wide.opt.sm_scale = 0.05;
   expect_matches_reference(wide);
 }

@@ -122,19 +122,23 @@ inline std::int64_t ragged_block_tokens(std::int64_t page_size) noexcept {
   return (kRaggedChunkTokens + page_size - 1) / page_size * page_size;
 }
 
-/// Elements of the few-rows path's K (and V) conversion scratch, one chunk of tokens for every
-/// KV head: 2 MiB of f32, 128 tokens up to Hkv x D = 4096 (say 32 heads of 128), fewer tokens
-/// per chunk beyond, never fewer than one.
-inline constexpr std::int64_t kRaggedFewRowsScratch = 524288;
-
-/// Tokens per softmax step of the few-rows path, over as many pages as they span.
-inline std::int64_t ragged_few_rows_chunk(std::int64_t num_kv_heads, std::int64_t dim) noexcept {
-  const std::int64_t per_token = std::max<std::int64_t>(1, num_kv_heads * dim);
-  return std::max<std::int64_t>(1, std::min(kRaggedChunkTokens, kRaggedFewRowsScratch / per_token));
-}
-
 /// Row blocks of at most this many rows (decode: q_len x G) take the dot-product path.
 inline constexpr Eigen::Index kRaggedSmallRows = 16;
+
+/// Elements of each of the few-rows path's per-chunk scratch buffers (the K and V conversion
+/// rows, Hkv x chunk x D, and the scores, 16 x Hkv x chunk): 1 MiB of f32. 128 tokens up to
+/// Hkv x max(D, 16) = 2048 (16 heads of 128), fewer beyond, never fewer than one.
+inline constexpr std::int64_t kRaggedFewRowsScratch = 262144;
+
+/// Tokens per softmax step of the few-rows path, over as many pages as they span: at most
+/// `tokens` (the item's keys), and few enough for kRaggedFewRowsScratch.
+inline std::int64_t ragged_few_rows_chunk(std::int64_t num_kv_heads, std::int64_t dim,
+                                          std::int64_t tokens) noexcept {
+  const std::int64_t width = std::max<std::int64_t>(dim, kRaggedSmallRows);
+  const std::int64_t per_token = std::max<std::int64_t>(1, num_kv_heads) * width;
+  const std::int64_t fits = std::max<std::int64_t>(1, kRaggedFewRowsScratch / per_token);
+  return std::max<std::int64_t>(1, std::min(std::min(kRaggedChunkTokens, fits), tokens));
+}
 
 /// Reads one K or V element as the accumulator type, dequantized as JAX does when a scale is
 /// given: `q_dtype(float(x) * scale)`.
@@ -453,7 +457,7 @@ template <class Q, class KV, class Index, class Acc>
 void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem& it,
                         RaggedScratch<Acc>& sc) {
   const std::int64_t hkv = c.heads.num_kv_heads, group = c.heads.group(), dim = c.dim;
-  const std::int64_t chunk = ragged_few_rows_chunk(hkv, dim);
+  const std::int64_t chunk = ragged_few_rows_chunk(hkv, dim, it.keys.size());
   const Eigen::Index rows = static_cast<Eigen::Index>(it.q_len * group);
   const Eigen::Index all = rows * static_cast<Eigen::Index>(hkv);
   sc.fit_few(static_cast<Eigen::Index>(kRaggedSmallRows * hkv), static_cast<Eigen::Index>(chunk),
