@@ -39,10 +39,10 @@
 /// range code for every row). A `RaggedWorkItem` describes a sequence's rows; only the tiling
 /// depends on the row block's size: a block of at most `kRaggedSmallRows` rows (a decode
 /// sequence, or a short prefill chunk; `ragged_decode_item`) walks the pages once for all KV
-/// heads with register-blocked tiles, 128 tokens per softmax step whatever the page size, a
-/// larger one (`ragged_prefill_item`) gathers 128-token
-/// blocks per KV head for matrix products and skips the rows a block cannot affect. Work items
-/// go to an executor (serial by default; see core/executor.hpp).
+/// heads with register-blocked tiles, up to 128 tokens per softmax step whatever the page size;
+/// a larger one (`ragged_prefill_item`) gathers 128-token blocks per KV head for matrix products
+/// and skips the rows a block cannot affect. Work items go to an executor (serial by default;
+/// see core/executor.hpp).
 ///
 /// Non-finite inputs (docs/hostile-inputs.md; the rule of every family): NaN or +inf in a live q
 /// row, or in the K row of a key the row sees, makes that output row NaN (as do logits all -inf:
