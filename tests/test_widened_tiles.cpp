@@ -226,19 +226,42 @@ void check_every_code() {
       std::memcpy(static_cast<void*>(&all[ix(c)]), &bits, 2);
     }
   }
+  const auto expect_widened = [&](const float* got, int first, const char* path) {
+    for (std::size_t i = 0; i < kW; ++i) {
+      const float want = attnref::detail::widen_scalar(all[ix(first) + i]);
+      bool same = std::memcmp(&got[i], &want, sizeof(float)) == 0 ||
+                  (std::isnan(got[i]) && std::isnan(want));
+      // e4m3fn's NaN codes: NaN, or +-480 from the F16C paths (which the kernels never use on
+      // them: widens_exactly, tested below).
+      if (std::is_same<E, attnref::float8_e4m3fn>::value && std::isnan(want) &&
+          !attnref::detail::kWidensE4m3NanCodes)
+        same = same || std::fabs(got[i]) == 480.0f;
+      ASSERT_TRUE(same) << path << ", code " << (ix(first) + i) << ": " << got[i] << " vs " << want;
+    }
+  };
   for (int c = 0; c < codes; c += W) {
     alignas(64) float got[kW];
     Eigen::internal::pstore(got, attnref::detail::widen_packet<Packet>(all.data() + c));
-    for (std::size_t i = 0; i < kW; ++i) {
-      const float want = attnref::detail::widen_scalar(all[ix(c) + i]);
-      bool same = std::memcmp(&got[i], &want, sizeof(float)) == 0 ||
-                  (std::isnan(got[i]) && std::isnan(want));
-      // e4m3fn's NaN codes: NaN, or +-480 from the F16C path (which the kernels never use on
-      // them: has_nan_code, tested below).
-      if (std::is_same<E, attnref::float8_e4m3fn>::value && std::isnan(want))
-        same = same || std::fabs(got[i]) == 480.0f;
-      ASSERT_TRUE(same) << "code " << (ix(c) + i) << ": " << got[i] << " vs " << want;
+    expect_widened(got, c, "one packet");
+  }
+  // Several packets at once (the VBMI table lookup for fp8; packet by packet elsewhere), from
+  // every packet offset so each code lands in each packet of the group.
+  const auto groups = [&](auto group) {
+    constexpr int G = decltype(group)::value;
+    for (int c = 0; c + G * W <= codes; c += W) {
+      Packet p[G];
+      attnref::detail::widen_packets<Packet, G>(all.data() + c, p);
+      for (int g = 0; g < G; ++g) {
+        alignas(64) float got[kW];
+        Eigen::internal::pstore(got, p[g]);
+        expect_widened(got, c + g * W, G == 4 ? "4 packets" : G == 2 ? "2 packets" : "1 packet");
+      }
     }
+  };
+  if constexpr (sizeof(E) == 1) {
+    groups(std::integral_constant<int, 1>{});
+    groups(std::integral_constant<int, 2>{});
+    groups(std::integral_constant<int, 4>{});
   }
 }
 
@@ -270,6 +293,13 @@ TEST(WidenedTiles, HasNanCodeFindsEachE4m3NanCode) {
   }
   std::vector<attnref::float8_e5m2> e5(8, attnref::float8_e5m2{0x7f});  // NaN: widened exactly
   EXPECT_FALSE(attnref::detail::has_nan_code(e5.data(), 8, 1, 8));
+  EXPECT_TRUE(attnref::detail::widens_exactly(e5.data(), 8, 1, 8));
+  // A row with a NaN code goes through the registers only where they widen it to NaN.
+  std::vector<float8_e4m3fn> e4(8, float8_e4m3fn{0x38});
+  EXPECT_TRUE(attnref::detail::widens_exactly(e4.data(), 8, 1, 8));
+  e4[5] = float8_e4m3fn{0xff};
+  EXPECT_EQ(attnref::detail::widens_exactly(e4.data(), 8, 1, 8),
+            attnref::detail::kWidensE4m3NanCodes);
 }
 
 /// The pages of the e4m3fn NaN-code tests: Hkv = 2 heads of `total` pages of 8 tokens, random

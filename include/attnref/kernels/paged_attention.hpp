@@ -217,8 +217,8 @@ RowScales factored_scales(const TensorView<const float, 4>& scales, std::int64_t
 /// `head` as a row source for the tile products, and the scales the caller must apply to their
 /// products (empty when the rows are dequantized already). The rows are widened in registers
 /// for 16/8-bit pages with a unit dim stride, no bf16 rounding first, no element-wise scales
-/// and no e4m3fn NaN code (widen.hpp); anything else is converted by `page_rows` into
-/// `scratch`. Both give the same bits.
+/// and codes `widen_packet` gives exactly (widen.hpp); anything else is converted by `page_rows`
+/// into `scratch`. Both give the same bits.
 template <class Acc, class KV, class Fn>
 void with_page_rows(const TensorView<const KV, 4>& pages, const TensorView<const float, 4>& scales,
                     std::int64_t head, std::int64_t page, std::int64_t first, std::int64_t n,
@@ -228,7 +228,7 @@ void with_page_rows(const TensorView<const KV, 4>& pages, const TensorView<const
     const bool elementwise_scales = kScaledElements<KV> && !scales.empty_view() && !factored;
     if (pages.strides[3] == 1 && !round_to_bf16_first && !elementwise_scales) {
       const WideRows<KV> rows{&pages(head, page, first, 0), pages.strides[2]};
-      if (!has_nan_code(rows.data, rows.ld, n, pages.extents[3])) {
+      if (widens_exactly(rows.data, rows.ld, n, pages.extents[3])) {
         fn(rows, factored);
         return;
       }

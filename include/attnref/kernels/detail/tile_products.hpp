@@ -12,6 +12,7 @@
 /// they are loaded (`WideRows`), with no scratch round trip.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -75,6 +76,14 @@ struct AccRows {
     // huge (a legal stride on a dimension the call only reads once).
     return Eigen::internal::ploadu<Packet>(data + t * ld + d);
   }
+  /// Packets d, d + W, ..., d + (G - 1) W of row t.
+  template <class Packet, int G>
+  void packets(std::int64_t t, std::int64_t d, Packet* out) const noexcept {
+    constexpr int W = Eigen::internal::unpacket_traits<Packet>::size;
+    for (int g = 0; g < G; ++g) out[g] = in_register(packet<Packet>(t, d + g * W));
+  }
+  /// Packets per `packets` call that cost least per packet.
+  static constexpr int kPacketsPerLoad = 1;
   Acc scalar(std::int64_t t, std::int64_t d) const noexcept { return data[t * ld + d]; }
 };
 
@@ -101,6 +110,12 @@ struct WideRows {
   Packet packet(std::int64_t t, std::int64_t d) const noexcept {
     return widen_packet<Packet>(data + t * ld + d);
   }
+  template <class Packet, int G>
+  void packets(std::int64_t t, std::int64_t d, Packet* out) const noexcept {
+    widen_packets<Packet, G>(data + t * ld + d, out);
+    for (int g = 0; g < G; ++g) out[g] = in_register(out[g]);
+  }
+  static constexpr int kPacketsPerLoad = kPacketsPerWidening<PacketOf<float>, E>;
   float scalar(std::int64_t t, std::int64_t d) const noexcept {
     return widen_scalar(data[t * ld + d]);
   }
@@ -117,14 +132,29 @@ inline void qk_row_block(const Acc* q, std::int64_t ldq, const KRows& k, std::in
   using Eigen::internal::pset1;
   using Packet = PacketOf<Acc>;
   constexpr int W = kLanes<Acc>;
-  constexpr int T = columns_per_row(R);  // tokens per step: R * T packet accumulators
+  constexpr int G = KRows::kPacketsPerLoad;  // packets of a token per load
+  // Tokens per step: R * T packet accumulators. A G-packet load holds G packets and its
+  // lookup tables in registers too, so it takes at most 8 accumulators (16 spilled to the stack).
+  constexpr int T = G > 1 ? std::max(1, std::min(columns_per_row(R), 8 / R)) : columns_per_row(R);
   const std::int64_t full = dim / W * W;
   std::int64_t t = 0;
   for (; t + T <= n; t += T) {
     for (int j = 0; j < T; ++j) ahead.fetch_row(t + j);
     Packet acc[dims(R * T)];  // acc[r * T + j]: row r, token t + j
     for (int i = 0; i < R * T; ++i) acc[i] = pset1<Packet>(Acc(0));
-    for (std::int64_t d = 0; d < full; d += W) {
+    std::int64_t d = 0;
+    if constexpr (G > 1) {  // G packets of each token at a time: each sum in the same order
+      for (; d + G * W <= full; d += G * W) {
+        Packet kp[dims(T)][dims(G)];
+        for (int j = 0; j < T; ++j) k.template packets<Packet, G>(t + j, d, kp[j]);
+        for (int g = 0; g < G; ++g)
+          for (int r = 0; r < R; ++r) {
+            const Packet qp = in_register(ploadu<Packet>(q + r * ldq + d + g * W));
+            for (int j = 0; j < T; ++j) acc[r * T + j] = pmadd(qp, kp[j][g], acc[r * T + j]);
+          }
+      }
+    }
+    for (; d < full; d += W) {
       Packet kp[dims(T)];
       for (int j = 0; j < T; ++j) kp[j] = in_register(k.template packet<Packet>(t + j, d));
       for (int r = 0; r < R; ++r) {
@@ -137,7 +167,7 @@ inline void qk_row_block(const Acc* q, std::int64_t ldq, const KRows& k, std::in
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < T; ++j) {
         Acc s = sums[r * T + j];
-        for (std::int64_t d = full; d < dim; ++d) s = madd(q[r * ldq + d], k.scalar(t + j, d), s);
+        for (std::int64_t e = full; e < dim; ++e) s = madd(q[r * ldq + e], k.scalar(t + j, e), s);
         scores[r * lds + t + j] = s;
       }
   }
@@ -185,7 +215,7 @@ inline void pv_row_block(const Acc* p, std::int64_t ldp, const VRows& v, std::in
       for (int c = 0; c < C; ++c) acc[r][c] = ploadu<Packet>(out + r * ldo + d0 + c * W);
     for (std::int64_t t = 0; t < n; ++t) {
       Packet vp[dims(C)];
-      for (int c = 0; c < C; ++c) vp[c] = in_register(v.template packet<Packet>(t, d0 + c * W));
+      v.template packets<Packet, C>(t, d0, vp);
       for (int r = 0; r < R; ++r) {
         const Packet pr = pset1<Packet>(p[r * ldp + t]);
         for (int c = 0; c < C; ++c) acc[r][c] = pmadd(pr, vp[c], acc[r][c]);
