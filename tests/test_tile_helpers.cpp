@@ -164,6 +164,14 @@ TEST(RowsAhead, LeavesLongF32PagesToTheHardwarePrefetchersOnceTheyFollowTheStrea
   EXPECT_EQ(next.base, reinterpret_cast<const char*>(&f32(0, 0, 0, 0)));
   // 16-bit rows are always asked for (leaving them to the hardware was slower on 2 threads).
   EXPECT_EQ(sequence_rows_ahead(bf16, 0, 2 * trained, n, end, page_of).rows, n);
+  // So are f32 rows of heads interleaved token by token (vLLM's layout): no one stream.
+  const TensorView<const float, 4> interleaved(f.data(), {2, 1, kPage, kDim / 2},
+                                               {kDim / 2, kPage * kDim, kDim, 1});
+  const std::int64_t half_ahead = attnref::detail::tokens_ahead(kDim / 2 * 4);
+  EXPECT_EQ(sequence_rows_ahead(interleaved, 1, 2 * trained, n, 2 * trained + half_ahead + n,
+                                [](std::int64_t) { return 0; })
+                .rows,
+            n);
 }
 
 TEST(RowsAhead, AsksForNothingWhenTheHeadDimIsStrided) {

@@ -40,10 +40,12 @@ inline constexpr std::int64_t kCacheLineBytes = 64;
 inline constexpr std::int64_t kAheadBytes = 8192;
 
 /// How far into a page f32 rows stop being asked for ahead, while the rows ahead are on the same
-/// page: by then the hardware prefetchers follow the stream, and software prefetches only take
-/// line-fill buffers from the demand reads. Measured on the AVX-512 Xeon, reference shape, one
-/// page per sequence: 29.3-30.1 -> 26.8-27.2 ms (1 thread), pages of 16 and 64 unchanged; from
-/// the first row on, pages of 64 were 5-10% slower, and 16-bit rows 8-15% slower on 2 threads.
+/// page and the page's rows lie back to back: by then the hardware prefetchers follow the
+/// stream, and software prefetches only take line-fill buffers from the demand reads (rows of
+/// interleaved heads, vLLM's layout, are no stream they follow). Measured on the AVX-512 Xeon,
+/// reference shape, one page per sequence: 29.3-30.1 -> 26.8-27.2 ms (1 thread), pages of 16
+/// and 64 unchanged; from the first row on, pages of 64 were 5-10% slower, and 16-bit rows
+/// 8-15% slower on 2 threads.
 inline constexpr std::int64_t kTrainedBytes = 32768;
 
 /// Tokens ahead for rows of `row_bytes` bytes: kAheadBytes of them, at least one token.
@@ -96,7 +98,8 @@ RowsAhead sequence_rows_ahead(const TensorView<const T, 4>& pages, std::int64_t 
   const std::int64_t u = t + tokens_ahead(pages.extents[3] * static_cast<std::int64_t>(sizeof(T)));
   if (u >= end) return {};
   const std::int64_t page_size = pages.extents[2];
-  if (sizeof(T) >= 4 && u / page_size == t / page_size &&
+  const bool one_stream = pages.strides[2] == pages.extents[3];  // rows back to back
+  if (sizeof(T) >= 4 && one_stream && u / page_size == t / page_size &&
       (t % page_size) * pages.strides[2] * static_cast<std::int64_t>(sizeof(T)) >= kTrainedBytes)
     return {};
   return page_rows_ahead(pages, h, page_of(u / page_size), u % page_size, std::min(n, end - u));
