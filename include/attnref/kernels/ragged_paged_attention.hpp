@@ -279,9 +279,9 @@ struct RaggedCall {
     return {&pages(h, page, slot, 0), pages.strides[2]};
   }
 
-  /// Whether the register path widens K and V of n tokens from `slot` of `page` (every KV
-  /// head) exactly: not e4m3fn NaN codes on every build (widen.hpp); such a chunk is converted.
-  bool widen_exactly(std::int64_t page, std::int64_t slot, std::int64_t n) const {
+  /// Whether `widens_exactly` (widen.hpp) holds for K and V of n tokens from `slot` of `page`,
+  /// every KV head; a piece where it does not is converted instead.
+  bool piece_widens_exactly(std::int64_t page, std::int64_t slot, std::int64_t n) const {
     for (std::int64_t h = 0; h < heads.num_kv_heads; ++h)
       if (!widens_exactly(&a.k_pages(h, page, slot, 0), a.k_pages.strides[2], n, dim) ||
           !widens_exactly(&a.v_pages(h, page, slot, 0), a.v_pages.strides[2], n, dim))
@@ -489,7 +489,7 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
       p.page = c.a.page_indices(it.seq, t / c.page_size);
       p.slot = t % c.page_size;
       p.n = std::min(c.page_size - p.slot, hi - t);
-      p.widen = c.kv_widen && c.widen_exactly(p.page, p.slot, p.n);
+      p.widen = c.kv_widen && c.piece_widens_exactly(p.page, p.slot, p.n);
       if (!p.widen)
         page_kv_all_heads(c, p.page, t, t + p.n, sc, (t - lo) * hkv, &p.k, &p.v, &p.ld,
                           &p.head_step);
