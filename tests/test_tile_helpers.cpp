@@ -174,6 +174,23 @@ TEST(RowsAhead, LeavesLongF32PagesToTheHardwarePrefetchersOnceTheyFollowTheStrea
             n);
 }
 
+TEST(RowsAhead, AsksFor8BitRowsIntoL1AndWiderRowsIntoL2) {
+  std::vector<std::int8_t> codes(64 * 128);
+  std::vector<float> f(codes.size());
+  std::vector<Eigen::bfloat16> h(codes.size());
+  const auto int8_ahead = attnref::detail::page_rows_ahead(
+      TensorView<const std::int8_t, 4>(codes.data(), {1, 4, 16, 128}), 0, 1, 0, 4);
+  const auto f32_ahead = attnref::detail::page_rows_ahead(
+      TensorView<const float, 4>(f.data(), {1, 4, 16, 128}), 0, 1, 0, 4);
+  const auto bf16_ahead = attnref::detail::page_rows_ahead(
+      TensorView<const Eigen::bfloat16, 4>(h.data(), {1, 4, 16, 128}), 0, 1, 0, 4);
+  EXPECT_TRUE(int8_ahead.into_l1);
+  EXPECT_FALSE(f32_ahead.into_l1);
+  EXPECT_FALSE(bf16_ahead.into_l1);
+  EXPECT_EQ(int8_ahead.rows, 4);
+  EXPECT_EQ(f32_ahead.rows, 4);
+}
+
 TEST(RowsAhead, AsksForNothingWhenTheHeadDimIsStrided) {
   std::vector<float> k(ix(2 * 6 * 4 * 3 * 2), 1.0f);
   const TensorView<const float, 4> strided(k.data(), {2, 6, 4, 3}, {6 * 4 * 6, 4 * 6, 6, 2});
