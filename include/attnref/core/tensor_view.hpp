@@ -103,16 +103,23 @@ struct TensorView {
   template <class... I>
   constexpr std::int64_t offset(I... idx) const noexcept {
     static_assert(sizeof...(I) == Rank, "one index per dimension");
-    const std::int64_t index[] = {static_cast<std::int64_t>(idx)...};
-    std::int64_t off = 0;
-    for (size_t i = 0; i < Rank; ++i) off += index[i] * strides[i];
-    return off;
+    return offset_of(std::make_index_sequence<Rank>{}, static_cast<std::int64_t>(idx)...);
   }
 
   /// Element access. Unchecked: validate the view and the indices first.
   template <class... I>
   constexpr T& operator()(I... idx) const noexcept {
     return data[offset(idx...)];
+  }
+
+ private:
+  // One scalar multiply-add per index, from registers. A loop over an array of the indices let
+  // GCC 12 vectorise it on AVX-512DQ: the indices went through the stack into one 4-lane load
+  // (a failed store forward) and a vpmullq, and 35-68% of the samples of the per-page helpers
+  // of 8-bit decode with pages of 16 sat on that multiply (int8 went 14.7-15.7 -> 12.7-13.6 ms).
+  template <std::size_t... K, class... I>
+  constexpr std::int64_t offset_of(std::index_sequence<K...>, I... idx) const noexcept {
+    return (std::int64_t{0} + ... + (idx * strides[K]));
   }
 };
 
