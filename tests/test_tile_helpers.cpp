@@ -110,9 +110,9 @@ TEST(RowsAhead, PointsAtTheRowsOfThePageTheTableNamesCutAtThePageAndTheSequenceE
   SmallPool pool;
   const auto a = pool.args();
   ASSERT_TRUE(attnref::check_paged(a, attnref::Profile::kReference).ok());
-  // f32 rows of 12 bytes: kAheadBytes / 12 tokens ahead.
-  const std::int64_t ahead = attnref::detail::tokens_ahead(SmallPool::kDim * 4);
-  ASSERT_EQ(ahead, attnref::detail::kAheadBytes / 12);
+  // f32 rows of 12 bytes, asked into L2: kAheadBytesL2 / 12 tokens ahead.
+  const std::int64_t ahead = attnref::detail::tokens_ahead(SmallPool::kDim * 4, 4);
+  ASSERT_EQ(ahead, attnref::detail::kAheadBytesL2 / 12);
   for (std::int64_t b = 0; b < 2; ++b)
     for (std::int64_t h = 0; h < SmallPool::kHkv; ++h)
       for (std::int64_t t = -ahead; t < -ahead + 12; ++t) {
@@ -149,7 +149,7 @@ TEST(RowsAhead, LeavesLongF32PagesToTheHardwarePrefetchersOnceTheyFollowTheStrea
   const auto page_of = [](std::int64_t j) { return 1 - j; };  // the pool's pages in reverse
   const std::int64_t end = 2 * kPage, n = 4;
   const std::int64_t trained = attnref::detail::kTrainedBytes / (kDim * 4);  // rows into a page
-  const std::int64_t ahead = attnref::detail::tokens_ahead(kDim * 4);
+  const std::int64_t ahead = attnref::detail::tokens_ahead(kDim * 4, 4);
   ASSERT_LT(trained + ahead, kPage);
   // Before the stream has run kTrainedBytes into the page: asked for, on the same page.
   const RowsAhead early = sequence_rows_ahead(f32, 0, trained - 1, n, end, page_of);
@@ -167,14 +167,14 @@ TEST(RowsAhead, LeavesLongF32PagesToTheHardwarePrefetchersOnceTheyFollowTheStrea
   // So are f32 rows of heads interleaved token by token (vLLM's layout): no one stream.
   const TensorView<const float, 4> interleaved(f.data(), {2, 1, kPage, kDim / 2},
                                                {kDim / 2, kPage * kDim, kDim, 1});
-  const std::int64_t half_ahead = attnref::detail::tokens_ahead(kDim / 2 * 4);
+  const std::int64_t half_ahead = attnref::detail::tokens_ahead(kDim / 2 * 4, 4);
   EXPECT_EQ(sequence_rows_ahead(interleaved, 1, 2 * trained, n, 2 * trained + half_ahead + n,
                                 [](std::int64_t) { return 0; })
                 .rows,
             n);
 }
 
-TEST(RowsAhead, AsksFor8BitRowsIntoL1AndWiderRowsIntoL2) {
+TEST(RowsAhead, AsksFor8BitRowsIntoL1AndWiderRowsIntoL2FurtherAhead) {
   std::vector<std::int8_t> codes(64 * 128);
   std::vector<float> f(codes.size());
   std::vector<Eigen::bfloat16> h(codes.size());
@@ -189,6 +189,11 @@ TEST(RowsAhead, AsksFor8BitRowsIntoL1AndWiderRowsIntoL2) {
   EXPECT_FALSE(bf16_ahead.into_l1);
   EXPECT_EQ(int8_ahead.rows, 4);
   EXPECT_EQ(f32_ahead.rows, 4);
+  // Rows into L2 are asked for further ahead than rows into L1.
+  EXPECT_EQ(attnref::detail::tokens_ahead(128, 1), attnref::detail::kAheadBytes / 128);
+  EXPECT_EQ(attnref::detail::tokens_ahead(256, 2), attnref::detail::kAheadBytesL2 / 256);
+  EXPECT_EQ(attnref::detail::tokens_ahead(512, 4), attnref::detail::kAheadBytesL2 / 512);
+  EXPECT_EQ(attnref::detail::tokens_ahead(1 << 20, 4), 1);  // at least one token
 }
 
 TEST(RowsAhead, AsksForNothingWhenTheHeadDimIsStrided) {

@@ -35,12 +35,18 @@ inline constexpr std::int64_t kCacheLineBytes = 64;
 #define ATTNREF_PREFETCH(p) ATTNREF_PREFETCH_INTO(p, 3)
 #define ATTNREF_PREFETCH_L2(p) ATTNREF_PREFETCH_INTO(p, 2)
 
-/// How far ahead of the rows it reads a kernel asks for rows: 8 KiB of the stream (16 tokens of
-/// f32 K at D = 128, 32 of bf16, 64 of int8). Measured on AMD Zen 3, one decode query of 4
-/// heads over 64 Ki tokens of random 16-token pages, GFLOP/s of 3 runs against 4, 16 and 32
-/// KiB ahead: f32 18-20 (4 KiB: 11-13; 16 KiB: 16-22; 32 KiB: 16-17), bf16 28-31, half 32-34,
-/// int8 23-25; without prefetch f32 10-12 and bf16 14-19.
+/// How far ahead of the rows it reads a kernel asks for rows into L1: 8 KiB of the stream (64
+/// tokens of int8 K at D = 128). Measured on AMD Zen 3, one decode query of 4 heads over 64 Ki
+/// tokens of random 16-token pages, GFLOP/s of 3 runs against 4, 16 and 32 KiB ahead: f32 18-20
+/// (4 KiB: 11-13; 16 KiB: 16-22; 32 KiB: 16-17), bf16 28-31, half 32-34, int8 23-25; without
+/// prefetch f32 10-12 and bf16 14-19. On the AVX-512 Xeon, int8 at 16 KiB was up to 5% slower.
 inline constexpr std::int64_t kAheadBytes = 8192;
+
+/// How far ahead rows asked into L2 only are (`ahead_into_l1` false): 16 KiB (32 tokens of f32 K
+/// at D = 128, 64 of bf16). L2 holds them without evicting the rows being read. Measured on the
+/// AVX-512 Xeon, reference shape, 1 thread, against 8 KiB: bf16 and half with one page per
+/// sequence 15.6-15.8 ms against 17.1-18.1; f32 and pages of 16 within noise.
+inline constexpr std::int64_t kAheadBytesL2 = 16384;
 
 /// How far into a page f32 rows stop being asked for ahead, while the rows ahead are on the same
 /// page and the page's rows lie back to back: by then the hardware prefetchers follow the
@@ -51,11 +57,6 @@ inline constexpr std::int64_t kAheadBytes = 8192;
 /// 8-15% slower on 2 threads.
 inline constexpr std::int64_t kTrainedBytes = 32768;
 
-/// Tokens ahead for rows of `row_bytes` bytes: kAheadBytes of them, at least one token.
-inline std::int64_t tokens_ahead(std::int64_t row_bytes) noexcept {
-  return row_bytes > 0 ? std::max<std::int64_t>(1, kAheadBytes / row_bytes) : 1;
-}
-
 /// Whether rows of `element_bytes`-byte elements are asked into L1, or into L2 only (x86
 /// prefetcht1: the line waits in L2 without taking an L1 line). Measured on the AVX-512 Xeon,
 /// reference shape, 1 thread, three paired runs: into L2, f32 with pages of 16 took 31.3-33.2 ms
@@ -63,6 +64,13 @@ inline std::int64_t tokens_ahead(std::int64_t row_bytes) noexcept {
 /// with one page per sequence took up to 5% more (10.8-11.3 against 9.9-10.8 ms), so 8-bit rows
 /// still go into L1.
 constexpr bool ahead_into_l1(std::int64_t element_bytes) noexcept { return element_bytes == 1; }
+
+/// Tokens ahead for rows of `row_bytes` bytes of `element_bytes`-byte elements: kAheadBytes of
+/// them, or kAheadBytesL2 where they go into L2 only, at least one token.
+inline std::int64_t tokens_ahead(std::int64_t row_bytes, std::int64_t element_bytes) noexcept {
+  const std::int64_t bytes = ahead_into_l1(element_bytes) ? kAheadBytes : kAheadBytesL2;
+  return row_bytes > 0 ? std::max<std::int64_t>(1, bytes / row_bytes) : 1;
+}
 
 /// Row t (t < rows) at `base + t * ld_bytes`, `row_bytes` long.
 struct RowsAhead {
@@ -111,7 +119,8 @@ RowsAhead page_rows_ahead(const TensorView<const T, 4>& pages, std::int64_t h, s
 template <class T, class PageOf>
 RowsAhead sequence_rows_ahead(const TensorView<const T, 4>& pages, std::int64_t h, std::int64_t t,
                               std::int64_t n, std::int64_t end, PageOf&& page_of) {
-  const std::int64_t u = t + tokens_ahead(pages.extents[3] * static_cast<std::int64_t>(sizeof(T)));
+  constexpr auto kBytes = static_cast<std::int64_t>(sizeof(T));
+  const std::int64_t u = t + tokens_ahead(pages.extents[3] * kBytes, kBytes);
   if (u >= end) return {};
   const std::int64_t page_size = pages.extents[2];
   const bool one_stream = pages.strides[2] == pages.extents[3];  // rows back to back
