@@ -5,10 +5,11 @@
 ///    or V packet shared by 4 query rows was loaded 4 times, and the loads, not the
 ///    multiply-adds, bounded the products (measured on AVX2: P.V 44 -> 80 GFLOP/s in L1 with the
 ///    packet held in a register);
-///  - `sum_lanes`: the horizontal sums of 8 accumulators at once by transposing adds (21
-///    instructions on AVX, 37 on AVX-512, 9 per 4 on SSE), instead of 8 separate reductions (on
-///    AVX-512 they were a quarter of the Q.K tile's samples in fp8 decode); each sum is added
-///    in exactly the order of Eigen's `predux`, so the results are bit for bit the same.
+///  - `sum_lanes`: the horizontal sums of 8 or 16 accumulators at once by transposing adds (21
+///    instructions for 8 on AVX, 45 for 16 on AVX-512, 9 per 4 on SSE), instead of separate
+///    reductions (on AVX-512 they were a quarter of the Q.K tile's samples in fp8 decode); each
+///    sum is added in exactly the order of Eigen's `predux`, so the results are bit for bit the
+///    same.
 #pragma once
 
 #include <cstddef>
@@ -76,10 +77,49 @@ EIGEN_ALWAYS_INLINE __m256 sum_lanes8(const __m256* a) noexcept {
 }
 #endif
 
+#if defined(__AVX512F__)
+/// a + b, where a and b are two shuffles of x and y picking 128-bit lanes (lo and hi of the
+/// imm8 selectors): one step of the transposing sums.
+template <int Lo, int Hi>
+EIGEN_ALWAYS_INLINE __m512 add_lanes128(__m512 x, __m512 y) noexcept {
+  return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, Lo), _mm512_shuffle_f32x4(x, y, Hi));
+}
+
+/// The lane sums of a[0..15], 16-lane packets, as one packet, in 4 steps that each halve the
+/// lanes left to add and double the accumulators per packet: 45 instructions for 16 sums (74 by
+/// the 8-accumulator form). Each sum takes the adds of Eigen's AVX-512DQ `predux`: lane i with
+/// i + 8, then i + 4, then ((x0 + x2) + (x1 + x3)).
+EIGEN_ALWAYS_INLINE __m512 sum_lanes16(const __m512* a) noexcept {
+  // Per accumulator x, in 128-bit lanes L0..L3: h0 = L0 + L2, h1 = L1 + L3 (lane i + 8).
+  // b[m] = [h0 h1 of a[m] | h0 h1 of a[m + 4]], b[m + 4] the same of a[m + 8] and a[m + 12].
+  __m512 b[8];
+  for (int m = 0; m < 4; ++m) {
+    b[m] = add_lanes128<_MM_SHUFFLE(1, 0, 1, 0), _MM_SHUFFLE(3, 2, 3, 2)>(a[m], a[m + 4]);
+    b[m + 4] = add_lanes128<_MM_SHUFFLE(1, 0, 1, 0), _MM_SHUFFLE(3, 2, 3, 2)>(a[m + 8], a[m + 12]);
+  }
+  // c[m] = [h0 + h1 of a[m] | a[m + 4] | a[m + 8] | a[m + 12]] (lane i + 4).
+  __m512 c[4];
+  for (int m = 0; m < 4; ++m)
+    c[m] = add_lanes128<_MM_SHUFFLE(2, 0, 2, 0), _MM_SHUFFLE(3, 1, 3, 1)>(b[m], b[m + 4]);
+  // Within each 128-bit lane, [x0 x1 y0 y1] + [x2 x3 y2 y3] of two c, then x02 + x13: lane
+  // 4k + j ends up holding the sum of a[j + 4k].
+  const __m512 d01 = _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 d23 = _mm512_add_ps(_mm512_shuffle_ps(c[2], c[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_ps(c[2], c[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm512_add_ps(_mm512_shuffle_ps(d01, d23, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(d01, d23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+#endif
+
 /// sums[i] = predux(acc[i]) for N accumulators, bit for bit.
 template <class Packet, std::size_t N, class Scalar>
 EIGEN_ALWAYS_INLINE void sum_lanes(const Packet (&acc)[N], Scalar* sums) noexcept {
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
+  if constexpr (std::is_same<Packet, __m512>::value && N % 16 == 0) {
+    for (std::size_t i = 0; i < N; i += 16) _mm512_storeu_ps(sums + i, sum_lanes16(acc + i));
+    return;
+  }
   // Eigen's AVX-512DQ `predux` adds the 8-lane halves, then sums as on AVX.
   if constexpr (std::is_same<Packet, __m512>::value && N % 8 == 0) {
     for (std::size_t i = 0; i < N; i += 8) {
