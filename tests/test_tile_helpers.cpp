@@ -139,39 +139,30 @@ TEST(RowsAhead, PointsAtTheRowsOfThePageTheTableNamesCutAtThePageAndTheSequenceE
       }
 }
 
-TEST(RowsAhead, LeavesLongF32PagesToTheHardwarePrefetchersOnceTheyFollowTheStream) {
+TEST(RowsAhead, AsksForEveryRowOfLongPagesAndCrossesToTheNextPageTheTableNames) {
   using attnref::detail::sequence_rows_ahead;
   constexpr std::int64_t kPage = 1024, kDim = 128;  // f32 rows of 512 bytes
   std::vector<float> f(ix(2 * kPage * kDim));
   const TensorView<const float, 4> f32(f.data(), {1, 2, kPage, kDim});
-  std::vector<Eigen::bfloat16> h(f.size());
-  const TensorView<const Eigen::bfloat16, 4> bf16(h.data(), {1, 2, kPage, kDim});
   const auto page_of = [](std::int64_t j) { return 1 - j; };  // the pool's pages in reverse
   const std::int64_t end = 2 * kPage, n = 4;
-  const std::int64_t trained = attnref::detail::kTrainedBytes / (kDim * 4);  // rows into a page
   const std::int64_t ahead = attnref::detail::tokens_ahead(kDim * 4, 4);
-  ASSERT_LT(trained + ahead, kPage);
-  // Before the stream has run kTrainedBytes into the page: asked for, on the same page.
-  const RowsAhead early = sequence_rows_ahead(f32, 0, trained - 1, n, end, page_of);
-  EXPECT_EQ(early.rows, n);
-  EXPECT_EQ(early.base, reinterpret_cast<const char*>(&f32(0, 1, trained - 1 + ahead, 0)));
-  // From there on, while the rows ahead are on the same page: left to the hardware.
-  EXPECT_EQ(sequence_rows_ahead(f32, 0, trained, n, end, page_of).rows, 0);
-  EXPECT_EQ(sequence_rows_ahead(f32, 0, kPage - ahead - 1, n, end, page_of).rows, 0);
-  // Rows ahead on the next page (a jump the prefetchers cannot follow): asked for.
+  ASSERT_LT(ahead, kPage / 2);
+  // Anywhere in the page, however far the stream has run: the rows `ahead` on, same page.
+  for (std::int64_t t : {std::int64_t{0}, std::int64_t{kPage / 2}, kPage - ahead - n}) {
+    SCOPED_TRACE("t " + std::to_string(t));
+    const RowsAhead r = sequence_rows_ahead(f32, 0, t, n, end, page_of);
+    EXPECT_EQ(r.rows, n);
+    EXPECT_EQ(r.base, reinterpret_cast<const char*>(&f32(0, 1, t + ahead, 0)));
+  }
+  // Cut at the page's end, then the next page of the table.
+  EXPECT_EQ(sequence_rows_ahead(f32, 0, kPage - ahead - 1, n, end, page_of).rows, 1);
   const RowsAhead next = sequence_rows_ahead(f32, 0, kPage - ahead, n, end, page_of);
   EXPECT_EQ(next.rows, n);
   EXPECT_EQ(next.base, reinterpret_cast<const char*>(&f32(0, 0, 0, 0)));
-  // 16-bit rows are always asked for (leaving them to the hardware was slower on 2 threads).
-  EXPECT_EQ(sequence_rows_ahead(bf16, 0, 2 * trained, n, end, page_of).rows, n);
-  // So are f32 rows of heads interleaved token by token (vLLM's layout): no one stream.
-  const TensorView<const float, 4> interleaved(f.data(), {2, 1, kPage, kDim / 2},
-                                               {kDim / 2, kPage * kDim, kDim, 1});
-  const std::int64_t half_ahead = attnref::detail::tokens_ahead(kDim / 2 * 4, 4);
-  EXPECT_EQ(sequence_rows_ahead(interleaved, 1, 2 * trained, n, 2 * trained + half_ahead + n,
-                                [](std::int64_t) { return 0; })
-                .rows,
-            n);
+  // Nothing at or past the sequence's end.
+  EXPECT_EQ(sequence_rows_ahead(f32, 0, end - ahead, n, end, page_of).rows, 0);
+  EXPECT_EQ(sequence_rows_ahead(f32, 0, end - ahead - 2, n, end, page_of).rows, 2);
 }
 
 TEST(RowsAhead, AsksFor8BitRowsIntoL1AndWiderRowsIntoL2FurtherAhead) {

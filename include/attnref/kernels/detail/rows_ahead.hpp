@@ -48,15 +48,6 @@ inline constexpr std::int64_t kAheadBytes = 8192;
 /// sequence 15.6-15.8 ms against 17.1-18.1; f32 and pages of 16 within noise.
 inline constexpr std::int64_t kAheadBytesL2 = 16384;
 
-/// How far into a page f32 rows stop being asked for ahead, while the rows ahead are on the same
-/// page and the page's rows lie back to back: by then the hardware prefetchers follow the
-/// stream, and software prefetches only take line-fill buffers from the demand reads (rows of
-/// interleaved heads, vLLM's layout, are no stream they follow). Measured on the AVX-512 Xeon,
-/// reference shape, one page per sequence: 29.3-30.1 -> 26.8-27.2 ms (1 thread), pages of 16
-/// and 64 unchanged; from the first row on, pages of 64 were 5-10% slower, and 16-bit rows
-/// 8-15% slower on 2 threads.
-inline constexpr std::int64_t kTrainedBytes = 32768;
-
 /// Whether rows of `element_bytes`-byte elements are asked into L1, or into L2 only (x86
 /// prefetcht1: the line waits in L2 without taking an L1 line). Measured on the AVX-512 Xeon,
 /// reference shape, 1 thread, three paired runs: into L2, f32 with pages of 16 took 31.3-33.2 ms
@@ -115,7 +106,12 @@ RowsAhead page_rows_ahead(const TensorView<const T, 4>& pages, std::int64_t h, s
 
 /// The rows of `pages` (KV head h) `tokens_ahead` after token t of a sequence whose j-th page is
 /// `page_of(j)`, up to n of them within one page, before token `end`: none past it, so only
-/// pages the kernel itself reads are looked up.
+/// pages the kernel itself reads are looked up. Rows of long pages are asked for too, although
+/// the hardware prefetchers follow a page's stream once trained: they run only a few lines ahead,
+/// so the stream stalls while the tile products compute. Measured on the AVX-512 Xeon, reference
+/// shape, f32 with one page per sequence, alternated twice: leaving rows past 32 KiB into a page
+/// to the hardware took 28.3-28.5 ms (1 thread) and 15.1-15.2 ms (2 threads), asking for them
+/// 26.9-27.1 and 13.7-14.1; pages of 16 the same.
 template <class T, class PageOf>
 RowsAhead sequence_rows_ahead(const TensorView<const T, 4>& pages, std::int64_t h, std::int64_t t,
                               std::int64_t n, std::int64_t end, PageOf&& page_of) {
@@ -123,10 +119,6 @@ RowsAhead sequence_rows_ahead(const TensorView<const T, 4>& pages, std::int64_t 
   const std::int64_t u = t + tokens_ahead(pages.extents[3] * kBytes, kBytes);
   if (u >= end) return {};
   const std::int64_t page_size = pages.extents[2];
-  const bool one_stream = pages.strides[2] == pages.extents[3];  // rows back to back
-  if (sizeof(T) >= 4 && one_stream && u / page_size == t / page_size &&
-      (t % page_size) * pages.strides[2] * static_cast<std::int64_t>(sizeof(T)) >= kTrainedBytes)
-    return {};
   return page_rows_ahead(pages, h, page_of(u / page_size), u % page_size, std::min(n, end - u));
 }
 
