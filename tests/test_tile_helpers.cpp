@@ -165,6 +165,26 @@ TEST(RowsAhead, AsksForEveryRowOfLongPagesAndCrossesToTheNextPageTheTableNames) 
   EXPECT_EQ(sequence_rows_ahead(f32, 0, end - ahead - 2, n, end, page_of).rows, 2);
 }
 
+TEST(RowsAhead, AKernelReadingEveryHeadOfAPageInTurnAsksForTheNextPageWhateverTheRowSize) {
+  using attnref::detail::kTokensAheadHeadsInTurn;
+  using attnref::detail::sequence_rows_ahead;
+  constexpr std::int64_t kPage = 16, kDim = 128, kPages = 3;
+  std::vector<std::int8_t> codes(ix(kPages * kPage * kDim));
+  const TensorView<const std::int8_t, 4> int8(codes.data(), {1, kPages, kPage, kDim});
+  const auto page_of = [](std::int64_t j) { return kPages - 1 - j; };
+  const std::int64_t end = kPages * kPage, n = 4;
+  ASSERT_EQ(kTokensAheadHeadsInTurn, 16);
+  // int8 rows of 128 bytes: 64 tokens ahead by bytes (past this sequence), 16 in turn.
+  EXPECT_EQ(sequence_rows_ahead(int8, 0, 0, n, end, page_of).rows, 0);
+  const RowsAhead first = sequence_rows_ahead(int8, 0, 0, n, end, page_of, true);
+  EXPECT_EQ(first.rows, n);
+  EXPECT_EQ(first.base, reinterpret_cast<const char*>(&int8(0, page_of(1), 0, 0)));
+  const RowsAhead mid = sequence_rows_ahead(int8, 0, kPage + 14, n, end, page_of, true);
+  EXPECT_EQ(mid.rows, 2);  // cut at the page's end
+  EXPECT_EQ(mid.base, reinterpret_cast<const char*>(&int8(0, page_of(2), 14, 0)));
+  EXPECT_EQ(sequence_rows_ahead(int8, 0, 2 * kPage, n, end, page_of, true).rows, 0);
+}
+
 TEST(RowsAhead, AsksFor8BitRowsIntoL1AndWiderRowsIntoL2FurtherAhead) {
   std::vector<std::int8_t> codes(64 * 128);
   std::vector<float> f(codes.size());

@@ -439,14 +439,16 @@ void add_visible_products(const RaggedCall<Q, KV, Index>& c, const RaggedWorkIte
   }
 }
 
-/// The rows of `pages` (KV head h of the item's sequence) `tokens_ahead` after token t, up to n
-/// of them within one page, before the item's last key: none past it.
+/// The rows of `pages` (KV head h of the item's sequence) kTokensAheadHeadsInTurn after token t
+/// (the decode item reads every KV head's rows of a page in turn), up to n of them within one
+/// page, before the item's last key: none past it.
 template <class Q, class KV, class Index>
 RowsAhead ragged_rows_ahead(const RaggedCall<Q, KV, Index>& c, const TensorView<const KV, 4>& pages,
                             const RaggedWorkItem& it, std::int64_t h, std::int64_t t,
                             std::int64_t n) {
-  return sequence_rows_ahead(pages, h, t, n, it.kv_len,
-                             [&](std::int64_t j) { return c.a.page_indices(it.seq, j); });
+  return sequence_rows_ahead(
+      pages, h, t, n, it.kv_len, [&](std::int64_t j) { return c.a.page_indices(it.seq, j); },
+      /*heads_in_turn=*/true);
 }
 
 /// Few rows (decode): all KV heads of the item together, page by page, so a token-major page is
