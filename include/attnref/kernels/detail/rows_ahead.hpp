@@ -61,9 +61,9 @@ constexpr bool ahead_into_l1(std::int64_t element_bytes) noexcept { return eleme
 /// are read between the prefetch and the read, so 16 tokens are time enough, and a short
 /// sequence (a decode batch holds many) is covered from its second page on; at the byte
 /// distances (32-64 tokens) the first 2-4 pages of every sequence went unasked. Measured on the
-/// AVX-512 Xeon, ragged decode-only (16 sequences of 18-1328 tokens, pages of 16), 1 thread, two
-/// rounds against the byte distances: f32 3.38 / 3.46 -> 3.13 / 3.29 ms, bf16 2.14 / 2.17 ->
-/// 1.96 / 2.04, half 1.97 / 1.97 -> 1.92 / 1.89, e4m3 2.00 / 2.03 -> 1.94 / 1.94, int8 within
+/// AVX-512 Xeon, ragged decode-only (16 sequences of 18-1328 tokens, pages of 16), old and new
+/// binaries alternated twice, 1 thread: bf16 2.17 / 2.18 -> 2.08 / 2.00 ms, half 2.28 / 2.11 ->
+/// 2.01 / 2.02, int8 1.81 / 1.79 -> 1.72 / 1.72, e4m3 2.06 / 2.09 -> 1.91 / 1.90, f32 within
 /// noise; 8 or 32 tokens gained less or nothing; prefill and mixed batches within noise.
 inline constexpr std::int64_t kTokensAheadHeadsInTurn = 16;
 
