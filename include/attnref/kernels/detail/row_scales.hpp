@@ -20,16 +20,6 @@
 namespace attnref {
 namespace detail {
 
-/// x dequantized by scale s: (x * s) / 127.5 with `kDivide` (JAX's paged int8, in its order),
-/// else x * s.
-template <bool kDivide>
-inline float apply_scale(float x, float s) noexcept {
-  if constexpr (kDivide)
-    return (x * s) / 127.5f;
-  else
-    return x * s;
-}
-
 /// The scales of the tokens of a piece of page rows: token t's at `data[t * ld]` (ld 0: one for
 /// all). Empty (`data` null): the rows were dequantized already, or have no scale.
 struct RowScales {
@@ -41,16 +31,21 @@ struct RowScales {
 
   /// Whether the first n scales are all finite (only then are they factored out).
   bool finite(std::int64_t n) const noexcept {
-    if (ld == 0) return n <= 0 || std::isfinite(data[0]);  // one scale for all
-    for (std::int64_t t = 0; t < n; ++t)
-      if (!std::isfinite(data[t * ld])) return false;
-    return true;
+    if (n <= 0) return true;
+    if (ld == 0) return std::isfinite(data[0]);  // one scale for all
+    // x * 0 is 0 for a finite x and NaN for an infinite or NaN one, so one vectorised sum
+    // answers for all of them (a test and branch per scale was 3.5% of int8 decode).
+    using Strided = Eigen::Map<const Eigen::ArrayXf, Eigen::Unaligned, Eigen::InnerStride<>>;
+    const float zeros = ld == 1 ? (Eigen::Map<const Eigen::ArrayXf>(data, n) * 0.0f).sum()
+                                : (Strided(data, n, Eigen::InnerStride<>(ld)) * 0.0f).sum();
+    return zeros == 0.0f;
   }
 };
 
-/// tile[r * ld + t] = apply_scale(tile[r * ld + t], scales[t]) for `rows` rows and n tokens: the
-/// scores of a K piece, or the probabilities before a V piece. Vectorised along the tokens (a
-/// divide per element would cost a third of the products it follows).
+/// tile[r * ld + t] times scales[t] for `rows` rows and n tokens, then divided by 127.5 with
+/// `kDivide` (JAX's paged int8, in its order): the scores of a K piece, or the probabilities
+/// before a V piece. Vectorised along the tokens (a divide per element would cost a third of the
+/// products it follows).
 template <bool kDivide>
 inline void scale_columns(float* tile, std::int64_t ld, std::int64_t rows, std::int64_t n,
                           const RowScales& scales) {
