@@ -4,6 +4,8 @@
 // asks for ahead (`paged_rows_ahead`) must be the right rows of the right page, never past the
 // page or the sequence. `exp_shifted` (the softmax's exp, packet by packet) must match exp in
 // float64 and give exactly 0 for a masked logit (-inf) in packets and tails alike.
+// `RowScales::finite` (whether 8-bit scales may be factored out of the products) must find one
+// NaN or infinite scale anywhere among the first n, whatever their stride, and nothing past n.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +19,7 @@
 
 #include <attnref/kernels/detail/online_softmax.hpp>
 #include <attnref/kernels/detail/packet_sums.hpp>
+#include <attnref/kernels/detail/row_scales.hpp>
 #include <attnref/kernels/detail/rows_ahead.hpp>
 #include <attnref/kernels/paged_attention.hpp>
 
@@ -257,6 +260,36 @@ TEST(ExpShifted, MatchesFloat64AndZeroesMaskedLogitsInPacketsAndTails) {
       expect_exp_shifted_matches_float64<true>(n, offset, rng);
       expect_exp_shifted_matches_float64<false>(n, offset, rng);
     }
+}
+
+TEST(RowScales, FiniteFindsOneNaNOrInfiniteScaleAtAnyPlaceAndStrideAndNothingPastN) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (std::int64_t ld : {1, 3}) {
+    for (std::int64_t n : {1, 5, 16, 17, 64, 130}) {
+      std::vector<float> scales(ix(n * ld + 2 * ld), 0.01f);
+      scales[ix(n * ld)] = nan;  // one past the last scale asked about: not looked at
+      const attnref::detail::RowScales r{scales.data(), ld};
+      EXPECT_TRUE(r.finite(n)) << "ld " << ld << " n " << n;
+      EXPECT_TRUE(r.finite(0));
+      for (std::int64_t bad_at : {std::int64_t{0}, n / 2, n - 1})
+        for (float bad : {nan, inf, -inf}) {
+          std::vector<float> s = scales;
+          s[ix(bad_at * ld)] = bad;
+          const attnref::detail::RowScales b{s.data(), ld};
+          EXPECT_FALSE(b.finite(n)) << "ld " << ld << " n " << n << " at " << bad_at;
+          // Large finite scales are finite: their product with 0 is 0, not NaN.
+          s[ix(bad_at * ld)] = std::numeric_limits<float>::max();
+          EXPECT_TRUE(b.finite(n)) << "ld " << ld << " n " << n << " at " << bad_at;
+        }
+    }
+  }
+  // One scale for all rows (ld 0, vLLM's per-tensor scale).
+  float one = 2.0f;
+  EXPECT_TRUE((attnref::detail::RowScales{&one, 0}.finite(1000)));
+  one = inf;
+  EXPECT_FALSE((attnref::detail::RowScales{&one, 0}.finite(1000)));
+  EXPECT_TRUE((attnref::detail::RowScales{&one, 0}.finite(0)));
 }
 
 }  // namespace
