@@ -356,6 +356,17 @@ const bool kRegistered = [] {
   for (std::int64_t ctx : {512, 2048, 8192, 32768})
     for (int variant : {0, 1, 2})
       register_paged<float>(variant, "f32", {2, 32, 8, 128, 16, ctx}, 1);
+  // The kernel's arithmetic alone: one KV head, 4 query heads, 1024 tokens in one page, so K and
+  // V (1 MiB in f32) stay in L2 between iterations; times 256 it is the reference shape's work
+  // (64 sequence-KV-head items of 4096 tokens) with memory for free (docs/benchmarks.md).
+  {
+    const Shape in_l2{1, 4, 1, 128, 1024, 1024};
+    register_paged<float>(0, "f32", in_l2, 1);
+    register_paged<Eigen::bfloat16>(0, "bf16", in_l2, 1);
+    register_paged<Eigen::half>(0, "half", in_l2, 1);
+    register_paged<std::int8_t>(0, "int8", in_l2, 1);
+    register_paged<attnref::float8_e4m3fn>(0, "e4m3", in_l2, 1);
+  }
   // Split-KV: one sequence, one KV head, long context, 1 vs 2 threads.
   for (int threads : {1, 2}) register_paged<float>(0, "f32", {1, 4, 1, 128, 16, 32768}, threads);
   return true;

@@ -75,14 +75,16 @@ def paged_table(results):
     rows.sort(key=lambda r: (r[0].get("ctx"), r[0].get("B"), r[0].get("Hq"), r[0].get("D"),
                              r[0].get("page"), r[0].get("dtype"), r[0].get("threads"),
                              r[0].get("variant")))
-    out = ["| variant | B | Hq/Hkv | D | page | ctx | KV | threads | ms (median) | GB/s | probe GB/s | of probe | page-order GB/s | of page-order |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| variant | B | Hq/Hkv | D | page | ctx | KV | threads | ms (median) | GB/s | probe GB/s | of probe | page-order GB/s | of page-order | GFLOP/s | FMA probe |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for a, b in rows:
         pages = "{:.1f} | {:.0%}".format(b["pages_GBps"], b["frac_pages"]) if "pages_GBps" in b else " | "
-        out.append("| {} | {} | {}/{} | {} | {} | {} | {} | {} | {:.2f} | {:.1f} | {:.1f} | {:.0%} | {} |".format(
+        flops = "{:.0f} | {:.0f}".format(b["GFLOPs"], b["fma_GFLOPs"]) if "GFLOPs" in b else " | "
+        t = ms(b)  # the in-L2 cases take hundredths of a millisecond
+        out.append("| {} | {} | {}/{} | {} | {} | {} | {} | {} | {} | {:.1f} | {:.1f} | {:.0%} | {} | {} |".format(
             b.get("label", ""), a["B"], a["Hq"], a["Hkv"], a["D"], a["page"], a["ctx"],
-            a["dtype"], a["threads"], ms(b), b["GBps"], b["probe_GBps"],
-            b["frac_probe"], pages))
+            a["dtype"], a["threads"], "{:.2f}".format(t) if t >= 1 else "{:.4f}".format(t),
+            b["GBps"], b["probe_GBps"], b["frac_probe"], pages, flops))
     return "\n".join(out)
 
 
