@@ -358,9 +358,10 @@ const bool kRegistered = [] {
       register_paged<float>(variant, "f32", {2, 32, 8, 128, 16, ctx}, 1);
   // The kernel's arithmetic alone: one KV head, 4 query heads, 1024 tokens in one page, so K and
   // V (1 MiB in f32) stay in L2 between iterations; times 256 it is the reference shape's work
-  // (64 sequence-KV-head items of 4096 tokens) with memory for free (docs/benchmarks.md).
-  {
-    const Shape in_l2{1, 4, 1, 128, 1024, 1024};
+  // (64 sequence-KV-head items of 4096 tokens) with memory for free (docs/benchmarks.md). The
+  // same tokens in 64 random pages of 16: what small pages cost the arithmetic.
+  for (std::int64_t page : {1024, 16}) {
+    const Shape in_l2{1, 4, 1, 128, page, 1024};
     register_paged<float>(0, "f32", in_l2, 1);
     register_paged<Eigen::bfloat16>(0, "bf16", in_l2, 1);
     register_paged<Eigen::half>(0, "half", in_l2, 1);

@@ -276,7 +276,7 @@ struct RaggedCall {
   /// (unscaled: the decode path applies the scales to the products).
   WideRows<std::remove_cv_t<KV>> wide_rows(const TensorView<const KV, 4>& pages, std::int64_t h,
                                            std::int64_t page, std::int64_t slot) const noexcept {
-    return {&pages(h, page, slot, 0), pages.strides[2]};
+    return {{&pages(h, page, slot, 0), pages.strides[2]}};
   }
 
   /// Whether `widens_exactly` (widen.hpp) holds for K and V of n tokens from `slot` of `page`,
@@ -510,7 +510,7 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
             continue;
           }
         }
-        scores(AccRows<Acc>{p.k + h * p.head_step, p.ld});
+        scores(AccRows<Acc>{{p.k + h * p.head_step, p.ld}});
       }
       sc.pieces.push_back(p);
       t += p.n;
@@ -551,7 +551,7 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
                                group, 0, p.t, p.t + p.n, v, p.ld);
           continue;
         }
-        pv_rows<Acc>(probs, lds, rows, AccRows<Acc>{v, p.ld}, p.n, dim, sc.acc_s.row(base).data(),
+        pv_rows<Acc>(probs, lds, rows, AccRows<Acc>{{v, p.ld}}, p.n, dim, sc.acc_s.row(base).data(),
                      dim, ahead);
       }
     }

@@ -74,15 +74,18 @@ inline std::int64_t tokens_ahead(std::int64_t row_bytes, std::int64_t element_by
   return row_bytes > 0 ? std::max<std::int64_t>(1, bytes / row_bytes) : 1;
 }
 
-/// Row t (t < rows) at `base + t * ld_bytes`, `row_bytes` long.
+/// Row t (t < rows) at `base + t * ld_bytes`, or at `listed[t]` when the rows lie on several
+/// pages; `row_bytes` long.
 struct RowsAhead {
   const char* base = nullptr;
+  const char* const* listed = nullptr;
   std::int64_t ld_bytes = 0;
   std::int64_t row_bytes = 0;
   std::int64_t rows = 0;
   bool into_l1 = true;
 
-  /// The same rows `bytes` further on (another head of the same pages), or none.
+  /// The same rows `bytes` further on (another head of the same pages), or none. Rows at
+  /// `base` only.
   RowsAhead shifted(std::int64_t bytes) const noexcept {
     RowsAhead r = *this;
     if (r.base != nullptr) r.base += bytes;
@@ -92,7 +95,7 @@ struct RowsAhead {
   /// Asks for every line of row t, if there is a row t.
   ATTNREF_AHEAD_INLINE void fetch_row(std::int64_t t) const noexcept {
     if (t >= rows) return;
-    const char* row = base + t * ld_bytes;
+    const char* row = listed != nullptr ? listed[t] : base + t * ld_bytes;
     if (into_l1)
       for (std::int64_t b = 0; b < row_bytes; b += kCacheLineBytes) ATTNREF_PREFETCH(row + b);
     else

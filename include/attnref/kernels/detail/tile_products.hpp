@@ -65,16 +65,32 @@ inline Acc madd(Acc a, Acc b, Acc c) noexcept {
 #endif
 }
 
-/// K or V rows already in the accumulator type: row t at `data + t * ld`, unit dim stride.
-template <class Acc>
-struct AccRows {
-  const Acc* data;
+/// Where row t of a K or V tile starts: `data + t * ld` (the rows of one page, or of any
+/// strided matrix). Formed per access: a pointer one row past the last could overflow when the
+/// row stride is huge (a legal stride on a dimension the call only reads once).
+template <class E>
+struct StridedRows {
+  const E* data;
   std::int64_t ld;
+  const E* row(std::int64_t t) const noexcept { return data + t * ld; }
+};
+
+/// Where row t starts when the rows lie on several pages: `rows[t]`, one address per token, so
+/// one tile covers a chunk of small pages (per-piece calls cost 10-15% of decode with pages of
+/// 16 and K/V in L2).
+template <class E>
+struct ListedRows {
+  const char* const* rows;
+  const E* row(std::int64_t t) const noexcept { return reinterpret_cast<const E*>(rows[t]); }
+};
+
+/// K or V rows already in the accumulator type, unit dim stride, found through `Rows`.
+template <class Acc, class Rows = StridedRows<Acc>>
+struct AccRows {
+  Rows rows;
   template <class Packet>
   Packet packet(std::int64_t t, std::int64_t d) const noexcept {
-    // Formed per access: a pointer one row past the last could overflow when the row stride is
-    // huge (a legal stride on a dimension the call only reads once).
-    return Eigen::internal::ploadu<Packet>(data + t * ld + d);
+    return Eigen::internal::ploadu<Packet>(rows.row(t) + d);
   }
   /// Packets d, d + W, ..., d + (G - 1) W of row t.
   template <class Packet, int G>
@@ -84,7 +100,7 @@ struct AccRows {
   }
   /// Packets per `packets` call that cost least per packet.
   static constexpr int kPacketsPerLoad = 1;
-  Acc scalar(std::int64_t t, std::int64_t d) const noexcept { return data[t * ld + d]; }
+  Acc scalar(std::int64_t t, std::int64_t d) const noexcept { return rows.row(t)[d]; }
 };
 
 /// Whether K/V elements of type KV can reach the tile products as `WideRows` for accumulator
@@ -98,26 +114,25 @@ inline constexpr bool kWidenableRows =
 template <class E>
 inline constexpr bool kScaledElements = std::is_same<E, std::int8_t>::value || is_fp8_dtype<E>;
 
-/// K or V rows stored as E (bf16, half, int8 or fp8; unit dim stride, row t at `data + t * ld`)
+/// K or V rows stored as E (bf16, half, int8 or fp8; unit dim stride, found through `Rows`)
 /// widened to f32 in registers, exactly. 8-bit rows give their codes' values unscaled: the
 /// kernels apply a row's scale to the products (row_scales.hpp).
-template <class E>
+template <class E, class Rows = StridedRows<E>>
 struct WideRows {
-  const E* data;
-  std::int64_t ld;
+  Rows rows;
 
   template <class Packet>
   Packet packet(std::int64_t t, std::int64_t d) const noexcept {
-    return widen_packet<Packet>(data + t * ld + d);
+    return widen_packet<Packet>(rows.row(t) + d);
   }
   template <class Packet, int G>
   void packets(std::int64_t t, std::int64_t d, Packet* out) const noexcept {
-    widen_packets<Packet, G>(data + t * ld + d, out);
+    widen_packets<Packet, G>(rows.row(t) + d, out);
     for (int g = 0; g < G; ++g) out[g] = in_register(out[g]);
   }
   static constexpr int kPacketsPerLoad = kPacketsPerWidening<PacketOf<float>, E>;
   float scalar(std::int64_t t, std::int64_t d) const noexcept {
-    return widen_scalar(data[t * ld + d]);
+    return widen_scalar(rows.row(t)[d]);
   }
 };
 
