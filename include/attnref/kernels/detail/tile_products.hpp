@@ -9,7 +9,8 @@
 /// Rows are taken in blocks of 8, 4, 2 and 1, so any group size works, and every K and V row is
 /// loaded once per row block, not once per query row. K and V come from a row source: rows
 /// already in the accumulator type (`AccRows`), or 16/8-bit page rows widened in registers as
-/// they are loaded (`WideRows`), with no scratch round trip.
+/// they are loaded (`WideRows`), with no scratch round trip; either finds its rows by a stride
+/// (`StridedRows`) or by a list of addresses (`ListedRows`).
 #pragma once
 
 #include <algorithm>
@@ -76,8 +77,7 @@ struct StridedRows {
 };
 
 /// Where row t starts when the rows lie on several pages: `rows[t]`, one address per token, so
-/// one tile covers a chunk of small pages (per-piece calls cost 10-15% of decode with pages of
-/// 16 and K/V in L2).
+/// one tile covers a softmax step over small pages (`ChunkRows` in paged_attention.hpp).
 template <class E>
 struct ListedRows {
   const char* const* rows;
