@@ -307,13 +307,14 @@ void for_each_page_run(std::int64_t t0, std::int64_t t1, std::int64_t page_size,
   }
 }
 
-/// The addresses of n rows of K or V (KV head h) from `slot` of `page`, into `out`.
+/// The addresses of n rows of K or V (KV head h) from `slot` of `page`, into `out`. Each through
+/// the view's own offset: a slot stride in bytes may not fit in int64 when a page holds one
+/// token (a legal stride on a dimension of extent 1; found by fuzz_paged).
 template <class T>
 void list_rows(const TensorView<const T, 4>& pages, std::int64_t h, std::int64_t page,
                std::int64_t slot, std::int64_t n, const char** out) {
-  const char* row = reinterpret_cast<const char*>(&pages(h, page, slot, 0));
-  const std::int64_t ld = pages.strides[2] * static_cast<std::int64_t>(sizeof(T));
-  for (std::int64_t i = 0; i < n; ++i) out[i] = row + i * ld;
+  for (std::int64_t i = 0; i < n; ++i)
+    out[i] = reinterpret_cast<const char*>(&pages(h, page, slot + i, 0));
 }
 
 /// Where the factored scales (row_scales.hpp) of a listed chunk come from: none for unscaled
