@@ -107,16 +107,23 @@ struct ChunkRows {
 /// measured 10-30% slower tile products on AVX2.
 template <class Acc>
 struct PagedScratch {
-  // [G, D], [G, chunk_tokens(G)], [piece_rows(D), D] x 2
+  // [G, D], 2 x [G, chunk_tokens(G)], [piece_rows(D), D] x 2: a chunk's scores stay while the
+  // next chunk's are computed (`attend_pages`)
   std::vector<Acc, Eigen::aligned_allocator<Acc>> q, scores, k, v;
+  std::vector<Acc> alpha;  // [G] the factors of a softmax step for the rows' outputs
   OnlineSoftmax<Acc> state;
-  ChunkRows chunk;
+  ChunkRows chunks[2];
   void reserve(std::int64_t group, std::int64_t dim) {
     q.resize(static_cast<size_t>(group * dim));
-    scores.resize(static_cast<size_t>(group * chunk_tokens(group)));
+    scores.resize(static_cast<size_t>(2 * group * chunk_tokens(group)));
     k.resize(static_cast<size_t>(piece_rows(dim) * dim));
     v.resize(static_cast<size_t>(piece_rows(dim) * dim));
-    chunk.reserve(chunk_tokens(group));
+    alpha.resize(static_cast<size_t>(group));
+    for (ChunkRows& c : chunks) c.reserve(chunk_tokens(group));
+  }
+  /// The scores of chunk buffer i (0 or 1), [G, chunk] with row stride chunk.
+  Acc* scores_of(int i, std::int64_t group, std::int64_t chunk) noexcept {
+    return scores.data() + i * group * chunk;
   }
 };
 
@@ -438,31 +445,48 @@ using ListedChunkRows =
     std::conditional_t<std::is_same<Acc, KV>::value, AccRows<Acc, ListedRows<KV>>,
                        WideRows<KV, ListedRows<KV>>>;
 
-/// The scores of a listed chunk of n tokens, scaled as the per-piece path scales them (the same
-/// sums in the same order).
+/// The scores of a listed chunk `c` of n tokens into `scores` [group, chunk], scaled as the
+/// per-piece path scales them (the same sums in the same order).
 template <class Acc, bool kDivide, class KV>
-void listed_scores(PagedScratch<Acc>& s, std::int64_t group, std::int64_t dim, std::int64_t n,
-                   std::int64_t chunk) {
+void listed_scores(const PagedScratch<Acc>& s, const ChunkRows& c, Acc* scores, std::int64_t group,
+                   std::int64_t dim, std::int64_t n, std::int64_t chunk) {
   if constexpr (kListableRows<Acc, KV>) {  // else never listed (`chunks_listable`)
-    const ChunkRows& c = s.chunk;
-    qk_rows<Acc>(s.q.data(), dim, group, ListedChunkRows<Acc, KV>{{c.k.data()}}, n, dim,
-                 s.scores.data(), chunk, c.k_rows_ahead);
+    qk_rows<Acc>(s.q.data(), dim, group, ListedChunkRows<Acc, KV>{{c.k.data()}}, n, dim, scores,
+                 chunk, c.k_rows_ahead);
     if constexpr (std::is_same<Acc, float>::value)
-      if (c.k_factored) scale_columns<kDivide>(s.scores.data(), chunk, group, n, c.k_factored);
+      if (c.k_factored) scale_columns<kDivide>(scores, chunk, group, n, c.k_factored);
   }
 }
 
-/// The probabilities of a listed chunk of n tokens times its V rows, added to the output.
-template <class Acc, bool kDivide, class KV>
-void listed_values(PagedScratch<Acc>& s, std::int64_t group, std::int64_t dim, std::int64_t n,
-                   std::int64_t chunk) {
+/// Tokens [i0, i1) of a listed chunk `c`: their probabilities (columns i0.. of `probs` [group,
+/// chunk], scaled already) times their V rows, added to the output; the rows ahead of those
+/// tokens asked for.
+template <class Acc, class KV>
+void listed_values(PagedScratch<Acc>& s, const ChunkRows& c, const Acc* probs, std::int64_t group,
+                   std::int64_t dim, std::int64_t i0, std::int64_t i1, std::int64_t chunk) {
   if constexpr (kListableRows<Acc, KV>) {  // else never listed (`chunks_listable`)
-    const ChunkRows& c = s.chunk;
-    if constexpr (std::is_same<Acc, float>::value)
-      if (c.v_factored) scale_columns<kDivide>(s.scores.data(), chunk, group, n, c.v_factored);
-    pv_rows<Acc>(s.scores.data(), chunk, group, ListedChunkRows<Acc, KV>{{c.v.data()}}, n, dim,
-                 s.state.o.data(), dim, c.v_rows_ahead);
+    RowsAhead ahead = c.v_rows_ahead;
+    ahead.listed += i0;
+    ahead.rows = std::max<std::int64_t>(0, std::min(ahead.rows, i1) - i0);
+    pv_rows<Acc>(probs + i0, chunk, group, ListedChunkRows<Acc, KV>{{c.v.data() + i0}}, i1 - i0,
+                 dim, s.state.o.data(), dim, ahead);
   }
+}
+
+/// Runs of tokens a chunk's P·V is cut into, with the rows of the next chunk's softmax step
+/// spread between them (`attend_pages`). The step asks for no rows: run in one piece between
+/// the tiles, it left the memory system idle for most of its length, as the rows asked for
+/// before it arrive long before it ends. 2 for rows of 4-byte elements or wider, whose decode
+/// waits on memory; 1 (the step after the whole P·V) for 16-bit and 8-bit rows, which their
+/// arithmetic bounds on the AVX-512 Xeon, where each cut costs a reload of the P·V
+/// accumulators. Measured there, reference shape, 1 thread, old and new binaries alternated 3
+/// times, medians of 3: f32 pages of 16 25.3-25.9 -> 24.2-24.4 ms, one page per sequence
+/// 25.6-25.9 -> 24.8-25.1; 2 runs cost f32 3% with K and V in L2 (0.0264 -> 0.0273-0.0279 ms)
+/// and int8 2% at the reference shape with pages of 16; with 1 run, 16-bit and 8-bit in L2
+/// stay within 1%; 4 runs were no faster than 2.
+template <class KV>
+constexpr std::int64_t value_runs(std::int64_t group) noexcept {
+  return sizeof(KV) >= 4 ? std::min<std::int64_t>(group, 2) : 1;
 }
 
 /// Folds the tokens of pages [page_begin, page_end) of sequence b into the online-softmax state
@@ -470,6 +494,11 @@ void listed_values(PagedScratch<Acc>& s, std::int64_t group, std::int64_t dim, s
 /// softmax step. Reads only the rows `paged_keys` gives, and asks for the K (V) rows some tokens
 /// ahead as it reads K (V): the hardware prefetchers stop at each page. The range starting at
 /// page 0 holds the sinks (so a split-KV merge counts each once).
+///
+/// A chunk's P·V runs after the next chunk's Q·K, and with f32 rows the next chunk's softmax
+/// step runs between two halves of it (`value_runs`). Each output row is still rescaled after
+/// the previous chunk's values and before its own, so every sum is the one of a step-by-step
+/// fold, bit for bit.
 template <class Acc, class Q, class KV, class Index>
 void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std::int64_t h,
                   std::int64_t page_begin, std::int64_t page_end, PagedScratch<Acc>& s) {
@@ -489,58 +518,106 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
       s.state.start_with_sink(g, static_cast<Acc>(a.sinks(heads.q_head(h, g))));
   const KeyRange keys = paged_keys(a, b, page_begin, page_end);
   const std::int64_t t_begin = keys.lo, t_end = std::max(keys.lo, keys.hi);
+  if (t_begin >= t_end) return;
   const std::int64_t max_rows = piece_rows(dim);
   const std::int64_t chunk = chunk_tokens(group);
   const bool listable = chunks_listable<Acc>(a, round_kv, chunk);
-  for (std::int64_t c0 = t_begin; c0 < t_end; c0 += chunk) {
-    const std::int64_t c1 = std::min(c0 + chunk, t_end);
-    scales_ahead(a, b, h, c1, std::min(c1 + chunk, t_end));
-    const bool listed = listable && c0 / page_size != (c1 - 1) / page_size &&
-                        list_chunk(a, b, h, c0, c1, t_end, s.chunk);
-    if (listed)
-      listed_scores<Acc, kDivide, KV>(s, group, dim, c1 - c0, chunk);
+
+  // Tokens [t0, t1), their scores in buffer `buffer` and, when listed, their rows there too.
+  struct Chunk {
+    std::int64_t t0 = 0, t1 = 0;
+    int buffer = 0;
+    bool listed = false;
+  };
+  const auto logits_of = [&](const Chunk& c) {
+    return Eigen::Map<RowMajorMatrix<Acc>, Eigen::Unaligned, Eigen::OuterStride<>>(
+        s.scores_of(c.buffer, group, chunk), group, c.t1 - c.t0, Eigen::OuterStride<>(chunk));
+  };
+  // Chunk c's logits: its Q·K, scaled, soft-capped and ALiBi-biased.
+  const auto add_logits = [&](Chunk& c) {
+    ChunkRows& rows = s.chunks[c.buffer];
+    Acc* scores = s.scores_of(c.buffer, group, chunk);
+    scales_ahead(a, b, h, c.t1, std::min(c.t1 + chunk, t_end));
+    c.listed = listable && c.t0 / page_size != (c.t1 - 1) / page_size &&
+               list_chunk(a, b, h, c.t0, c.t1, t_end, rows);
+    if (c.listed)
+      listed_scores<Acc, kDivide, KV>(s, rows, scores, group, dim, c.t1 - c.t0, chunk);
     else
-      for_each_piece(c0, c1, page_size, max_rows,
-                     [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
-                       const std::int64_t t = j * page_size + first;
-                       with_page_rows<Acc>(
-                           a.k_pages, a.k_scales, h, a.page_indices(b, j), first, rows, round_kv,
-                           s.k.data(), [&](const auto& k, const RowScales& k_scales) {
-                             Acc* scores = s.scores.data() + (t - c0);
-                             qk_rows<Acc>(s.q.data(), dim, group, k, rows, dim, scores, chunk,
-                                          paged_rows_ahead(a, a.k_pages, b, h, t, rows, t_end));
-                             if constexpr (std::is_same<Acc, float>::value)
-                               if (k_scales)
-                                 scale_columns<kDivide>(scores, chunk, group, rows, k_scales);
-                           });
-                     });
-    Eigen::Map<RowMajorMatrix<Acc>, Eigen::Unaligned, Eigen::OuterStride<>> all_scores(
-        s.scores.data(), group, chunk, Eigen::OuterStride<>(chunk));
-    auto scores = all_scores.leftCols(c1 - c0);
-    logits.apply(scores);
+      for_each_piece(
+          c.t0, c.t1, page_size, max_rows, [&](std::int64_t j, std::int64_t first, std::int64_t n) {
+            const std::int64_t t = j * page_size + first;
+            with_page_rows<Acc>(a.k_pages, a.k_scales, h, a.page_indices(b, j), first, n, round_kv,
+                                s.k.data(), [&](const auto& k, const RowScales& k_scales) {
+                                  Acc* piece = scores + (t - c.t0);
+                                  qk_rows<Acc>(s.q.data(), dim, group, k, n, dim, piece, chunk,
+                                               paged_rows_ahead(a, a.k_pages, b, h, t, n, t_end));
+                                  if constexpr (std::is_same<Acc, float>::value)
+                                    if (k_scales)
+                                      scale_columns<kDivide>(piece, chunk, group, n, k_scales);
+                                });
+          });
+    auto x = logits_of(c);
+    logits.apply(x);
     if (!a.alibi_slopes.empty_view())
       for (std::int64_t g = 0; g < group; ++g)
-        add_alibi(scores.row(g), static_cast<Acc>(a.alibi_slopes(heads.q_head(h, g))), c0,
-                  length - 1);
-    s.state.template fold<false>(scores);
-    if (listed)
-      listed_values<Acc, kDivide, KV>(s, group, dim, c1 - c0, chunk);
-    else
-      for_each_piece(c0, c1, page_size, max_rows,
-                     [&](std::int64_t j, std::int64_t first, std::int64_t rows) {
-                       const std::int64_t t = j * page_size + first;
-                       with_page_rows<Acc>(
-                           a.v_pages, a.v_scales, h, a.page_indices(b, j), first, rows, round_kv,
-                           s.v.data(), [&](const auto& v, const RowScales& v_scales) {
-                             Acc* p = s.scores.data() + (t - c0);  // not needed after this
-                             if constexpr (std::is_same<Acc, float>::value)
-                               if (v_scales)
-                                 scale_columns<kDivide>(p, chunk, group, rows, v_scales);
-                             pv_rows<Acc>(p, chunk, group, v, rows, dim, s.state.o.data(), dim,
-                                          paged_rows_ahead(a, a.v_pages, b, h, t, rows, t_end));
-                           });
-                     });
+        add_alibi(x.row(g), static_cast<Acc>(a.alibi_slopes(heads.q_head(h, g))), c.t0, length - 1);
+  };
+  // Row g of chunk c's softmax step: its logits become probabilities; the factor for its
+  // output waits in `alpha` until the previous chunk's values are in.
+  const auto fold_row = [&](const Chunk& c, std::int64_t g) {
+    s.alpha[static_cast<size_t>(g)] =
+        fold_logits<false>(logits_of(c).row(g), s.state.m[g], s.state.l[g]);
+  };
+  const auto rescale_outputs = [&] {
+    for (std::int64_t g = 0; g < group; ++g) {
+      const Acc alpha = s.alpha[static_cast<size_t>(g)];
+      if (alpha != Acc(1)) s.state.o.row(g) *= alpha;
+    }
+  };
+  // Chunk c's probabilities times its V rows, added to the output in `value_runs` runs of
+  // tokens; between(g) for each row g of the group, spread evenly after the runs.
+  const auto add_values = [&](const Chunk& c, auto&& between) {
+    Acc* probs = s.scores_of(c.buffer, group, chunk);
+    const ChunkRows& rows = s.chunks[c.buffer];
+    const std::int64_t n = c.t1 - c.t0;
+    if constexpr (std::is_same<Acc, float>::value)
+      if (c.listed && rows.v_factored)
+        scale_columns<kDivide>(probs, chunk, group, n, rows.v_factored);
+    const std::int64_t runs = value_runs<KV>(group);
+    for (std::int64_t r = 0; r < runs; ++r) {
+      const std::int64_t i0 = n * r / runs, i1 = n * (r + 1) / runs;
+      if (c.listed)
+        listed_values<Acc, KV>(s, rows, probs, group, dim, i0, i1, chunk);
+      else
+        for_each_piece(c.t0 + i0, c.t0 + i1, page_size, max_rows,
+                       [&](std::int64_t j, std::int64_t first, std::int64_t m) {
+                         const std::int64_t t = j * page_size + first;
+                         with_page_rows<Acc>(
+                             a.v_pages, a.v_scales, h, a.page_indices(b, j), first, m, round_kv,
+                             s.v.data(), [&](const auto& v, const RowScales& v_scales) {
+                               Acc* p = probs + (t - c.t0);  // not needed after this
+                               if constexpr (std::is_same<Acc, float>::value)
+                                 if (v_scales) scale_columns<kDivide>(p, chunk, group, m, v_scales);
+                               pv_rows<Acc>(p, chunk, group, v, m, dim, s.state.o.data(), dim,
+                                            paged_rows_ahead(a, a.v_pages, b, h, t, m, t_end));
+                             });
+                       });
+      for (std::int64_t g = group * r / runs; g < group * (r + 1) / runs; ++g) between(g);
+    }
+  };
+
+  Chunk current{t_begin, std::min(t_begin + chunk, t_end), 0};
+  add_logits(current);
+  for (std::int64_t g = 0; g < group; ++g) fold_row(current, g);
+  rescale_outputs();
+  while (current.t1 < t_end) {
+    Chunk next{current.t1, std::min(current.t1 + chunk, t_end), current.buffer ^ 1};
+    add_logits(next);
+    add_values(current, [&](std::int64_t g) { fold_row(next, g); });
+    rescale_outputs();
+    current = next;
   }
+  add_values(current, [](std::int64_t) {});
 }
 
 /// How many page ranges each (sequence, KV head) is split into: 1 unless there are fewer items
