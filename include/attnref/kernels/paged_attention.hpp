@@ -84,10 +84,11 @@ inline std::int64_t chunk_tokens(std::int64_t group) noexcept {
   return group >= kPieceElements ? 1 : std::min(kChunkTokens, kPieceElements / group);
 }
 
-/// The K and V rows of one chunk when it spans several pages, as an address per token (and the
-/// rows asked for ahead likewise), with their factored scales gathered: one tile product then
-/// covers the chunk. With a call per 16-token page, K and V in L2, decode took 8-16% longer than
-/// over one page per sequence (f32 8%, int8 16%, e4m3 13%). Filled by `list_chunk`.
+/// The K and V rows of one chunk when it spans several pages (f32 rows: any chunk,
+/// `lists_chunk`), as an address per token (and the rows asked for ahead likewise), with their
+/// factored scales gathered: one tile product then covers the chunk. With a call per 16-token page,
+/// K and V in L2, decode took 8-16% longer than over one page per sequence (f32 8%, int8 16%, e4m3
+/// 13%). Filled by `list_chunk`.
 struct ChunkRows {
   std::vector<const char*> k, v, k_ahead, v_ahead;  // [chunk] each
   std::vector<float> k_scales, v_scales;            // [chunk] each, when gathered
@@ -283,9 +284,13 @@ inline void for_each_piece(std::int64_t t0, std::int64_t t1, std::int64_t page_s
 template <class Acc, class KV>
 inline constexpr bool kListableRows = kWidenableRows<Acc, KV> || std::is_same<Acc, KV>::value;
 
-/// Whether every chunk of this call may be listed (`list_chunk`): pages smaller than a chunk,
-/// rows read in place or widened in registers (unit dim stride, no bf16 rounding first), and
-/// scales none, one per token or one per tensor.
+/// Whether the rows of KV are read in place by accumulator Acc (f32 pages, f32 accumulation).
+template <class Acc, class KV>
+inline constexpr bool kRowsInPlace = std::is_same<Acc, KV>::value;
+
+/// Whether every chunk of this call may be listed (`list_chunk`): pages smaller than a chunk
+/// or rows read in place, rows read in place or widened in registers (unit dim stride, no bf16
+/// rounding first), and scales none, one per token or one per tensor.
 template <class Acc, class Q, class KV, class Index>
 bool chunks_listable(const PagedAttentionArgs<Q, KV, Index>& a, bool round_kv, std::int64_t chunk) {
   if constexpr (!kListableRows<Acc, KV>) {
@@ -294,9 +299,21 @@ bool chunks_listable(const PagedAttentionArgs<Q, KV, Index>& a, bool round_kv, s
     const auto per_token = [](const TensorView<const float, 4>& scales) {
       return scales.empty_view() || scales.extents[3] == 1;
     };
-    return a.page_size() < chunk && !round_kv && a.k_pages.strides[3] == 1 &&
-           a.v_pages.strides[3] == 1 && per_token(a.k_scales) && per_token(a.v_scales);
+    return (a.page_size() < chunk || kRowsInPlace<Acc, KV>)&&!round_kv &&
+           a.k_pages.strides[3] == 1 && a.v_pages.strides[3] == 1 && per_token(a.k_scales) &&
+           per_token(a.v_scales);
   }
+}
+
+/// Whether a listable call lists chunk [t0, t1) (`list_chunk`): one that spans pages, and with
+/// rows read in place any chunk. Within one page, listed f32 rows measured faster on the
+/// AVX-512 Xeon than one strided piece (reference shape, one page per sequence, 3 alternations,
+/// medians of 3: 1 thread 24.5-24.7 -> 23.7-24.0 ms, 2 threads 12.1-12.5 -> 11.8-12.2; with K
+/// and V in L2 0.0273 -> 0.0270 ms), and widened rows slower (in L2 bf16 0.0250 -> 0.0258, int8
+/// 0.0261-0.0264 -> 0.0274-0.0275, which also gathers its scales).
+template <class Acc, class KV>
+bool lists_chunk(std::int64_t t0, std::int64_t t1, std::int64_t page_size) noexcept {
+  return kRowsInPlace<Acc, KV> || t0 / page_size != (t1 - 1) / page_size;
 }
 
 /// Calls fn(page, slot, n, i) for the runs of tokens [t0, t1) that lie in one page each: n
@@ -538,7 +555,7 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
     ChunkRows& rows = s.chunks[c.buffer];
     Acc* scores = s.scores_of(c.buffer, group, chunk);
     scales_ahead(a, b, h, c.t1, std::min(c.t1 + chunk, t_end));
-    c.listed = listable && c.t0 / page_size != (c.t1 - 1) / page_size &&
+    c.listed = listable && lists_chunk<Acc, KV>(c.t0, c.t1, page_size) &&
                list_chunk(a, b, h, c.t0, c.t1, t_end, rows);
     if (c.listed)
       listed_scores<Acc, kDivide, KV>(s, rows, scores, group, dim, c.t1 - c.t0, chunk);
