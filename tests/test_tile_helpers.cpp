@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The register-level helpers of the tile products: `sum_lanes` (the horizontal sums of several
-// accumulators at once) must give Eigen's `predux` bit for bit, and the rows a decode kernel
+// accumulators at once) and, on AVX-512, `PairedLaneSums` (two sets of 8) must give Eigen's
+// `predux` bit for bit, and the rows a decode kernel
 // asks for ahead (`paged_rows_ahead`) must be the right rows of the right page, never past the
 // page or the sequence. `exp_shifted` (the softmax's exp, packet by packet) must match exp in
 // float64 and give exactly 0 for a masked logit (-inf) in packets and tails alike.
@@ -89,6 +90,48 @@ TEST(SumLanes, CarriesInfinityAndNaNLikePredux) {
   EXPECT_TRUE(std::isnan(sums[2]));
   expect_sums_match_predux<8>(v);
 }
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+TEST(SumLanes, PairedSetsOf8MatchPreduxBitForBitAndCarryInfinityAndNaN) {
+  std::mt19937 rng(13);
+  constexpr int W = kLanes<float>;
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<float> v = wide_values(16 * W, rng);
+    if (trial == 0) {
+      v[ix(3 * W)] = std::numeric_limits<float>::infinity();        // first set, 3: +inf
+      v[ix(9 * W + 5)] = std::numeric_limits<float>::quiet_NaN();   // second set, 1: NaN
+      v[ix(14 * W + 1)] = std::numeric_limits<float>::infinity();   // second set, 6:
+      v[ix(14 * W + 2)] = -std::numeric_limits<float>::infinity();  //   inf - inf = NaN
+    }
+    __m512 first[8], second[8];
+    for (int i = 0; i < 8; ++i) {
+      first[i] = _mm512_loadu_ps(v.data() + i * W);
+      second[i] = _mm512_loadu_ps(v.data() + (8 + i) * W);
+    }
+    attnref::detail::PairedLaneSums pair;
+    pair.first(first);
+    pair.second(second);
+    float sums[16];
+    pair.finish(sums);
+    for (int i = 0; i < 16; ++i) {
+      const float want = Eigen::internal::predux(i < 8 ? first[i] : second[i - 8]);
+      std::uint32_t got_bits, want_bits;
+      std::memcpy(&got_bits, &sums[i], sizeof got_bits);
+      std::memcpy(&want_bits, &want, sizeof want_bits);
+      if (std::isnan(want))
+        EXPECT_TRUE(std::isnan(sums[i])) << "trial " << trial << ", sum " << i;
+      else
+        EXPECT_EQ(got_bits, want_bits)
+            << "trial " << trial << ", sum " << i << ": " << sums[i] << " vs " << want;
+    }
+    if (trial == 0) {
+      EXPECT_EQ(sums[3], std::numeric_limits<float>::infinity());
+      EXPECT_TRUE(std::isnan(sums[9]));
+      EXPECT_TRUE(std::isnan(sums[14]));
+    }
+  }
+}
+#endif
 
 /// A [Hkv=2, pages=6, page=4, D=3] pool read by 2 sequences of 3 pages each, in a shuffled
 /// page order.

@@ -7,7 +7,8 @@
 ///    packet held in a register);
 ///  - `sum_lanes`: the horizontal sums of 8 or 16 accumulators at once by transposing adds (21
 ///    instructions for 8 on AVX, 45 for 16 on AVX-512, 9 per 4 on SSE), instead of separate
-///    reductions (on AVX-512 they were a quarter of the Q.K tile's samples in fp8 decode); each
+///    reductions (on AVX-512 they were a quarter of the Q.K tile's samples in fp8 decode), and
+///    on AVX-512 `PairedLaneSums` for two sets of 8 that are ready one after the other; each
 ///    sum is added in exactly the order of Eigen's `predux`, so the results are bit for bit the
 ///    same.
 #pragma once
@@ -85,18 +86,17 @@ EIGEN_ALWAYS_INLINE __m512 add_lanes128(__m512 x, __m512 y) noexcept {
   return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, Lo), _mm512_shuffle_f32x4(x, y, Hi));
 }
 
-/// The lane sums of a[0..15], 16-lane packets, as one packet, in 4 steps that each halve the
-/// lanes left to add and double the accumulators per packet: 45 instructions for 16 sums (74 by
-/// the 8-accumulator form). Each sum takes the adds of Eigen's AVX-512DQ `predux`: lane i with
-/// i + 8, then i + 4, then ((x0 + x2) + (x1 + x3)).
-EIGEN_ALWAYS_INLINE __m512 sum_lanes16(const __m512* a) noexcept {
-  // Per accumulator x, in 128-bit lanes L0..L3: h0 = L0 + L2, h1 = L1 + L3 (lane i + 8).
-  // b[m] = [h0 h1 of a[m] | h0 h1 of a[m + 4]], b[m + 4] the same of a[m + 8] and a[m + 12].
-  __m512 b[8];
-  for (int m = 0; m < 4; ++m) {
+/// The first of `sum_lanes16`'s 4 steps for 8 of its 16 accumulators, a[0..7] (or a[8..15]):
+/// b[m] = [h0 h1 of a[m] | h0 h1 of a[m + 4]] for m = 0..3, where per accumulator x, in 128-bit
+/// lanes L0..L3, h0 = L0 + L2 and h1 = L1 + L3 (lane i + 8).
+EIGEN_ALWAYS_INLINE void sum_lanes16_first(const __m512* a, __m512* b) noexcept {
+  for (int m = 0; m < 4; ++m)
     b[m] = add_lanes128<_MM_SHUFFLE(1, 0, 1, 0), _MM_SHUFFLE(3, 2, 3, 2)>(a[m], a[m + 4]);
-    b[m + 4] = add_lanes128<_MM_SHUFFLE(1, 0, 1, 0), _MM_SHUFFLE(3, 2, 3, 2)>(a[m + 8], a[m + 12]);
-  }
+}
+
+/// The other 3 steps, from the first step's 8 packets (b[0..3] of a[0..7], b[4..7] of
+/// a[8..15]): lane i of the result holds the sum of a[i].
+EIGEN_ALWAYS_INLINE __m512 sum_lanes16_rest(const __m512* b) noexcept {
   // c[m] = [h0 + h1 of a[m] | a[m + 4] | a[m + 8] | a[m + 12]] (lane i + 4).
   __m512 c[4];
   for (int m = 0; m < 4; ++m)
@@ -110,6 +110,33 @@ EIGEN_ALWAYS_INLINE __m512 sum_lanes16(const __m512* a) noexcept {
   return _mm512_add_ps(_mm512_shuffle_ps(d01, d23, _MM_SHUFFLE(2, 0, 2, 0)),
                        _mm512_shuffle_ps(d01, d23, _MM_SHUFFLE(3, 1, 3, 1)));
 }
+
+/// The lane sums of a[0..15], 16-lane packets, as one packet, in 4 steps that each halve the
+/// lanes left to add and double the accumulators per packet: 45 instructions for 16 sums (74 by
+/// the 8-accumulator form). Each sum takes the adds of Eigen's AVX-512DQ `predux`: lane i with
+/// i + 8, then i + 4, then ((x0 + x2) + (x1 + x3)).
+EIGEN_ALWAYS_INLINE __m512 sum_lanes16(const __m512* a) noexcept {
+  __m512 b[8];
+  sum_lanes16_first(a, b);
+  sum_lanes16_first(a + 8, b + 4);
+  return sum_lanes16_rest(b);
+}
+#endif
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+/// The lane sums of two sets of 8 accumulators that are ready one after the other (two steps of
+/// a tile), in `sum_lanes16`'s 45 instructions instead of twice the 37 of 8 at a time: the first
+/// set's first step runs as soon as it is ready, so only 4 packets wait for the second. The sums
+/// are bit for bit those of `sum_lanes` (Eigen's `predux`) on each set.
+struct PairedLaneSums {
+  __m512 b[8];
+  EIGEN_ALWAYS_INLINE void first(const __m512 (&a)[8]) noexcept { sum_lanes16_first(a, b); }
+  EIGEN_ALWAYS_INLINE void second(const __m512 (&a)[8]) noexcept { sum_lanes16_first(a, b + 4); }
+  /// sums[0..7]: the first set's, sums[8..15]: the second's.
+  EIGEN_ALWAYS_INLINE void finish(float* sums) const noexcept {
+    _mm512_storeu_ps(sums, sum_lanes16_rest(b));
+  }
+};
 #endif
 
 /// sums[i] = predux(acc[i]) for N accumulators, bit for bit.
