@@ -299,9 +299,9 @@ bool chunks_listable(const PagedAttentionArgs<Q, KV, Index>& a, bool round_kv, s
     const auto per_token = [](const TensorView<const float, 4>& scales) {
       return scales.empty_view() || scales.extents[3] == 1;
     };
-    return (a.page_size() < chunk || kRowsInPlace<Acc, KV>)&&!round_kv &&
-           a.k_pages.strides[3] == 1 && a.v_pages.strides[3] == 1 && per_token(a.k_scales) &&
-           per_token(a.v_scales);
+    const bool small_pages_or_in_place = a.page_size() < chunk || kRowsInPlace<Acc, KV>;
+    return small_pages_or_in_place && !round_kv && a.k_pages.strides[3] == 1 &&
+           a.v_pages.strides[3] == 1 && per_token(a.k_scales) && per_token(a.v_scales);
   }
 }
 
@@ -582,14 +582,11 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
   // Row g of chunk c's softmax step: its logits become probabilities; the factor for its
   // output waits in `alpha` until the previous chunk's values are in.
   const auto fold_row = [&](const Chunk& c, std::int64_t g) {
-    s.alpha[static_cast<size_t>(g)] =
-        fold_logits<false>(logits_of(c).row(g), s.state.m[g], s.state.l[g]);
+    s.alpha[static_cast<size_t>(g)] = s.state.template fold_row<false>(g, logits_of(c).row(g));
   };
   const auto rescale_outputs = [&] {
-    for (std::int64_t g = 0; g < group; ++g) {
-      const Acc alpha = s.alpha[static_cast<size_t>(g)];
-      if (alpha != Acc(1)) s.state.o.row(g) *= alpha;
-    }
+    for (std::int64_t g = 0; g < group; ++g)
+      s.state.rescale_row(g, s.alpha[static_cast<size_t>(g)]);
   };
   // Chunk c's probabilities times its V rows, added to the output in `value_runs` runs of
   // tokens; between(g) for each row g of the group, spread evenly after the runs.

@@ -29,6 +29,7 @@
 #include <limits>
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 #include <Eigen/Core>
 
@@ -228,10 +229,18 @@ struct OnlineSoftmax {
   /// `scores * V` to o.
   template <bool kMayMask, class Scores>
   void fold(Scores& scores) {
-    for (Eigen::Index r = 0; r < scores.rows(); ++r) {
-      const Acc alpha = fold_logits<kMayMask>(scores.row(r), m[r], l[r]);
-      if (alpha != Acc(1)) o.row(r) *= alpha;
-    }
+    for (Eigen::Index r = 0; r < scores.rows(); ++r)
+      rescale_row(r, fold_row<kMayMask>(r, scores.row(r)));
+  }
+  /// `fold` of row r alone, leaving o as it is: returns the factor for `rescale_row` (a kernel
+  /// that adds the previous tile's values to o after folding the next tile's logits).
+  template <bool kMayMask, class Row>
+  Acc fold_row(Eigen::Index r, Row&& x) {
+    return fold_logits<kMayMask>(std::forward<Row>(x), m[r], l[r]);
+  }
+  /// Row r of o times the factor `fold_row` returned.
+  void rescale_row(Eigen::Index r, Acc alpha) {
+    if (alpha != Acc(1)) o.row(r) *= alpha;
   }
   /// See `inverse_sum`; `has_logits`: row r had a visible key or a sink.
   Acc inverse_sum_of(Eigen::Index r, bool has_logits) const noexcept {
