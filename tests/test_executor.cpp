@@ -1,7 +1,9 @@
-// Executors: every index runs exactly once, whatever the pool size; adapters forward.
+// Executors: every index runs exactly once, whatever the pool size; adapters forward. The
+// kernels' work order: longest first, ties in index order.
 #include <gtest/gtest.h>
 
 #include <attnref/core/executor.hpp>
+#include <attnref/kernels/detail/work_order.hpp>
 
 #include <atomic>
 #include <vector>
@@ -44,6 +46,21 @@ TEST(Executor, ExternalAdapterForwardsToTheEnginesParallelFor) {
   EXPECT_EQ(external.concurrency(), 3);
   expect_each_index_once(external, 10);
   EXPECT_EQ(calls, 1);
+}
+
+TEST(WorkOrder, LongestFirstWithTiesInIndexOrderOnlyWhenThereIsAPoolToBalance) {
+  const std::vector<double> costs = {1, 5, 3, 5, 0, 3};
+  const auto cost = [&](std::int64_t i) { return costs[static_cast<size_t>(i)]; };
+  using Order = std::vector<std::int64_t>;
+  EXPECT_EQ(attnref::detail::longest_first(6, 2, cost), (Order{1, 3, 2, 5, 0, 4}));
+  EXPECT_EQ(attnref::detail::longest_first(6, 8, cost), (Order{1, 3, 2, 5, 0, 4}));
+  // One thread: nothing to balance, the items keep their order (and no cost is asked for).
+  int asked = 0;
+  const auto counted = [&](std::int64_t i) { return ++asked, cost(i); };
+  EXPECT_EQ(attnref::detail::longest_first(6, 1, counted), (Order{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(asked, 0);
+  EXPECT_EQ(attnref::detail::longest_first(0, 2, cost), Order{});
+  EXPECT_EQ(attnref::detail::longest_first(1, 2, cost), Order{0});
 }
 
 }  // namespace

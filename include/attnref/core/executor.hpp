@@ -9,13 +9,17 @@
 ///  - `make_executor(concurrency, parallel_for)`: adapts any `parallel_for(n, fn)` the engine
 ///    already has (OpenMP, Eigen's ThreadPool, TBB, a job system).
 ///
+/// Kernels hand items out longest first (kernels/detail/work_order.hpp), so an executor that
+/// gives each free thread the next item balances uneven batches best; with OpenMP, ask for
+/// schedule(dynamic): a static schedule gives the first thread the longest items together.
+///
 /// Example:
 /// @code
 ///   attnref::ThreadPoolExecutor pool(2);
 ///   attnref::paged_attention(args, out, pool);
 ///   // or, with OpenMP:
 ///   auto omp = attnref::make_executor(omp_get_max_threads(), [](std::int64_t n, const auto& fn) {
-///     #pragma omp parallel for
+///     #pragma omp parallel for schedule(dynamic)
 ///     for (std::int64_t i = 0; i < n; ++i) fn(i);
 ///   });
 /// @endcode

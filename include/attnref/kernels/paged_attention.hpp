@@ -60,6 +60,7 @@
 #include "attnref/kernels/detail/online_softmax.hpp"
 #include "attnref/kernels/detail/row_scales.hpp"
 #include "attnref/kernels/detail/tile_products.hpp"
+#include "attnref/kernels/detail/work_order.hpp"
 #include "attnref/kernels/merge_attention_states.hpp"
 #include "attnref/validate/paged.hpp"
 
@@ -673,8 +674,14 @@ void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, Tensor
   };
 
   if (splits == 1) {
-    executor.parallel_for(items, [&](std::int64_t item) {
+    const std::vector<std::int64_t> order =
+        detail::longest_first(items, executor.concurrency(), [&](std::int64_t item) {
+          return static_cast<double>(
+              detail::paged_keys(a, item / num_kv_heads, 0, a.pages_per_sequence()).size());
+        });
+    executor.parallel_for(items, [&](std::int64_t k) {
       thread_local detail::PagedScratch<Acc> scratch;
+      const std::int64_t item = order[static_cast<std::size_t>(k)];
       scratch.reserve(group, dim);
       const std::int64_t b = item / num_kv_heads, h = item % num_kv_heads;
       detail::attend_pages(a, b, h, 0, a.pages_per_sequence(), scratch);

@@ -74,6 +74,7 @@
 #include "attnref/kernels/detail/online_softmax.hpp"
 #include "attnref/kernels/detail/row_scales.hpp"
 #include "attnref/kernels/detail/tile_products.hpp"
+#include "attnref/kernels/detail/work_order.hpp"
 #include "attnref/validate/ragged.hpp"
 
 namespace attnref {
@@ -693,9 +694,18 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
       if (!lse.empty_view()) lse(t, h) = -std::numeric_limits<float>::infinity();
     }
   const std::vector<RaggedWorkItem> items = ragged_work_items(call);
-  executor.parallel_for(static_cast<std::int64_t>(items.size()), [&](std::int64_t k) {
+  const auto n = static_cast<std::int64_t>(items.size());
+  // An item's work: its query-head rows times the keys they read.
+  const std::vector<std::int64_t> order =
+      longest_first(n, executor.concurrency(), [&](std::int64_t k) {
+        const RaggedWorkItem& it = items[static_cast<std::size_t>(k)];
+        return static_cast<double>(it.q_len) * static_cast<double>(call.heads.group()) *
+               static_cast<double>(it.kv_head_end - it.kv_head_begin) *
+               static_cast<double>(it.keys.size());
+      });
+  executor.parallel_for(n, [&](std::int64_t k) {
     thread_local RaggedScratch<Acc> scratch;
-    const RaggedWorkItem& it = items[static_cast<std::size_t>(k)];
+    const RaggedWorkItem& it = items[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])];
     if (it.q_len * call.heads.group() <= kRaggedSmallRows) {
       ragged_decode_item(call, it, scratch);
     } else {
