@@ -9,7 +9,8 @@
 //   frac_probe GBps / probe_GBps
 //   GFLOPs     useful multiply-adds x 2 per second (unmasked q.k and p.v only)
 //   tokens_per_s query rows per second
-// Names: BM_Ragged/<set>/<variant>/<dtype>, set decode_only, prefill_only or mixed; variant
+// Names: BM_Ragged/<set>/<variant>/<dtype>, set decode_only, prefill_only, mixed or decode_one
+// (one sequence of 8192 keys: one item, whose KV heads the pool splits); variant
 // grouped, per_head or grouped_pool (grouped on a ThreadPoolExecutor of hardware_concurrency
 // threads, at least 2); dtype f32 or bf16 (q and pages alike), or for the decode-only set f32
 // queries over half, int8 or e4m3 pages (`q_f32/kv_int8`; 8-bit with JAX's per-tensor scale).
@@ -42,7 +43,9 @@ const SeqLens kPrefillOnly = {{5, 18},    {15, 129},  {120, 597}, {100, 122}, {2
 const SeqLens kMixed = {{5, 18},    {1, 129},   {120, 597}, {1, 122},  {1, 64}, {32, 322},
                         {251, 463}, {1, 181},   {1, 1107},  {99, 123}, {1, 31}, {5, 18},
                         {3, 1229},  {117, 229}, {1, 87},    {1, 1328}};
-const char* const kSetNames[] = {"decode_only", "prefill_only", "mixed"};
+// One long decode sequence: fewer items than threads, so the pool splits its KV heads.
+const SeqLens kDecodeOne = {{1, 8192}};
+const char* const kSetNames[] = {"decode_only", "prefill_only", "mixed", "decode_one"};
 
 constexpr std::int64_t kHq = 32, kHkv = 8, kDim = 128, kPage = 16;
 
@@ -171,7 +174,7 @@ struct Fixture {
 };
 
 const SeqLens& set_of(std::int64_t s) {
-  return s == 0 ? kDecodeOnly : s == 1 ? kPrefillOnly : kMixed;
+  return s == 0 ? kDecodeOnly : s == 1 ? kPrefillOnly : s == 2 ? kMixed : kDecodeOne;
 }
 
 template <class T, class KV = T>
@@ -226,6 +229,10 @@ const bool kRaggedRegistered = [] {
       register_ragged<float>(set, variant, "f32");
       register_ragged<Eigen::bfloat16>(set, variant, "bf16");
     }
+  for (int variant : {0, 2}) {
+    register_ragged<float>(3, variant, "f32");
+    register_ragged<Eigen::bfloat16>(3, variant, "bf16");
+  }
   register_ragged<float, Eigen::half>(0, 0, "q_f32/kv_half");
   register_ragged<float, std::int8_t>(0, 0, "q_f32/kv_int8");
   register_ragged<float, attnref::float8_e4m3fn>(0, 0, "q_f32/kv_e4m3");

@@ -465,6 +465,44 @@ TEST(RaggedKernel, ThreadPoolGivesIdenticalOutput) {
   EXPECT_EQ(serial, pooled);
 }
 
+// Fewer decode sequences than threads: each is cut into ranges of KV heads run on different
+// threads. The heads are independent, so output and logsumexp are the same bits as the serial
+// run (one range), for f32 and for int8 pages with factored scales, with and without a window.
+template <class KV>
+void expect_head_ranges_give_identical_output(const SeqLens& seqs, std::optional<float> scale) {
+  Batch<float, KV> b(seqs, 16, 8, 64, kPageSize, 31);
+  b.opt.sm_scale = 0.125;
+  b.opt.k_scale = scale;
+  b.opt.v_scale = scale;
+  for (const std::optional<std::int64_t> window :
+       {std::optional<std::int64_t>{}, {std::int64_t{90}}}) {
+    b.opt.sliding_window = window;
+    const auto a = b.args();
+    const std::int64_t rows = a.q.extents[0], heads = a.q.extents[1];
+    std::vector<float> serial(b.q.size()), serial_lse(static_cast<std::size_t>(rows * heads));
+    ASSERT_TRUE(try_ragged_paged_attention(a, TensorView<float, 3>(serial.data(), a.q.extents),
+                                           TensorView<float, 2>(serial_lse.data(), {rows, heads}))
+                    .ok());
+    for (int threads : {2, 3, 8}) {  // 8: one KV head per item
+      ThreadPoolExecutor pool(threads);
+      std::vector<float> pooled(b.q.size(), 7.0f), pooled_lse(serial_lse.size(), 7.0f);
+      ASSERT_TRUE(try_ragged_paged_attention(a, TensorView<float, 3>(pooled.data(), a.q.extents),
+                                             TensorView<float, 2>(pooled_lse.data(), {rows, heads}),
+                                             pool)
+                      .ok());
+      EXPECT_EQ(serial, pooled) << threads << " threads";
+      EXPECT_EQ(serial_lse, pooled_lse) << threads << " threads";
+    }
+  }
+  expect_matches_reference(b, scale ? 1e-4 : tolerance<float>());
+}
+
+TEST(RaggedKernel, DecodeSequencesSplitByKvHeadsGiveIdenticalOutput) {
+  expect_head_ranges_give_identical_output<float>({{1, 700}}, std::nullopt);
+  expect_head_ranges_give_identical_output<float>({{2, 300}, {1, 451}}, std::nullopt);
+  expect_head_ranges_give_identical_output<std::int8_t>({{1, 700}}, 0.02f);
+}
+
 // Views carry strides: a padded token-major pool with K and V in separate halves of each slot,
 // and a head-major q, give the same numbers as the dense layout.
 TEST(RaggedKernel, StridedViewsGiveTheSameNumbers) {

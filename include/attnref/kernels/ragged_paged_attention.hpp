@@ -39,7 +39,8 @@
 /// range code for every row). A `RaggedWorkItem` describes a sequence's rows; only the tiling
 /// depends on the row block's size: a block of at most `kRaggedSmallRows` rows (a decode
 /// sequence, or a short prefill chunk; `ragged_decode_item`) walks the pages once for all KV
-/// heads with register-blocked tiles, up to 128 tokens per softmax step whatever the page size;
+/// heads (or, with fewer items than threads, for a range of them) with register-blocked tiles,
+/// up to 128 tokens per softmax step whatever the page size;
 /// a larger one (`ragged_prefill_item`) gathers 128-token blocks per KV head for matrix products
 /// and skips the rows a block cannot affect. Work items go to an executor (serial by default;
 /// see core/executor.hpp).
@@ -281,9 +282,10 @@ struct RaggedCall {
   }
 
   /// Whether `widens_exactly` (widen.hpp) holds for K and V of n tokens from `slot` of `page`,
-  /// every KV head; a piece where it does not is converted instead.
-  bool piece_widens_exactly(std::int64_t page, std::int64_t slot, std::int64_t n) const {
-    for (std::int64_t h = 0; h < heads.num_kv_heads; ++h)
+  /// KV heads [h0, h1); a piece where it does not is converted instead.
+  bool piece_widens_exactly(std::int64_t page, std::int64_t slot, std::int64_t n, std::int64_t h0,
+                            std::int64_t h1) const {
+    for (std::int64_t h = h0; h < h1; ++h)
       if (!widens_exactly(&a.k_pages(h, page, slot, 0), a.k_pages.strides[2], n, dim) ||
           !widens_exactly(&a.v_pages(h, page, slot, 0), a.v_pages.strides[2], n, dim))
         return false;
@@ -381,15 +383,16 @@ void gather_kv_rows(const RaggedCall<Q, KV, Index>& c, std::int64_t page, std::i
   }
 }
 
-/// K/V of tokens [lo, hi) of one page for every KV head, as a pointer per head: KV head h's rows
-/// start at `k + h * head_step` (`v` likewise), `ld` apart. In place for an f32 (f64) pool with
-/// contiguous rows, K and V sharing head and slot strides, and no dequantization; else converted
-/// token-major (the page read front to back) into the scratch rows row0 + t * Hkv + h (unscaled
-/// when the scales are factored).
+/// K/V of tokens [lo, hi) of one page for KV heads [h0, h1), as a pointer per head: KV head h's
+/// rows start at `k + h * head_step` (`v` likewise), `ld` apart. In place for an f32 (f64) pool
+/// with contiguous rows, K and V sharing head and slot strides, and no dequantization; else
+/// converted token-major (the page read front to back) into the scratch rows row0 + t * Hkv + h
+/// (unscaled when the scales are factored).
 template <class Q, class KV, class Index, class Acc>
-void page_kv_all_heads(const RaggedCall<Q, KV, Index>& c, std::int64_t page, std::int64_t lo,
-                       std::int64_t hi, RaggedScratch<Acc>& sc, std::int64_t row0, const Acc** k,
-                       const Acc** v, std::int64_t* ld, std::int64_t* head_step) {
+void page_kv_heads(const RaggedCall<Q, KV, Index>& c, std::int64_t page, std::int64_t lo,
+                   std::int64_t hi, std::int64_t h0, std::int64_t h1, RaggedScratch<Acc>& sc,
+                   std::int64_t row0, const Acc** k, const Acc** v, std::int64_t* ld,
+                   std::int64_t* head_step) {
   const std::int64_t hkv = c.heads.num_kv_heads, slot = lo % c.page_size;
   if constexpr (std::is_same<std::remove_cv_t<KV>, Acc>::value) {
     if (c.kv_contiguous && c.kv_shared_strides && !c.k_scaled && !c.v_scaled) {
@@ -401,7 +404,7 @@ void page_kv_all_heads(const RaggedCall<Q, KV, Index>& c, std::int64_t page, std
     }
   }
   for (std::int64_t t = 0; t < hi - lo; ++t)
-    for (std::int64_t h = 0; h < hkv; ++h)
+    for (std::int64_t h = h0; h < h1; ++h)
       gather_kv_rows(c, page, slot + t, 1, h, sc.k_page, sc.v_page, row0 + t * hkv + h, 0,
                      c.scales_factored);
   *k = sc.k_page.row(static_cast<Eigen::Index>(row0)).data();
@@ -452,31 +455,37 @@ RowsAhead ragged_rows_ahead(const RaggedCall<Q, KV, Index>& c, const TensorView<
       /*heads_in_turn=*/true);
 }
 
-/// Few rows (decode): all KV heads of the item together, page by page, so a token-major page is
-/// read front to back once, with register-blocked tile products. One softmax step takes a chunk
-/// of `ragged_few_rows_chunk` tokens over as many pages as it spans (a step per page of 16
-/// made decode 12-22% slower). Row h * rows + r * G + g holds query head q_head(h, g) of row r.
+/// Few rows (decode): the item's KV heads (all of them unless the sequence was split between
+/// threads) together, page by page, so a token-major page is read front to back once, with
+/// register-blocked tile products. One softmax step takes a chunk of `ragged_few_rows_chunk`
+/// tokens over as many pages as it spans (a step per page of 16 made decode 12-22% slower). Row
+/// h * rows + r * G + g holds query head q_head(h, g) of row r. Each head's rows are computed
+/// alone, so any split of the heads gives the same bits.
 template <class Q, class KV, class Index, class Acc>
 void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem& it,
                         RaggedScratch<Acc>& sc) {
   const std::int64_t hkv = c.heads.num_kv_heads, group = c.heads.group(), dim = c.dim;
+  const std::int64_t h0 = it.kv_head_begin, h1 = it.kv_head_end;
   const std::int64_t chunk = ragged_few_rows_chunk(hkv, dim, it.keys.size());
   const Eigen::Index rows = static_cast<Eigen::Index>(it.q_len * group);
-  const Eigen::Index all = rows * static_cast<Eigen::Index>(hkv);
+  // The item's rows [first, first + all): KV heads [h0, h1).
+  const Eigen::Index first = rows * static_cast<Eigen::Index>(h0);
+  const Eigen::Index all = rows * static_cast<Eigen::Index>(h1 - h0);
   sc.fit_few(static_cast<Eigen::Index>(kRaggedSmallRows * hkv), static_cast<Eigen::Index>(chunk),
              static_cast<Eigen::Index>(chunk * hkv), static_cast<Eigen::Index>(dim));
   auto row_of = [&](std::int64_t r, std::int64_t qh) {
     return static_cast<Eigen::Index>(c.heads.kv_head(qh) * it.q_len * group + r * group +
                                      c.heads.member(qh));
   };
+  const std::int64_t qh0 = h0 * group, qh1 = h1 * group;  // the query heads of KV heads [h0, h1)
   for (std::int64_t r = 0; r < it.q_len; ++r)
-    for (std::int64_t qh = 0; qh < c.heads.num_q_heads; ++qh) {
+    for (std::int64_t qh = qh0; qh < qh1; ++qh) {
       Acc* dst = sc.qs.row(row_of(r, qh)).data();
       for (std::int64_t d = 0; d < dim; ++d) dst[d] = load_as<Acc>(c.a.q(it.row0 + r, qh, d));
     }
-  sc.acc_s.topRows(all).setZero();
+  sc.acc_s.middleRows(first, all).setZero();
   for (std::int64_t r = 0; r < it.q_len; ++r)
-    for (std::int64_t qh = 0; qh < c.heads.num_q_heads; ++qh) {
+    for (std::int64_t qh = qh0; qh < qh1; ++qh) {
       const Eigen::Index row = row_of(r, qh);
       c.start(qh, sc.m_s[row], sc.l_s[row]);
     }
@@ -492,13 +501,13 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
       p.page = c.a.page_indices(it.seq, t / c.page_size);
       p.slot = t % c.page_size;
       p.n = std::min(c.page_size - p.slot, hi - t);
-      p.widen = c.kv_widen && c.piece_widens_exactly(p.page, p.slot, p.n);
+      p.widen = c.kv_widen && c.piece_widens_exactly(p.page, p.slot, p.n, h0, h1);
       if (!p.widen)
-        page_kv_all_heads(c, p.page, t, t + p.n, sc, (t - lo) * hkv, &p.k, &p.v, &p.ld,
-                          &p.head_step);
+        page_kv_heads(c, p.page, t, t + p.n, h0, h1, sc, (t - lo) * hkv, &p.k, &p.v, &p.ld,
+                      &p.head_step);
       // Head h's rows ahead are head 0's, h head strides on (one page-table lookup per piece).
       const RowsAhead k_ahead = ragged_rows_ahead(c, c.a.k_pages, it, 0, t, p.n);
-      for (std::int64_t h = 0; h < hkv; ++h) {
+      for (std::int64_t h = h0; h < h1; ++h) {
         const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
         auto scores = [&](const auto& k_rows) {
           qk_rows<Acc>(sc.qs.row(base).data(), dim, rows, k_rows, p.n, dim,
@@ -516,26 +525,28 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
       sc.pieces.push_back(p);
       t += p.n;
     }
-    auto logits = sc.logits_s.topLeftCorner(all, nk);
+    auto logits = sc.logits_s.block(first, 0, all, nk);
     if (c.scales_factored && c.k_scaled) logits *= c.k_scale;
     bool partial = false;  // some row does not see every key of the chunk
-    for (Eigen::Index row = 0; row < all; ++row) {
+    for (Eigen::Index row = first; row < first + all; ++row) {
       const std::int64_t pos = it.first_pos + (row % rows) / group;
       partial = partial || c.visible(pos, lo, hi).size() < nk;
       const std::int64_t qh = c.heads.q_head(row / rows, row % group);
-      sc.alpha_s[row] = c.softmax_row(logits.row(row), qh, pos, lo, sc.m_s[row], sc.l_s[row]);
+      sc.alpha_s[row] =
+          c.softmax_row(logits.row(row - first), qh, pos, lo, sc.m_s[row], sc.l_s[row]);
     }
-    sc.acc_s.topRows(all) = sc.alpha_s.head(all).asDiagonal() * sc.acc_s.topRows(all);
+    sc.acc_s.middleRows(first, all) =
+        sc.alpha_s.segment(first, all).asDiagonal() * sc.acc_s.middleRows(first, all);
     if (c.scales_factored && c.v_scaled) logits *= c.v_scale;  // the probabilities, for V
     for (auto& p : sc.pieces) {
       const std::int64_t col = p.t - lo;
       // A chunk some row sees only partly checks its V rows for NaN/Inf on converted rows.
       const bool v_in_registers = p.widen && !partial;
       if (p.widen && partial)
-        page_kv_all_heads(c, p.page, p.t, p.t + p.n, sc, col * hkv, &p.k, &p.v, &p.ld,
-                          &p.head_step);
+        page_kv_heads(c, p.page, p.t, p.t + p.n, h0, h1, sc, col * hkv, &p.k, &p.v, &p.ld,
+                      &p.head_step);
       const RowsAhead v_ahead = ragged_rows_ahead(c, c.a.v_pages, it, 0, p.t, p.n);
-      for (std::int64_t h = 0; h < hkv; ++h) {
+      for (std::int64_t h = h0; h < h1; ++h) {
         const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
         const Acc* probs = sc.logits_s.row(base).data() + col;
         const RowsAhead ahead = v_ahead.shifted(h * c.v_head_bytes);
@@ -558,7 +569,7 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
     }
   }
   for (std::int64_t r = 0; r < it.q_len; ++r)
-    for (std::int64_t qh = 0; qh < c.heads.num_q_heads; ++qh) {
+    for (std::int64_t qh = qh0; qh < qh1; ++qh) {
       const Eigen::Index row = row_of(r, qh);
       const Acc inv = inverse_sum(sc.m_s[row], sc.l_s[row], true);  // every row sees a key
       for (std::int64_t d = 0; d < dim; ++d)
@@ -651,9 +662,12 @@ void ragged_prefill_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem
 }
 
 /// The work items: a few-rows (decode) sequence is one item with all its KV heads; a many-rows
-/// sequence is one item per KV head. Sequences with no rows have none.
+/// sequence is one item per KV head. Sequences with no rows have none. With fewer items than
+/// `concurrency`, each few-rows item is cut into up to ceil(concurrency / items) ranges of KV
+/// heads (at most one per head), so a batch of one long decode sequence keeps every thread busy;
+/// the heads are independent, so the output is the same bits.
 template <class Q, class KV, class Index>
-std::vector<RaggedWorkItem> ragged_work_items(const RaggedCall<Q, KV, Index>& c) {
+std::vector<RaggedWorkItem> ragged_work_items(const RaggedCall<Q, KV, Index>& c, int concurrency) {
   std::vector<RaggedWorkItem> items;
   const std::int64_t hkv = c.heads.num_kv_heads;
   for (std::int64_t i = 0; i < c.a.num_seqs_count(); ++i) {
@@ -676,7 +690,23 @@ std::vector<RaggedWorkItem> ragged_work_items(const RaggedCall<Q, KV, Index>& c)
       }
     }
   }
-  return items;
+  const auto count = static_cast<std::int64_t>(items.size());
+  if (count == 0 || count >= concurrency) return items;
+  const std::int64_t parts = std::min(hkv, ceil_div(std::int64_t{concurrency}, count));
+  std::vector<RaggedWorkItem> split;
+  for (const RaggedWorkItem& it : items) {
+    if (it.q_len * c.heads.group() > kRaggedSmallRows) {  // a many-rows item: one head already
+      split.push_back(it);
+      continue;
+    }
+    for (std::int64_t k = 0; k < parts; ++k) {
+      RaggedWorkItem part = it;
+      part.kv_head_begin = hkv * k / parts;
+      part.kv_head_end = hkv * (k + 1) / parts;
+      split.push_back(part);
+    }
+  }
+  return split;
 }
 
 template <class Q, class KV, class Index, class Executor>
@@ -693,7 +723,7 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
       for (std::int64_t d = 0; d < call.dim; ++d) out(t, h, d) = store_as<Q>(Acc(0));
       if (!lse.empty_view()) lse(t, h) = -std::numeric_limits<float>::infinity();
     }
-  const std::vector<RaggedWorkItem> items = ragged_work_items(call);
+  const std::vector<RaggedWorkItem> items = ragged_work_items(call, executor.concurrency());
   const auto n = static_cast<std::int64_t>(items.size());
   // An item's work: its query-head rows times the keys they read.
   const std::vector<std::int64_t> order =
@@ -723,7 +753,7 @@ void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a
 /// `out`: [max_num_batched_tokens, num_q_heads, head_dim]; rows at or past
 /// `cu_q_lens[num_seqs]` are written as zero. `logsumexp` (empty: not written):
 /// [max_num_batched_tokens, num_q_heads], -inf on those padding rows. `executor` (see
-/// core/executor.hpp) runs the (sequence, KV head) items; the result does not depend on it.
+/// core/executor.hpp) runs the (sequence, KV heads) items; the result does not depend on it.
 template <class Q, class KV, class Index, class Executor = SerialExecutor>
 void ragged_paged_attention_unchecked(const RaggedPagedAttentionArgs<Q, KV, Index>& args,
                                       TensorView<Q, 3> out, TensorView<float, 2> logsumexp = {},
