@@ -52,7 +52,8 @@ struct Paged {
     for (std::int64_t h = 0; h < Hkv; ++h)
       for (std::int64_t t = 0; t < 5; ++t)  // the 5 live tokens: pages 1 and 2
         for (std::int64_t d = 0; d < D; ++d) {
-          const std::int64_t at = ((h * P + table[t / S]) * S + t % S) * D + d;
+          const auto at = static_cast<std::size_t>(
+              ((h * P + table[static_cast<std::size_t>(t / S)]) * S + t % S) * D + d);
           k[at] = 0.125f * static_cast<float>((t + d) % 5);
           v[at] = static_cast<float>(t) - 2.0f;
         }

@@ -26,7 +26,6 @@ using paged_test::LogicalBatch;
 using paged_test::Shape;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
 

@@ -249,7 +249,7 @@ void check_every_code() {
   const auto groups = [&](auto group) {
     constexpr int G = decltype(group)::value;
     for (int c = 0; c + G * W <= codes; c += W) {
-      Packet p[G];
+      Packet p[static_cast<std::size_t>(G)];
       attnref::detail::widen_packets<Packet, G>(all.data() + c, p);
       for (int g = 0; g < G; ++g) {
         alignas(64) float got[kW];
