@@ -36,6 +36,20 @@ inline Status check_sinks_shape(const TensorView<const float, 1>& sinks, std::in
   return check_view(sinks, "sinks");
 }
 
+/// Sinks, values (data tier): every sink finite. Precondition: `check_sinks_shape` passed.
+inline Status check_sink_values(const TensorView<const float, 1>& sinks) {
+  if (sinks.empty_view()) return Status();
+  for (std::int64_t h = 0; h < sinks.extents[0]; ++h) {
+    if (!std::isfinite(sinks(h))) {
+      return Status(ErrorCode::kNonFiniteData, "", "sinks[{0}] is not finite",
+                    "an attention-sink logit is NaN/Inf; every query head's sink enters its "
+                    "softmax",
+                    {h}, {}, "sinks");
+    }
+  }
+  return Status();
+}
+
 /// ALiBi slopes, shape: empty, or a valid `[num_q_heads]` view.
 inline Status check_alibi_slopes_shape(const TensorView<const float, 1>& slopes,
                                        std::int64_t num_q_heads) {

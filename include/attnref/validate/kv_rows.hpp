@@ -1,13 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file kv_rows.hpp
-/// The data tier's report of a bad element in a live K/V row, shared by paged and ragged: where
-/// it is (sequence, token, page, slot, KV head, dim) and, for fp8 pages, the code itself.
+/// Checks of the rows a paged or ragged kernel reads, shared by both families (their page
+/// tables and lengths differ; what makes a read page or row bad does not):
+///  - metadata tier: every page a sequence reads lies in `[0, total_pages)`;
+///  - data tier: a bad element in a live K/V row, reported with where it is (sequence, token,
+///    page, slot, KV head, dim) and, for fp8 pages, the code itself; NaN/Inf in live rows of a
+///    rank-3 tensor such as q (splash uses that one too).
 #pragma once
 
 #include <cstdint>
 
 #include "attnref/core/dtype.hpp"
 #include "attnref/core/status.hpp"
+#include "attnref/core/tensor_view.hpp"
 
 namespace attnref {
 namespace detail {
@@ -40,6 +45,57 @@ constexpr Status non_finite_kv_row(const KV& x, const char* name, std::int64_t s
                   "a live cache row holds NaN/Inf: an unwritten or corrupted page",
                   {seq, t, page, slot, h, d}, {}, name);
   }
+}
+
+/// `kPageIndexOutOfRange` for the first of pages `[first, live)` of sequence `seq` in
+/// `page_indices` (`[sequences, pages_per_sequence]`) outside `[0, total_pages)`. `hint` says why
+/// the page is read ({4} is `length`: "... because lengths[{0}]={4} ...").
+template <class Index>
+Status check_live_pages(const TensorView<const Index, 2>& page_indices, std::int64_t seq,
+                        std::int64_t first, std::int64_t live, std::int64_t total_pages,
+                        std::int64_t length, const char* hint) noexcept {
+  for (std::int64_t j = first; j < live; ++j) {
+    const std::int64_t page = page_indices(seq, j);
+    if (page < 0 || page >= total_pages) {
+      return Status(ErrorCode::kPageIndexOutOfRange, "",
+                    "page_indices[{0}, {1}]={2} is outside [0, {3}) (total_pages)", hint,
+                    {seq, j, page, total_pages, length}, {}, "page_indices");
+    }
+  }
+  return Status();
+}
+
+/// `kNonFiniteData` for the first bad element of token t's K or V row (K first) of KV head h,
+/// stored at (h, page, slot, 0..dim).
+template <class KvPages>
+Status check_kv_row(const KvPages& k_pages, const KvPages& v_pages, std::int64_t seq,
+                    std::int64_t t, std::int64_t page, std::int64_t slot, std::int64_t h,
+                    std::int64_t dim) noexcept {
+  for (std::int64_t d = 0; d < dim; ++d) {
+    const bool k_ok = element_is_finite(k_pages(h, page, slot, d));
+    const bool v_ok = element_is_finite(v_pages(h, page, slot, d));
+    if (!k_ok || !v_ok) {
+      return non_finite_kv_row(k_ok ? v_pages(h, page, slot, d) : k_pages(h, page, slot, d),
+                               k_ok ? "v_pages" : "k_pages", seq, t, page, slot, h, d);
+    }
+  }
+  return Status();
+}
+
+/// `kNonFiniteData` for the first NaN/Inf of `view` (`name`) in its first `rows` rows (first
+/// index), all of its other two: "q[3, 1, 7] is not finite".
+template <class T>
+Status check_finite_rows(const TensorView<T, 3>& view, std::int64_t rows, const char* name,
+                         const char* hint) noexcept {
+  const auto& e = view.extents;
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < e[1]; ++j)
+      for (std::int64_t d = 0; d < e[2]; ++d)
+        if (!element_is_finite(view(i, j, d))) {
+          return Status(ErrorCode::kNonFiniteData, "", "{f}[{0}, {1}, {2}] is not finite", hint,
+                        {i, j, d}, {}, name);
+        }
+  return Status();
 }
 
 }  // namespace detail

@@ -276,19 +276,12 @@ Status check_paged_metadata(const PagedAttentionArgs<Q, KV, Index>& a, Profile p
                     "page_indices or fix the length",
                     {b, length, capacity, pps, page_size}, {}, "lengths");
     }
-    const std::int64_t live =
-        detail::live_pages(length, page_size, pps, a.pages_per_compute_block, profile);
-    for (std::int64_t j = detail::first_window_key(length, a.sliding_window) / page_size; j < live;
-         ++j) {
-      const std::int64_t page = a.page_indices(b, j);
-      if (page < 0 || page >= total_pages) {
-        return Status(ErrorCode::kPageIndexOutOfRange, "",
-                      "page_indices[{0}, {1}]={2} is outside [0, {3}) (total_pages)",
-                      "page {1} of sequence {0} is read because lengths[{0}]={4}; point it at an "
-                      "allocated page",
-                      {b, j, page, total_pages, length}, {}, "page_indices");
-      }
-    }
+    ATTNREF_RETURN_IF_ERROR(detail::check_live_pages(
+        a.page_indices, b, detail::first_window_key(length, a.sliding_window) / page_size,
+        detail::live_pages(length, page_size, pps, a.pages_per_compute_block, profile), total_pages,
+        length,
+        "page {1} of sequence {0} is read because lengths[{0}]={4}; point it at an allocated "
+        "page"));
   }
   return check_alibi_slope_values(a.alibi_slopes);
 }
@@ -306,14 +299,8 @@ Status check_paged(const PagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
 /// `check_paged(a, profile).ok()`.
 template <class Q, class KV, class Index>
 Status check_paged_data(const PagedAttentionArgs<Q, KV, Index>& a) {
-  for (std::int64_t b = 0; b < a.batch(); ++b)
-    for (std::int64_t h = 0; h < a.num_q_heads(); ++h)
-      for (std::int64_t d = 0; d < a.head_dim(); ++d)
-        if (!element_is_finite(a.q(b, h, d))) {
-          return Status(ErrorCode::kNonFiniteData, "", "q[{0}, {1}, {2}] is not finite",
-                        "the query itself is bad; look at the layer that produced it", {b, h, d},
-                        {}, "q");
-        }
+  ATTNREF_RETURN_IF_ERROR(detail::check_finite_rows(
+      a.q, a.batch(), "q", "the query itself is bad; look at the layer that produced it"));
   const std::int64_t page_size = a.page_size();
   for (std::int64_t b = 0; b < a.batch(); ++b) {
     const std::int64_t length = a.lengths(b);
@@ -321,15 +308,8 @@ Status check_paged_data(const PagedAttentionArgs<Q, KV, Index>& a) {
       const std::int64_t page = a.page_indices(b, t / page_size);
       const std::int64_t slot = t % page_size;
       for (std::int64_t h = 0; h < a.num_kv_heads(); ++h) {
-        for (std::int64_t d = 0; d < a.head_dim(); ++d) {
-          const bool k_ok = element_is_finite(a.k_pages(h, page, slot, d));
-          const bool v_ok = element_is_finite(a.v_pages(h, page, slot, d));
-          if (!k_ok || !v_ok) {
-            return detail::non_finite_kv_row(
-                k_ok ? a.v_pages(h, page, slot, d) : a.k_pages(h, page, slot, d),
-                k_ok ? "v_pages" : "k_pages", b, t, page, slot, h, d);
-          }
-        }
+        ATTNREF_RETURN_IF_ERROR(
+            detail::check_kv_row(a.k_pages, a.v_pages, b, t, page, slot, h, a.head_dim()));
         if constexpr (PagedAttentionArgs<Q, KV, Index>::kScaled) {
           // K and V scales are checked each over its own last extent: one may be per token
           // ([..., 1]) while the other is per element ([..., head_dim]).
@@ -348,15 +328,7 @@ Status check_paged_data(const PagedAttentionArgs<Q, KV, Index>& a) {
       }
     }
   }
-  for (std::int64_t h = 0; !a.sinks.empty_view() && h < a.sinks.extents[0]; ++h) {
-    if (!std::isfinite(a.sinks(h))) {
-      return Status(ErrorCode::kNonFiniteData, "", "sinks[{0}] is not finite",
-                    "an attention-sink logit is NaN/Inf; every query head's sink enters its "
-                    "softmax",
-                    {h}, {}, "sinks");
-    }
-  }
-  return Status();
+  return check_sink_values(a.sinks);
 }
 
 /// P5 for a `lengths` array of run-time rank 2, `[rows, cols]` (e.g. saved as `[batch, 1]`):

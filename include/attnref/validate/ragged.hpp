@@ -408,17 +408,10 @@ Status check_ragged_metadata(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Pr
   const std::int64_t total_pages = a.total_pages();
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t kv_len = a.kv_lens(i);
-    const std::int64_t live = ceil_div(kv_len, page_size);
-    for (std::int64_t j = 0; j < live; ++j) {
-      const std::int64_t page = a.page_indices(i, j);
-      if (page < 0 || page >= total_pages) {
-        return Status(ErrorCode::kPageIndexOutOfRange, "",
-                      "page_indices[{0}, {1}]={2} is outside [0, {3}) (total_pages)",
-                      "page {1} of sequence {0} is read because kv_lens[{0}]={4}; point it at an "
-                      "allocated page",
-                      {i, j, page, total_pages, kv_len}, {}, "page_indices");
-      }
-    }
+    ATTNREF_RETURN_IF_ERROR(detail::check_live_pages(
+        a.page_indices, i, 0, ceil_div(kv_len, page_size), total_pages, kv_len,
+        "page {1} of sequence {0} is read because kv_lens[{0}]={4}; point it at an allocated "
+        "page"));
   }
   return check_alibi_slope_values(a.alibi_slopes);
 }
@@ -438,14 +431,8 @@ template <class Q, class KV, class Index>
 Status check_ragged_data(const RaggedPagedAttentionArgs<Q, KV, Index>& a) {
   const std::int64_t n = a.num_seqs_count();
   const std::int64_t rows = a.cu_q_lens(n);
-  for (std::int64_t t = 0; t < rows; ++t)
-    for (std::int64_t h = 0; h < a.num_q_heads(); ++h)
-      for (std::int64_t d = 0; d < a.head_dim(); ++d)
-        if (!element_is_finite(a.q(t, h, d))) {
-          return Status(ErrorCode::kNonFiniteData, "", "q[{0}, {1}, {2}] is not finite",
-                        "a live query row holds NaN/Inf; look at the layer that produced it",
-                        {t, h, d}, {}, "q");
-        }
+  ATTNREF_RETURN_IF_ERROR(detail::check_finite_rows(
+      a.q, rows, "q", "a live query row holds NaN/Inf; look at the layer that produced it"));
   const std::int64_t page_size = a.page_size();
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t kv_len = a.kv_lens(i);
@@ -453,26 +440,11 @@ Status check_ragged_data(const RaggedPagedAttentionArgs<Q, KV, Index>& a) {
       const std::int64_t page = a.page_indices(i, t / page_size);
       const std::int64_t slot = t % page_size;
       for (std::int64_t h = 0; h < a.num_kv_heads(); ++h)
-        for (std::int64_t d = 0; d < a.head_dim(); ++d) {
-          const bool k_ok = element_is_finite(a.k_pages(h, page, slot, d));
-          const bool v_ok = element_is_finite(a.v_pages(h, page, slot, d));
-          if (!k_ok || !v_ok) {
-            return detail::non_finite_kv_row(
-                k_ok ? a.v_pages(h, page, slot, d) : a.k_pages(h, page, slot, d),
-                k_ok ? "v_pages" : "k_pages", i, t, page, slot, h, d);
-          }
-        }
+        ATTNREF_RETURN_IF_ERROR(
+            detail::check_kv_row(a.k_pages, a.v_pages, i, t, page, slot, h, a.head_dim()));
     }
   }
-  for (std::int64_t h = 0; !a.sinks.empty_view() && h < a.sinks.extents[0]; ++h) {
-    if (!std::isfinite(a.sinks(h))) {
-      return Status(ErrorCode::kNonFiniteData, "", "sinks[{0}] is not finite",
-                    "an attention-sink logit is NaN/Inf; every query head's sink enters its "
-                    "softmax",
-                    {h}, {}, "sinks");
-    }
-  }
-  return Status();
+  return check_sink_values(a.sinks);
 }
 
 /// JAX's R1, R3 or R4 text (`check`) for a metadata array of run-time rank 2, `[rows, cols]`,

@@ -41,6 +41,7 @@
 #include "attnref/masks/mask_checks.hpp"
 #include "attnref/validate/head_options.hpp"
 #include "attnref/validate/heads.hpp"
+#include "attnref/validate/kv_rows.hpp"
 #include "attnref/validate/mask_blocks.hpp"
 #include "attnref/validate/options.hpp"
 
@@ -362,33 +363,17 @@ Status check_splash(const SplashAttentionArgs<Q, KV>& a, const M& mask, Profile 
 /// Precondition: `check_splash(a, mask, profile).ok()`.
 template <class Q, class KV>
 Status check_splash_data(const SplashAttentionArgs<Q, KV>& a) {
-  const auto scan3 = [](const auto& view, const char* name) {
-    const auto& e = view.extents;
+  const auto scan = [](const auto& view, const char* name) {
     // O(elements): 2^40 heads of 0 rows are no loop at all.
     if (view.holds_no_elements()) return Status();
-    for (std::int64_t h = 0; h < e[0]; ++h)
-      for (std::int64_t s = 0; s < e[1]; ++s)
-        for (std::int64_t d = 0; d < e[2]; ++d)
-          if (!element_is_finite(view(h, s, d))) {
-            return Status(ErrorCode::kNonFiniteData, "", "{f}[{0}, {1}, {2}] is not finite",
-                          "a row the kernel reads holds NaN/Inf; look at the layer that "
-                          "produced it",
-                          {h, s, d}, {}, name);
-          }
-    return Status();
+    return detail::check_finite_rows(
+        view, view.extents[0], name,
+        "a row the kernel reads holds NaN/Inf; look at the layer that produced it");
   };
-  ATTNREF_RETURN_IF_ERROR(scan3(a.q, "q"));
-  ATTNREF_RETURN_IF_ERROR(scan3(a.k, "k"));
-  ATTNREF_RETURN_IF_ERROR(scan3(a.v, "v"));
-  for (std::int64_t h = 0; a.has_sinks() && h < a.sinks.extents[0]; ++h) {
-    if (!element_is_finite(a.sinks(h))) {
-      return Status(ErrorCode::kNonFiniteData, "", "sinks[{0}] is not finite",
-                    "an attention-sink logit is NaN/Inf; every query head's sink enters its "
-                    "softmax",
-                    {h}, {}, "sinks");
-    }
-  }
-  return Status();
+  ATTNREF_RETURN_IF_ERROR(scan(a.q, "q"));
+  ATTNREF_RETURN_IF_ERROR(scan(a.k, "k"));
+  ATTNREF_RETURN_IF_ERROR(scan(a.v, "v"));
+  return check_sink_values(a.sinks);
 }
 
 /// Backward checks, O(1): the forward checks, then S15 (backward blocks given) and S1 (no dq
