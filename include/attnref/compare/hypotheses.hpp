@@ -7,6 +7,8 @@
 /// the mismatching sequences and heads and keeps the changes under which the user's output
 /// matches. A family says which features it has (`Features`) and how to run one change
 /// (`predict`); a feature a family gains is one field here and one branch in its `predict`.
+/// The parts of a comparison every family shares (the tally against the reference, the common
+/// features, the one-head re-run's pages and options) are in `detail` below.
 #pragma once
 
 #include <algorithm>
@@ -16,10 +18,12 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "attnref/compare/report.hpp"
 #include "attnref/core/kv_layout.hpp"
+#include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
 
 namespace attnref {
@@ -355,6 +359,94 @@ TensorView<const T, Rank> one_head(const TensorView<const T, Rank>& view, std::i
   const std::int64_t size = view.buffer_size < 0 ? -1 : view.buffer_size - h * view.strides[0];
   return TensorView<const T, Rank>(view.data + h * view.strides[0], ext, view.strides, size);
 }
+
+namespace detail {
+
+/// `kShapeMismatch` unless `got` holds `expected` values (`what` a literal: "got", "got_lse").
+inline Status check_got_size(std::size_t got, std::int64_t expected, const char* what) {
+  if (static_cast<std::int64_t>(got) == expected) return Status();
+  return Status(ErrorCode::kShapeMismatch, "", "{f} holds {0} values; the reference has {1}",
+                "compare an output of the reference's shape",
+                {static_cast<std::int64_t>(got), expected}, {}, what);
+}
+
+/// A kernel value as double (half and bfloat16 through float).
+template <class T>
+double value_of(const T& x) {
+  if constexpr (std::is_same<T, double>::value) {
+    return x;
+  } else {
+    return static_cast<double>(static_cast<float>(x));
+  }
+}
+
+template <class T>
+std::vector<double> as_doubles(const std::vector<T>& x) {
+  std::vector<double> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = value_of(x[i]);
+  return out;
+}
+
+/// The reference's output `ref` and logsumexp `ref_lse` against `got` (and `got_lse`, when not
+/// empty): the totals of `r` and where the mismatches are.
+template <class Out>
+RowErrors tally_reference(const OutputShape& shape, const std::vector<double>& got,
+                          const std::vector<Out>& ref, const std::vector<double>& got_lse,
+                          const std::vector<float>& ref_lse, const Options& opt, Report* r) {
+  const std::vector<double> expected_lse =
+      got_lse.empty() ? std::vector<double>{} : as_doubles(ref_lse);
+  const RowErrors e = tally(shape, got, as_doubles(ref), got_lse, expected_lse, opt, r);
+  localize(shape, e, r);
+  return e;
+}
+
+/// The features every family's arguments `a` have (their options and head counts).
+template <class Args>
+Features common_features(const Args& a, std::int64_t head_dim, const std::vector<double>& got_lse) {
+  Features f;
+  f.sm_scale = a.sm_scale;
+  f.head_dim = head_dim;
+  f.soft_cap = a.soft_cap;
+  f.num_q_heads = a.num_q_heads();
+  f.num_kv_heads = a.num_kv_heads();
+  f.window = a.sliding_window;
+  f.has_sinks = !a.sinks.empty_view();
+  f.lse_given = !got_lse.empty();
+  return f;
+}
+
+/// The KV head query head qh reads under change `c`: qh / group, or qh % Hkv (interleaved).
+inline std::int64_t kv_head_of(const Change& c, std::int64_t qh, std::int64_t num_q_heads,
+                               std::int64_t num_kv_heads) noexcept {
+  return c.interleaved_heads ? qh % num_kv_heads : qh / (num_q_heads / num_kv_heads);
+}
+
+/// KV head `kv_head` of `a`'s K and V pages as the pages of a one-head re-run `b` under `c`
+/// (K and V swapped, or their bytes read in another layout).
+template <class Args, class HeadArgs>
+void set_head_pages(const Args& a, std::int64_t kv_head, const Change& c, HeadArgs* b) {
+  auto k = a.k_pages, v = a.v_pages;
+  if (c.layout) {
+    k = reread_in_layout(k, *c.layout);
+    v = reread_in_layout(v, *c.layout);
+  }
+  b->k_pages = one_head(c.swap_kv ? v : k, kv_head);
+  b->v_pages = one_head(c.swap_kv ? k : v, kv_head);
+}
+
+/// The options of a one-head re-run `b` of `a`'s query head qh under `c`: sm_scale, soft cap
+/// and sliding window (changed or not), qh's sink (unless dropped) and ALiBi slope.
+template <class Args, class HeadArgs>
+void set_head_options(const Args& a, std::int64_t qh, const Change& c, HeadArgs* b) {
+  using Row = TensorView<const float, 1>;
+  b->sm_scale = c.sm_scale ? *c.sm_scale : a.sm_scale;
+  b->soft_cap = c.change_soft_cap ? c.soft_cap : a.soft_cap;
+  b->sliding_window = c.window ? c.window : a.sliding_window;
+  b->sinks = !a.sinks.empty_view() && !c.drop_sinks ? Row(&a.sinks(qh), {1}) : Row();
+  b->alibi_slopes = !a.alibi_slopes.empty_view() ? Row(&a.alibi_slopes(qh), {1}) : Row();
+}
+
+}  // namespace detail
 
 }  // namespace compare
 }  // namespace attnref

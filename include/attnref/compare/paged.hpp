@@ -13,7 +13,6 @@
 
 #include <cstdint>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "attnref/compare/hypotheses.hpp"
@@ -25,35 +24,6 @@
 
 namespace attnref {
 namespace compare {
-namespace detail {
-
-/// `kShapeMismatch` unless `got` holds `expected` values (`what` a literal: "got", "got_lse").
-inline Status check_got_size(std::size_t got, std::int64_t expected, const char* what) {
-  if (static_cast<std::int64_t>(got) == expected) return Status();
-  return Status(ErrorCode::kShapeMismatch, "", "{f} holds {0} values; the reference has {1}",
-                "compare an output of the reference's shape",
-                {static_cast<std::int64_t>(got), expected}, {}, what);
-}
-
-/// A kernel value as double (half and bfloat16 through float).
-template <class T>
-double value_of(const T& x) {
-  if constexpr (std::is_same<T, double>::value) {
-    return x;
-  } else {
-    return static_cast<double>(static_cast<float>(x));
-  }
-}
-
-template <class T>
-std::vector<double> as_doubles(const std::vector<T>& x) {
-  std::vector<double> out(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) out[i] = value_of(x[i]);
-  return out;
-}
-
-}  // namespace detail
-
 /// The `[batch, num_q_heads, head_dim]` output shape of paged attention: one decode row per
 /// sequence; a sequence of length 0 is a padding row.
 template <class Q, class KV, class Index>
@@ -85,31 +55,20 @@ Status try_compare_paged(const PagedAttentionArgs<Q, KV, Index>& a, const std::v
                             TensorView<float, 2>(ref_lse.data(), {batch, hq}));
   Report r;
   const OutputShape shape = paged_output_shape(a);
-  const std::vector<double> expected_lse =
-      got_lse.empty() ? std::vector<double>{} : detail::as_doubles(ref_lse);
-  const RowErrors e = tally(shape, got, detail::as_doubles(ref), got_lse, expected_lse, opt, &r);
-  localize(shape, e, &r);
+  const RowErrors e = detail::tally_reference(shape, got, ref, got_lse, ref_lse, opt, &r);
   if (r.ok() || r.padding_only) {
     *report = r;
     return Status();
   }
 
-  Features f;
-  f.sm_scale = a.sm_scale;
-  f.head_dim = dim;
-  f.soft_cap = a.soft_cap;
-  f.num_q_heads = hq;
-  f.num_kv_heads = a.num_kv_heads();
+  Features f = detail::common_features(a, dim, got_lse);
   f.layout = dense_layout(a.k_pages);
   if (f.layout && dense_layout(a.v_pages) != f.layout) f.layout.reset();
   const bool has_scales = !a.k_scales.empty_view();  // int8 always; fp8 optionally
   if (has_scales) f.layout.reset();                  // scales: their own
   f.layout_option = "--k-pages/--v-pages";
   f.lengths_option = "--lengths";
-  f.window = a.sliding_window;
-  f.has_sinks = !a.sinks.empty_view();
   f.swap_option = "--k-pages and --v-pages (and their scales)";
-  f.lse_given = !got_lse.empty();
 
   const std::int64_t pps = a.pages_per_sequence();
   const Subset subset = pick_subset(
@@ -133,37 +92,24 @@ Status try_compare_paged(const PagedAttentionArgs<Q, KV, Index>& a, const std::v
     std::vector<float> l(static_cast<std::size_t>(n));
     out->assign(static_cast<std::size_t>(n * nh * dim), 0.0);
     lse->assign(static_cast<std::size_t>(n * nh), 0.0);
-    const std::int64_t group = hq / a.num_kv_heads();
     for (std::int64_t hi = 0; hi < nh; ++hi) {
       const std::int64_t qh = s.heads[static_cast<std::size_t>(hi)];
-      const std::int64_t kv_head = c.interleaved_heads ? qh % a.num_kv_heads() : qh / group;
+      const std::int64_t kv_head = detail::kv_head_of(c, qh, hq, a.num_kv_heads());
       PagedAttentionArgs<Q, KV, std::int64_t> b;
       for (std::int64_t i = 0; i < n; ++i)
         for (std::int64_t d = 0; d < dim; ++d)
           q[static_cast<std::size_t>(i * dim + d)] =
               a.q(s.sequences[static_cast<std::size_t>(i)], qh, d);
       b.q = TensorView<const Q, 3>(q.data(), {n, 1, dim});
-      TensorView<const KV, 4> k = a.k_pages, v = a.v_pages;
-      if (c.layout) {
-        k = reread_in_layout(k, *c.layout);
-        v = reread_in_layout(v, *c.layout);
-      }
-      b.k_pages = one_head(c.swap_kv ? v : k, kv_head);
-      b.v_pages = one_head(c.swap_kv ? k : v, kv_head);
+      detail::set_head_pages(a, kv_head, c, &b);
       if (has_scales) {
         b.k_scales = one_head(c.swap_kv ? a.v_scales : a.k_scales, kv_head);
         b.v_scales = one_head(c.swap_kv ? a.k_scales : a.v_scales, kv_head);
       }
       b.lengths = TensorView<const std::int64_t, 1>(lengths.data(), {n});
       b.page_indices = TensorView<const std::int64_t, 2>(pages.data(), {n, pps});
-      b.sm_scale = c.sm_scale ? *c.sm_scale : a.sm_scale;
-      b.soft_cap = c.change_soft_cap ? c.soft_cap : a.soft_cap;
       b.round_kv_to_bf16 = a.round_kv_to_bf16;
-      b.sliding_window = c.window ? c.window : a.sliding_window;
-      if (!a.sinks.empty_view() && !c.drop_sinks)
-        b.sinks = TensorView<const float, 1>(&a.sinks(qh), {1});
-      if (!a.alibi_slopes.empty_view())
-        b.alibi_slopes = TensorView<const float, 1>(&a.alibi_slopes(qh), {1});
+      detail::set_head_options(a, qh, c, &b);
       const Status st = try_paged_attention(b, TensorView<Q, 3>(o.data(), {n, 1, dim}),
                                             TensorView<float, 2>(l.data(), {n, 1}));
       if (!st.ok()) {

@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "attnref/compare/hypotheses.hpp"
-#include "attnref/compare/paged.hpp"
 #include "attnref/compare/report.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/kernels/ragged_paged_attention.hpp"
@@ -67,10 +66,7 @@ Status try_compare_ragged(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
                                    TensorView<float, 2>(ref_lse.data(), {tokens, hq}));
   Report r;
   const OutputShape shape = ragged_output_shape(a);
-  const std::vector<double> expected_lse =
-      got_lse.empty() ? std::vector<double>{} : detail::as_doubles(ref_lse);
-  const RowErrors e = tally(shape, got, detail::as_doubles(ref), got_lse, expected_lse, opt, &r);
-  localize(shape, e, &r);
+  const RowErrors e = detail::tally_reference(shape, got, ref, got_lse, ref_lse, opt, &r);
   if (r.ok() || r.padding_only) {
     *report = r;
     return Status();
@@ -80,12 +76,7 @@ Status try_compare_ragged(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
     return static_cast<std::int64_t>(a.cu_q_lens(i + 1)) -
            static_cast<std::int64_t>(a.cu_q_lens(i));
   };
-  Features f;
-  f.sm_scale = a.sm_scale;
-  f.head_dim = dim;
-  f.soft_cap = a.soft_cap;
-  f.num_q_heads = hq;
-  f.num_kv_heads = a.num_kv_heads();
+  Features f = detail::common_features(a, dim, got_lse);
   f.layout = dense_layout(a.k_pages);  // none for JAX's combined pool
   if (f.layout && dense_layout(a.v_pages) != f.layout) f.layout.reset();
   f.layout_option = "--k-pages/--v-pages";
@@ -93,10 +84,7 @@ Status try_compare_ragged(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
   for (std::int64_t i = 0; i < a.num_seqs_count(); ++i)
     f.causal_rows =
         f.causal_rows || (q_len(i) > 0 && q_len(i) < static_cast<std::int64_t>(a.kv_lens(i)));
-  f.window = a.sliding_window;
-  f.has_sinks = !a.sinks.empty_view();
   f.swap_option = f.layout ? "--k-pages and --v-pages" : "K and V in the combined pool";
-  f.lse_given = !got_lse.empty();
 
   const std::int64_t pps = a.pages_per_seq();
   const Subset subset = pick_subset(
@@ -127,10 +115,9 @@ Status try_compare_ragged(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
     std::vector<float> l(static_cast<std::size_t>(rows));
     out->assign(static_cast<std::size_t>(rows * nh * dim), 0.0);
     lse->assign(static_cast<std::size_t>(rows * nh), 0.0);
-    const std::int64_t group = hq / a.num_kv_heads();
     for (std::int64_t hi = 0; hi < nh; ++hi) {
       const std::int64_t qh = s.heads[static_cast<std::size_t>(hi)];
-      const std::int64_t kv_head = c.interleaved_heads ? qh % a.num_kv_heads() : qh / group;
+      const std::int64_t kv_head = detail::kv_head_of(c, qh, hq, a.num_kv_heads());
       for (std::int64_t i = 0; i < n; ++i) {
         const auto first =
             static_cast<std::int64_t>(a.cu_q_lens(s.sequences[static_cast<std::size_t>(i)]));
@@ -142,24 +129,12 @@ Status try_compare_ragged(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
       }
       RaggedPagedAttentionArgs<Q, KV, std::int64_t> b;
       b.q = TensorView<const Q, 3>(q.data(), {rows, 1, dim});
-      TensorView<const KV, 4> k = a.k_pages, v = a.v_pages;
-      if (c.layout) {
-        k = reread_in_layout(k, *c.layout);
-        v = reread_in_layout(v, *c.layout);
-      }
-      b.k_pages = one_head(c.swap_kv ? v : k, kv_head);
-      b.v_pages = one_head(c.swap_kv ? k : v, kv_head);
+      detail::set_head_pages(a, kv_head, c, &b);
       b.kv_lens = TensorView<const std::int64_t, 1>(kv_lens.data(), {n});
       b.page_indices = TensorView<const std::int64_t, 2>(pages.data(), {n, pps});
       b.cu_q_lens = TensorView<const std::int64_t, 1>(cu.data(), {n + 1});
       b.num_seqs_value = n;
-      b.sm_scale = c.sm_scale ? *c.sm_scale : a.sm_scale;
-      b.soft_cap = c.change_soft_cap ? c.soft_cap : a.soft_cap;
-      b.sliding_window = c.window ? c.window : a.sliding_window;
-      if (!a.sinks.empty_view() && !c.drop_sinks)
-        b.sinks = TensorView<const float, 1>(&a.sinks(qh), {1});
-      if (!a.alibi_slopes.empty_view())
-        b.alibi_slopes = TensorView<const float, 1>(&a.alibi_slopes(qh), {1});
+      detail::set_head_options(a, qh, c, &b);
       b.k_scale = c.swap_kv ? a.v_scale : a.k_scale;
       b.v_scale = c.swap_kv ? a.k_scale : a.v_scale;
       const Status st = try_ragged_paged_attention(b, TensorView<Q, 3>(o.data(), {rows, 1, dim}),

@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "attnref/compare/hypotheses.hpp"
-#include "attnref/compare/paged.hpp"
 #include "attnref/compare/report.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/kernels/splash_attention.hpp"
@@ -80,29 +79,18 @@ Status try_compare_splash(const SplashAttentionArgs<Q, KV>& a, const MultiHeadMa
   Report r;
   const bool diagonal = params.kind != SplashMaskParams::Kind::kOther;
   const OutputShape shape = splash_output_shape(a, diagonal ? params.offset : 0);
-  const std::vector<double> expected_lse =
-      got_lse.empty() ? std::vector<double>{} : detail::as_doubles(ref_lse);
-  const RowErrors e = tally(shape, got, detail::as_doubles(ref), got_lse, expected_lse, opt, &r);
-  localize(shape, e, &r);
+  const RowErrors e = detail::tally_reference(shape, got, ref, got_lse, ref_lse, opt, &r);
   if (r.ok()) {
     *report = r;
     return Status();
   }
 
-  Features f;
-  f.sm_scale = a.sm_scale;
-  f.head_dim = a.head_dim_qk();
-  f.soft_cap = a.soft_cap;
-  f.num_q_heads = hq;
-  f.num_kv_heads = a.num_kv_heads();
+  Features f = detail::common_features(a, a.head_dim_qk(), got_lse);
   if (diagonal) f.splash_offset = params.offset;
   f.q_seq_len = sq;
   f.kv_seq_len = a.kv_seq_len();
   if (params.kind == SplashMaskParams::Kind::kLocal) f.local_left = params.left;
-  f.window = a.sliding_window;
-  f.has_sinks = a.has_sinks();
   f.swap_option = "--k and --v";
-  f.lse_given = !got_lse.empty();
 
   const Subset subset = pick_subset(
       shape, e, [&](std::int64_t) { return sq * a.kv_seq_len() * a.head_dim_qk(); }, opt, &r);
@@ -113,21 +101,14 @@ Status try_compare_splash(const SplashAttentionArgs<Q, KV>& a, const MultiHeadMa
     std::vector<float> l(static_cast<std::size_t>(sq));
     out->assign(static_cast<std::size_t>(nh * sq * dv), 0.0);
     lse->assign(static_cast<std::size_t>(nh * sq), 0.0);
-    const std::int64_t group = hq / a.num_kv_heads();
     for (std::int64_t hi = 0; hi < nh; ++hi) {
       const std::int64_t qh = s.heads[static_cast<std::size_t>(hi)];
-      const std::int64_t kv_head = c.interleaved_heads ? qh % a.num_kv_heads() : qh / group;
+      const std::int64_t kv_head = detail::kv_head_of(c, qh, hq, a.num_kv_heads());
       SplashAttentionArgs<Q, KV> b = a;
       b.q = one_head(a.q, qh);
       b.k = one_head(c.swap_kv ? a.v : a.k, kv_head);
       b.v = one_head(c.swap_kv ? a.k : a.v, kv_head);
-      b.sinks = a.has_sinks() && !c.drop_sinks ? TensorView<const float, 1>(&a.sinks(qh), {1})
-                                               : TensorView<const float, 1>();
-      if (!a.alibi_slopes.empty_view())
-        b.alibi_slopes = TensorView<const float, 1>(&a.alibi_slopes(qh), {1});
-      b.sm_scale = c.sm_scale ? *c.sm_scale : a.sm_scale;
-      b.soft_cap = c.change_soft_cap ? c.soft_cap : a.soft_cap;
-      b.sliding_window = c.window ? c.window : a.sliding_window;
+      detail::set_head_options(a, qh, c, &b);
       b.sharding = MaskSharding{};
       const MultiHeadMask m =
           c.diagonal_offset || c.local_left
