@@ -74,7 +74,7 @@ double probe_read_bandwidth(const std::vector<const attnref_bench::KvPool<T>*>& 
 template <class Executor>
 double probe_fma_gflops(Executor& executor) {
   using Packet = Eigen::internal::packet_traits<float>::type;
-  constexpr int kLanes = Eigen::internal::unpacket_traits<Packet>::size;
+  constexpr int kLanes = Eigen::internal::packet_traits<float>::size;
   constexpr int kChains = 12;
   constexpr std::int64_t kSteps = 1 << 22;
   const std::int64_t threads = executor.concurrency();
