@@ -286,6 +286,7 @@ class AnyMask : public MaskBase {
                            std::uint8_t* out, std::int64_t ld) const = 0;
     virtual bool same_as(const Concept& other) const = 0;
     virtual const void* type() const noexcept = 0;
+    virtual const void* mask_address() const noexcept = 0;
   };
   template <class M>
   struct Model final : Concept {
@@ -302,13 +303,15 @@ class AnyMask : public MaskBase {
     }
     bool same_as(const Concept& other) const override {
       if constexpr (detail::HasEquality<M>::value) {
-        // Same tag means same M, so the downcast is exact.
-        return other.type() == type() && static_cast<const Model&>(other).mask == mask;
+        // Same tag means same M, so `other` holds an M. (Through its address, not a downcast
+        // of `other`: g++ 12 reported a false -Warray-bounds on the downcast.)
+        return other.type() == type() && *static_cast<const M*>(other.mask_address()) == mask;
       } else {
         return false;
       }
     }
     const void* type() const noexcept override { return detail::type_tag<M>(); }
+    const void* mask_address() const noexcept override { return &mask; }
     M mask;
   };
   std::shared_ptr<const Concept> impl_;
