@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string>
@@ -271,6 +272,40 @@ TEST(ComparePaged, SlidingWindowOffByOne) {
   const compare::Report r = report_of(p.args, attnref::reference::paged_attention(wrong));
   ASSERT_NO_FATAL_FAILURE(expect_one_cause(r, "sliding window off by one: 2 instead of 3"));
   EXPECT_EQ(r.causes[0].option, "--sliding-window 2");
+}
+
+// A window of INT64_MAX (no bound) is valid; its off-by-one hypotheses stop at INT64_MAX - 1
+// instead of overflowing (fuzz_cli_args found `--sliding-window 9223372036854775807` with a
+// mismatching --expect overflowing there; UBSan's report in the asan preset).
+TEST(ComparePaged, UnboundedSlidingWindowHasNoWiderNeighbour) {
+  Problem p;
+  p.args.sliding_window = std::numeric_limits<std::int64_t>::max();
+  PagedAttentionArgs<float> wrong = p.args;
+  std::swap(wrong.k_pages, wrong.v_pages);
+  expect_one_cause(report_of(p.args, attnref::reference::paged_attention(wrong)),
+                   "K and V swapped");
+}
+
+// Work estimates saturate at INT64_MAX: a sequence of that cost over two heads is tried alone,
+// on its first head, and the report says so (the sum wrapped negative before and took both).
+TEST(ComparePaged, SubsetWorkSaturates) {
+  compare::OutputShape shape;
+  shape.heads = 2;
+  shape.dim = 1;
+  shape.rows = {{0, 0, compare::RowKind::kDecode}, {1, 0, compare::RowKind::kDecode}};
+  compare::RowErrors e;
+  e.max_abs = {1, 1, 1, 1};
+  e.compared = {1, 1, 1, 1};
+  e.bad = {1, 1, 1, 1};
+  compare::Report r;
+  const compare::Subset s = compare::pick_subset(
+      shape, e, [](std::int64_t) { return std::numeric_limits<std::int64_t>::max(); }, options(),
+      &r);
+  EXPECT_EQ(s.sequences, std::vector<std::int64_t>{0});
+  EXPECT_EQ(s.heads, std::vector<std::int64_t>{0});
+  EXPECT_NE(r.cap_note.find("1 of 2 mismatching sequences and 1 of 2 mismatching heads"),
+            std::string::npos)
+      << r.cap_note;
 }
 
 TEST(ComparePaged, SinksIgnored) {

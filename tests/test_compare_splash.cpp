@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
@@ -122,6 +123,24 @@ TEST(CompareSplash, LocalWindowOffByOne) {
   const compare::Report r =
       report_of(p.args, mask, params, attnref::reference::splash_forward(p.args, wider).out);
   expect_one_cause(r, "sliding window off by one: 4 instead of 3");
+}
+
+// A local mask's left side of INT64_MAX (no bound) is valid; its off-by-one hypotheses stop at
+// INT64_MAX - 1 instead of overflowing.
+TEST(CompareSplash, UnboundedLocalLeftHasNoWiderNeighbour) {
+  Problem p;
+  constexpr std::int64_t kUnbounded = std::numeric_limits<std::int64_t>::max();
+  const MultiHeadMask mask{LocalMask{MaskShape{6, 10}, kUnbounded, 0, 4}};
+  compare::SplashMaskParams params;
+  params.kind = compare::SplashMaskParams::Kind::kLocal;
+  params.offset = 4;
+  params.left = kUnbounded;
+  params.right = 0;
+  SplashAttentionArgs<float> wrong = p.args;
+  std::swap(wrong.k, wrong.v);
+  expect_one_cause(
+      report_of(p.args, mask, params, attnref::reference::splash_forward(wrong, causal(4)).out),
+      "K and V swapped");
 }
 
 TEST(CompareSplash, SlidingWindowOptionOffByOne) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "attnref/compare/report.hpp"
+#include "attnref/core/checked_math.hpp"
 #include "attnref/core/kv_layout.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
@@ -143,8 +144,10 @@ inline std::vector<Change> candidate_changes(const Features& f) {
   }
   // A window and a local mask's left side are apart: a run may have both, each off alone.
   auto off_by_one = [&](std::int64_t asked, const std::string& option, int group, bool local) {
-    for (std::int64_t w : {asked - 1, asked + 1}) {
-      if (w <= 0) continue;
+    for (std::int64_t delta : {-1, 1}) {
+      std::int64_t w = 0;
+      // A window of INT64_MAX (unbounded) is valid; one more is not a window.
+      if (!checked_add(asked, delta, &w) || w <= 0) continue;
       Change c;
       c.what = "sliding window off by one: " + std::to_string(w) + " instead of " +
                std::to_string(asked) + (local ? " (the --local mask's left side)" : "");
@@ -227,7 +230,8 @@ using Predict = std::function<bool(const Change&, const Subset&, std::vector<dou
                                    std::vector<double>* lse, std::string* why)>;
 
 /// Picks the mismatching sequences and heads of `e` within `opt.work_cap`
-/// (`cost(sequence)` is the work of one head of it) and notes in `r` when it cuts.
+/// (`cost(sequence)` is the work of one head of it, saturated at INT64_MAX) and notes in `r`
+/// when it cuts.
 inline Subset pick_subset(const OutputShape& shape, const RowErrors& e,
                           const std::function<std::int64_t(std::int64_t)>& cost, const Options& opt,
                           Report* r) {
@@ -249,12 +253,13 @@ inline Subset pick_subset(const OutputShape& shape, const RowErrors& e,
   unique(&seqs);
   unique(&heads);
   Subset s;
-  std::int64_t work = 0;
+  std::int64_t work = 0;  // saturates: costs come from lengths up to INT64_MAX
   const auto nh = static_cast<std::int64_t>(heads.size());
   for (std::int64_t q : seqs) {
     const std::int64_t c = std::max<std::int64_t>(cost(q), 1);
-    if (work + c * nh > opt.work_cap && !s.sequences.empty()) break;
-    work += c * nh;
+    const std::int64_t more = saturating_add(work, saturating_mul(c, nh));
+    if (more > opt.work_cap && !s.sequences.empty()) break;
+    work = more;
     s.sequences.push_back(q);
   }
   s.heads = heads;

@@ -72,7 +72,10 @@ Status try_compare_paged(const PagedAttentionArgs<Q, KV, Index>& a, const std::v
 
   const std::int64_t pps = a.pages_per_sequence();
   const Subset subset = pick_subset(
-      shape, e, [&](std::int64_t b) { return (static_cast<std::int64_t>(a.lengths(b)) + 1) * dim; },
+      shape, e,
+      [&](std::int64_t b) {
+        return saturating_mul(saturating_add(static_cast<std::int64_t>(a.lengths(b)), 1), dim);
+      },
       opt, &r);
   const Predict predict = [&](const Change& c, const Subset& s, std::vector<double>* out,
                               std::vector<double>* lse, std::string* why) {
@@ -83,7 +86,12 @@ Status try_compare_paged(const PagedAttentionArgs<Q, KV, Index>& a, const std::v
     for (std::int64_t i = 0; i < n; ++i) {
       const std::int64_t b = s.sequences[static_cast<std::size_t>(i)];
       const auto len = static_cast<std::int64_t>(a.lengths(b));
-      lengths[static_cast<std::size_t>(i)] = len == 0 ? 0 : len + c.length_delta;
+      std::int64_t changed = 0;
+      if (!checked_add(len, c.length_delta, &changed)) {
+        *why = "the changed length overflows int64";
+        return false;
+      }
+      lengths[static_cast<std::size_t>(i)] = len == 0 ? 0 : changed;
       for (std::int64_t j = 0; j < pps; ++j)
         pages[static_cast<std::size_t>(i * pps + j)] =
             static_cast<std::int64_t>(a.page_indices(b, j));

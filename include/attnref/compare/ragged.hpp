@@ -90,8 +90,8 @@ Status try_compare_ragged(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
   const Subset subset = pick_subset(
       shape, e,
       [&](std::int64_t i) {
-        return std::max<std::int64_t>(q_len(i), 1) * (static_cast<std::int64_t>(a.kv_lens(i)) + 1) *
-               dim;
+        const std::int64_t keys = saturating_add(static_cast<std::int64_t>(a.kv_lens(i)), 1);
+        return saturating_mul(saturating_mul(std::max<std::int64_t>(q_len(i), 1), keys), dim);
       },
       opt, &r);
   const Predict predict = [&](const Change& c, const Subset& s, std::vector<double>* out,
@@ -103,7 +103,12 @@ Status try_compare_ragged(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
     for (std::int64_t i = 0; i < n; ++i) {
       const std::int64_t seq = s.sequences[static_cast<std::size_t>(i)];
       const std::int64_t ql = q_len(seq), kl = static_cast<std::int64_t>(a.kv_lens(seq));
-      kv_lens[static_cast<std::size_t>(i)] = c.top_left ? ql : kl + c.length_delta;
+      std::int64_t changed = 0;
+      if (!checked_add(kl, c.length_delta, &changed)) {
+        *why = "the changed kv_len overflows int64";
+        return false;
+      }
+      kv_lens[static_cast<std::size_t>(i)] = c.top_left ? ql : changed;
       cu.push_back(cu.back() + ql);
       for (std::int64_t j = 0; j < pps; ++j)
         pages[static_cast<std::size_t>(i * pps + j)] =

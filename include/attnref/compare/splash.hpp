@@ -93,7 +93,11 @@ Status try_compare_splash(const SplashAttentionArgs<Q, KV>& a, const MultiHeadMa
   f.swap_option = "--k and --v";
 
   const Subset subset = pick_subset(
-      shape, e, [&](std::int64_t) { return sq * a.kv_seq_len() * a.head_dim_qk(); }, opt, &r);
+      shape, e,
+      [&](std::int64_t) {
+        return saturating_mul(saturating_mul(sq, a.kv_seq_len()), a.head_dim_qk());
+      },
+      opt, &r);
   const Predict predict = [&](const Change& c, const Subset& s, std::vector<double>* out,
                               std::vector<double>* lse, std::string* why) {
     const auto nh = static_cast<std::int64_t>(s.heads.size());

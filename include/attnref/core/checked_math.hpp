@@ -41,6 +41,18 @@ constexpr bool checked_add(std::int64_t a, std::int64_t b, std::int64_t* out) no
 #endif
 }
 
+/// a * b for a, b >= 0, or INT64_MAX where that overflows (a work estimate, not a size).
+constexpr std::int64_t saturating_mul(std::int64_t a, std::int64_t b) noexcept {
+  std::int64_t out = 0;
+  return checked_mul(a, b, &out) ? out : std::numeric_limits<std::int64_t>::max();
+}
+
+/// a + b for a, b >= 0, or INT64_MAX where that overflows.
+constexpr std::int64_t saturating_add(std::int64_t a, std::int64_t b) noexcept {
+  std::int64_t out = 0;
+  return checked_add(a, b, &out) ? out : std::numeric_limits<std::int64_t>::max();
+}
+
 /// ceil(a / b) for a >= 0, b > 0 (callers validate the signs first).
 constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) noexcept {
   return a / b + (a % b != 0 ? 1 : 0);
