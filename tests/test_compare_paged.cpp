@@ -286,6 +286,35 @@ TEST(ComparePaged, UnboundedSlidingWindowHasNoWiderNeighbour) {
                    "K and V swapped");
 }
 
+// A length of INT64_MAX is valid over a page of INT64_MAX slots that all alias one row (slot
+// stride 0) and, with a sliding window, costs only the window: the "one key past the length"
+// hypothesis cannot run there and says so; the others still run.
+TEST(ComparePaged, LengthOfInt64MaxSkipsOnePastTheLength) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  // head_dim 1: the pages' element count, INT64_MAX, must itself fit in int64.
+  const std::vector<float> q{0.5f, -1.0f}, k{2.0f}, v{-1.0f};
+  const std::vector<std::int64_t> lengths{kMax}, table{0};
+  PagedAttentionArgs<float, float, std::int64_t> a;
+  a.q = {q.data(), {1, 2, 1}};
+  a.k_pages = TensorView<const float, 4>(k.data(), {1, 1, kMax, 1}, {1, 1, 0, 1}, 1);
+  a.v_pages = TensorView<const float, 4>(v.data(), {1, 1, kMax, 1}, {1, 1, 0, 1}, 1);
+  a.lengths = {lengths.data(), {1}};
+  a.page_indices = {table.data(), {1, 1}};
+  a.sliding_window = 2;
+  PagedAttentionArgs<float, float, std::int64_t> wrong = a;
+  std::swap(wrong.k_pages, wrong.v_pages);
+  compare::Report r;
+  const attnref::Status s =
+      compare::try_compare_paged(a, attnref::reference::paged_attention(wrong), {}, options(), &r);
+  ASSERT_TRUE(s.ok()) << s.message();
+  expect_one_cause(r, "K and V swapped");
+  ASSERT_EQ(r.skipped.size(), 1u) << compare::format_report(r);
+  EXPECT_NE(r.skipped[0].find("one key past each sequence's length read: the changed length "
+                              "overflows int64"),
+            std::string::npos)
+      << r.skipped[0];
+}
+
 // Work estimates saturate at INT64_MAX: a sequence of that cost over two heads is tried alone,
 // on its first head, and the report says so (the sum wrapped negative before and took both).
 TEST(ComparePaged, SubsetWorkSaturates) {

@@ -80,7 +80,7 @@ std::vector<double> paged_attention(const PagedAttentionArgs<Q, KV, Index>& a,
           a.sliding_window ? std::max<std::int64_t>(0, len - *a.sliding_window) : 0;
       const bool has_sink = !a.sinks.empty_view();
       const double sink = has_sink ? static_cast<double>(a.sinks(qh)) : 0.0;
-      w.assign(static_cast<size_t>(len), 0.0);
+      w.assign(static_cast<size_t>(len - first), 0.0);  // the window's keys: w[t - first]
       double max_w = has_sink ? sink : -std::numeric_limits<double>::infinity();
       for (std::int64_t t = first; t < len; ++t) {
         const std::int64_t page = static_cast<std::int64_t>(a.page_indices(b, t / page_size));
@@ -100,7 +100,7 @@ std::vector<double> paged_attention(const PagedAttentionArgs<Q, KV, Index>& a,
           // The bias is rounded in float too: it scales the error like a logit.
           if (bounds) bounds->max_logit[row] = std::max(bounds->max_logit[row], std::fabs(bias));
         }
-        w[static_cast<size_t>(t)] = x;
+        w[static_cast<size_t>(t - first)] = x;
         max_w = (std::isnan(x) || std::isnan(max_w)) ? std::nan("") : std::max(max_w, x);
       }
       if ((len > 0 || has_sink) && !std::isfinite(max_w)) {  // NaN / +inf logit, or all -inf
@@ -111,14 +111,15 @@ std::vector<double> paged_attention(const PagedAttentionArgs<Q, KV, Index>& a,
       }
       double sum = has_sink ? std::exp(sink - max_w) : 0.0;
       for (std::int64_t t = first; t < len; ++t)
-        sum += (w[static_cast<size_t>(t)] = std::exp(w[static_cast<size_t>(t)] - max_w));
+        sum += (w[static_cast<size_t>(t - first)] =
+                    std::exp(w[static_cast<size_t>(t - first)] - max_w));
       if (lse && (len > 0 || has_sink)) (*lse)[row] = max_w + std::log(sum);
       for (std::int64_t t = first; t < len; ++t) {
         const std::int64_t page = static_cast<std::int64_t>(a.page_indices(b, t / page_size));
         for (std::int64_t d = 0; d < dim; ++d) {
           const size_t i = row * static_cast<size_t>(dim) + static_cast<size_t>(d);
           const double v = paged_kv_value(a, true, h, page, t % page_size, d);
-          out[i] += w[static_cast<size_t>(t)] / sum * v;
+          out[i] += w[static_cast<size_t>(t - first)] / sum * v;
           // A sink is a zero value row: the output then lies between 0 and the values.
           if (bounds) bounds->add(i, v, t == first && !has_sink);
         }

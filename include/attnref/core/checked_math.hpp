@@ -53,6 +53,12 @@ constexpr std::int64_t saturating_add(std::int64_t a, std::int64_t b) noexcept {
   return checked_add(a, b, &out) ? out : std::numeric_limits<std::int64_t>::max();
 }
 
+/// min(t + n, end) for n >= 0 without forming t + n, which overflows for a token t near
+/// INT64_MAX (a valid length over pages whose slots alias one row).
+constexpr std::int64_t advance_within(std::int64_t t, std::int64_t n, std::int64_t end) noexcept {
+  return end - t < n ? end : t + n;
+}
+
 /// ceil(a / b) for a >= 0, b > 0 (callers validate the signs first).
 constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) noexcept {
   return a / b + (a % b != 0 ? 1 : 0);

@@ -392,7 +392,7 @@ bool list_chunk(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std::
     return false;
   constexpr auto kBytes = static_cast<std::int64_t>(sizeof(KV));
   const std::int64_t ahead = tokens_ahead(dim * kBytes, kBytes);
-  const std::int64_t u0 = std::min(t0 + ahead, t_end), u1 = std::min(t1 + ahead, t_end);
+  const std::int64_t u0 = advance_within(t0, ahead, t_end), u1 = advance_within(t1, ahead, t_end);
   for_each_page_run(u0, u1, page_size, page_of,
                     [&](std::int64_t page, std::int64_t slot, std::int64_t n, std::int64_t i) {
                       list_rows(a.k_pages, h, page, slot, n, c.k_ahead.data() + i);
@@ -555,7 +555,7 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
   const auto add_logits = [&](Chunk& c) {
     ChunkRows& rows = s.chunks[c.buffer];
     Acc* scores = s.scores_of(c.buffer, group, chunk);
-    scales_ahead(a, b, h, c.t1, std::min(c.t1 + chunk, t_end));
+    scales_ahead(a, b, h, c.t1, advance_within(c.t1, chunk, t_end));
     c.listed = listable && lists_chunk<Acc, KV>(c.t0, c.t1, page_size) &&
                list_chunk(a, b, h, c.t0, c.t1, t_end, rows);
     if (c.listed)
@@ -621,12 +621,12 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
     }
   };
 
-  Chunk current{t_begin, std::min(t_begin + chunk, t_end), 0};
+  Chunk current{t_begin, advance_within(t_begin, chunk, t_end), 0};
   add_logits(current);
   for (std::int64_t g = 0; g < group; ++g) fold_row(current, g);
   rescale_outputs();
   while (current.t1 < t_end) {
-    Chunk next{current.t1, std::min(current.t1 + chunk, t_end), current.buffer ^ 1};
+    Chunk next{current.t1, advance_within(current.t1, chunk, t_end), current.buffer ^ 1};
     add_logits(next);
     add_values(current, [&](std::int64_t g) { fold_row(next, g); });
     rescale_outputs();

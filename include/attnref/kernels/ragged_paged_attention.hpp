@@ -492,7 +492,7 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
   const std::int64_t lds = sc.logits_s.cols();
   for (std::int64_t lo = it.keys.lo, hi = 0; lo < it.kv_len; lo = hi) {
     // Tokens [lo, hi), at most `chunk` of them over as many pages: one softmax step.
-    hi = std::min(lo + chunk, it.kv_len);
+    hi = advance_within(lo, chunk, it.kv_len);
     const Eigen::Index nk = static_cast<Eigen::Index>(hi - lo);
     sc.pieces.clear();
     for (std::int64_t t = lo; t < hi;) {
@@ -618,7 +618,7 @@ void ragged_prefill_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem
   for (Eigen::Index row = 0; row < rows; ++row)
     c.start(c.heads.q_head(h, row % group), sc.m[row], sc.l[row]);
   for (std::int64_t c0 = it.keys.lo - it.keys.lo % page_size; c0 < it.kv_len; c0 += block) {
-    const std::int64_t lo = std::max(c0, it.keys.lo), hi = std::min(c0 + block, it.kv_len);
+    const std::int64_t lo = std::max(c0, it.keys.lo), hi = advance_within(c0, block, it.kv_len);
     const auto [r_lo, r_hi] = rows_seeing(c, it, lo, hi);
     if (r_lo >= r_hi) continue;
     const Eigen::Index nk = static_cast<Eigen::Index>(hi - lo);

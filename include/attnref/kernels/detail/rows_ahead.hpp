@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "attnref/core/checked_math.hpp"
 #include "attnref/core/tensor_view.hpp"
 
 namespace attnref {
@@ -132,8 +133,9 @@ RowsAhead sequence_rows_ahead(const TensorView<const T, 4>& pages, std::int64_t 
                               std::int64_t n, std::int64_t end, PageOf&& page_of,
                               bool heads_in_turn = false) {
   constexpr auto kBytes = static_cast<std::int64_t>(sizeof(T));
-  const std::int64_t u = t + (heads_in_turn ? kTokensAheadHeadsInTurn
-                                            : tokens_ahead(pages.extents[3] * kBytes, kBytes));
+  const std::int64_t u = advance_within(
+      t, heads_in_turn ? kTokensAheadHeadsInTurn : tokens_ahead(pages.extents[3] * kBytes, kBytes),
+      end);
   if (u >= end) return {};
   const std::int64_t page_size = pages.extents[2];
   return page_rows_ahead(pages, h, page_of(u / page_size), u % page_size, std::min(n, end - u));
