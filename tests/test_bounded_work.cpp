@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
@@ -462,6 +463,36 @@ TEST(BoundedWork, RaggedScratchIsSizedByTheCallAtHand) {
   // This call's own scratch: two 128 x 1024 K/V blocks and 17-row blocks, about 1.2 MiB.
   EXPECT_LE(grown, 4 * kMiB) << "malloc holds " << grown << " more bytes after the second call";
 #endif
+}
+
+// The prefill path walks key blocks from the first visible key's block, not from its page's
+// start: a window of 2 keys at the end of one page of INT64_MAX slots (aliasing one row: slot
+// stride 0) used to walk 2^56 blocks, and now reads one or two. kv_len INT64_MAX also checks
+// the block steps near it do not overflow. Every key is (k 2, v -1), so each of the 17 rows
+// (the prefill path: more than 16) sees 2 logits of 0.5 * 2: out -1, lse 1 + ln 2.
+TEST(BoundedWork, RaggedPrefillWindowAtTheEndOfAHugePage) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t kRows = 17;
+  std::vector<float> q(kRows, 0.5f), out(kRows, 0.0f), lse(kRows, 0.0f);
+  const float k = 2.0f, v = -1.0f;
+  const std::int64_t kv_lens[1] = {kMax}, cu_q_lens[2] = {0, kRows}, table[1] = {0};
+  attnref::RaggedPagedAttentionArgs<float, float, std::int64_t> a;
+  a.q = {q.data(), {kRows, 1, 1}};
+  a.k_pages = TensorView<const float, 4>(&k, {1, 1, kMax, 1}, {1, 1, 0, 1}, 1);
+  a.v_pages = TensorView<const float, 4>(&v, {1, 1, kMax, 1}, {1, 1, 0, 1}, 1);
+  a.kv_lens = {kv_lens, {1}, 1};
+  a.page_indices = {table, {1, 1}, 1};
+  a.cu_q_lens = {cu_q_lens, {2}, 2};
+  a.num_seqs_value = 1;
+  a.sliding_window = 2;
+  const Status st =
+      attnref::try_ragged_paged_attention(a, TensorView<float, 3>(out.data(), {kRows, 1, 1}),
+                                          TensorView<float, 2>(lse.data(), {kRows, 1}));
+  ASSERT_TRUE(st.ok()) << st.message();
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    EXPECT_EQ(out[static_cast<std::size_t>(r)], -1.0f) << "row " << r;
+    EXPECT_NEAR(lse[static_cast<std::size_t>(r)], 1.0 + std::log(2.0), 1e-6) << "row " << r;
+  }
 }
 
 // --- attnref-run

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
@@ -214,6 +215,35 @@ TEST(CompareRagged, OneKeyPastTheLength) {
   wrong.point();
   expect_one_cause(report_of(p.args, attnref::reference::ragged_paged_attention(wrong.args)),
                    "one key past");
+}
+
+// kv_len INT64_MAX (one page of INT64_MAX slots aliasing one row, head_dim 1) with a window of
+// 300: the kernel and every hypothesis read 300 keys, and the one-key-past one, whose kv_len does
+// not fit in int64, is skipped with that reason. The decode path's last step of 128 keys starts
+// 44 keys before INT64_MAX: `advance_within` keeps its end from overflowing.
+TEST(CompareRagged, KvLenOfInt64MaxSkipsOnePastTheLength) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  const std::vector<float> q{0.5f, -1.0f}, k{2.0f}, v{-1.0f};
+  const std::vector<std::int64_t> kv_lens{kMax}, cu{0, 1}, table{0};
+  RaggedPagedAttentionArgs<float, float, std::int64_t> a;
+  a.q = {q.data(), {1, 2, 1}};
+  a.k_pages = attnref::TensorView<const float, 4>(k.data(), {1, 1, kMax, 1}, {1, 1, 0, 1}, 1);
+  a.v_pages = attnref::TensorView<const float, 4>(v.data(), {1, 1, kMax, 1}, {1, 1, 0, 1}, 1);
+  a.kv_lens = {kv_lens.data(), {1}};
+  a.cu_q_lens = {cu.data(), {2}};
+  a.page_indices = {table.data(), {1, 1}};
+  a.num_seqs_value = 1;
+  a.sliding_window = 300;
+  RaggedPagedAttentionArgs<float, float, std::int64_t> wrong = a;
+  std::swap(wrong.k_pages, wrong.v_pages);
+  compare::Report r;
+  const attnref::Status s = compare::try_compare_ragged(
+      a, attnref::reference::ragged_paged_attention(wrong), {}, options(), &r);
+  ASSERT_TRUE(s.ok()) << s.message();
+  expect_one_cause(r, "K and V swapped");
+  ASSERT_EQ(r.skipped.size(), 1u) << compare::format_report(r);
+  EXPECT_NE(r.skipped[0].find("the changed kv_len overflows int64"), std::string::npos)
+      << r.skipped[0];
 }
 
 TEST(CompareRagged, KAndVSwapped) {

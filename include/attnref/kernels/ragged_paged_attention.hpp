@@ -617,8 +617,13 @@ void ragged_prefill_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem
   sc.acc.topRows(rows).setZero();
   for (Eigen::Index row = 0; row < rows; ++row)
     c.start(c.heads.q_head(h, row % group), sc.m[row], sc.l[row]);
-  for (std::int64_t c0 = it.keys.lo - it.keys.lo % page_size; c0 < it.kv_len; c0 += block) {
-    const std::int64_t lo = std::max(c0, it.keys.lo), hi = advance_within(c0, block, it.kv_len);
+  // Blocks of `block` tokens from the start of the page of the first visible key, beginning
+  // with the one that holds it: the blocks before it hold no visible key (starting at the page's
+  // first block made a window of 2 keys at the end of a page of 2^40 tokens walk 2^33 blocks).
+  const std::int64_t slot = it.keys.lo % page_size;
+  for (std::int64_t c0 = it.keys.lo - slot % block, c1 = 0; c0 < it.kv_len; c0 = c1) {
+    c1 = advance_within(c0, block, it.kv_len);
+    const std::int64_t lo = std::max(c0, it.keys.lo), hi = c1;
     const auto [r_lo, r_hi] = rows_seeing(c, it, lo, hi);
     if (r_lo >= r_hi) continue;
     const Eigen::Index nk = static_cast<Eigen::Index>(hi - lo);
