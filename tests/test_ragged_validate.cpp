@@ -595,5 +595,18 @@ TEST(RaggedValidate, DataTierScansLiveRowsOnly) {
                  "0"});
 }
 
+// Unlike paged's, the scan covers keys before a sliding window: JAX's ragged kernel loads every
+// key of [0, kv_len) and adds mask_value to the logits of those outside a row's window, which
+// leaves a NaN a NaN. Seq 1 (kv_len 9, q_len 4) with a window of 2 sees keys from 4 on.
+TEST(RaggedValidate, DataTierScansKeysBeforeTheSlidingWindow) {
+  Fixture<> g;
+  g.args.sliding_window = 2;
+  g.kv[((2 * 4 + 0) * 4 + 3) * 8 + 5] = std::numeric_limits<float>::infinity();  // token 0, V
+  expect_status(check_ragged_data(g.args),
+                {ErrorCode::kNonFiniteData, "",
+                 "v_pages is not finite at sequence 1, token 0 (page 2, slot 0), kv head 1, dim "
+                 "5"});
+}
+
 }  // namespace
 }  // namespace attnref
