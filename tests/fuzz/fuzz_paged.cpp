@@ -328,14 +328,15 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
 
   // --- data: finite values in the used region only -----------------------------------------
   const std::int64_t B = a.batch(), Hq = a.num_q_heads(), D = a.head_dim(), S = a.page_size();
-  // A valid call may describe far more elements than its buffers hold (stride-0 views), and the
-  // kernel's work is then legitimately that large; skip the run above a work cap so one input
-  // stays well under the 10 s timeout (the validation above has already run on it).
   // Keys before a sliding window are never read: they keep their NaN (and their pages may be
-  // dead entries). A window of a few keys at the end of a huge stride-0 page runs.
+  // dead entries), and they cost nothing, so a window of a few keys at the end of a huge
+  // stride-0 page runs.
   const auto first_key = [&](std::int64_t b) {
     return attnref::detail::first_window_key(a.lengths(b), a.sliding_window);
   };
+  // A valid call may describe far more elements than its buffers hold (stride-0 views), and the
+  // kernel's work is then legitimately that large; skip the run above a work cap so one input
+  // stays well under the 10 s timeout (the validation above has already run on it).
   {
     std::int64_t work = 0, live = 0, step = 0;
     bool fits = attnref::checked_mul(B, Hq, &work) && attnref::checked_mul(work, D, &work);
