@@ -52,6 +52,8 @@ DType dtype_of_numpy(const py::dtype& d) {
                          : DType::kUnknown;
     case 'b':
       return DType::kBool;
+    case 'u':  // raw codes: named in messages, read only through view_as
+      return size == 1 ? DType::kUInt8 : size == 2 ? DType::kUInt16 : DType::kUnknown;
     default:
       return DType::kUnknown;
   }

@@ -4,11 +4,11 @@
 // attnref.ShapeError.
 //
 // How the module is laid out (so that one more option or dtype stays a small change):
-//  - dtypes: `FloatTypes` below is the one table of element types q (and K/V of q's dtype,
-//    attention states) may have, `PageTypes` the K/V types besides q's; `dispatch(list, dtype,
-//    fn)` calls `fn(Tag<T>{})` with the matching C++ type. A new dtype is one entry there (plus,
-//    for a bit-pattern type numpy has no dtype for, such as fp8, one line in `explicit_dtypes`
-//    in binding.cpp so `attnref.view_as(uint_array, "name")` can tag it).
+//  - dtypes: paged and ragged take the library's table of (q, K/V) pairs (core/kv_dtypes.hpp,
+//    through `dispatch_q_kv` below), as attnref-run does; `FloatTypes` is the table for splash
+//    and attention states; `dispatch(list, dtype, fn)` calls `fn(Tag<T>{})` with the matching
+//    C++ type. A bit-pattern type numpy has no dtype for (bf16, fp8) also needs one line in
+//    `explicit_dtypes` in binding.cpp so `attnref.view_as(uint_array, "name")` can tag it.
 //  - options: each family has one inputs struct (`PagedInputs`, `SplashInputs`,
 //    `RaggedInputs`) filled from `**kwargs` by one `read_*` function (through `Kwargs`, which
 //    refuses unknown keywords, and `parse_common_options` for the shared ones) and applied to
@@ -39,6 +39,7 @@
 #include "attnref/compare/report.hpp"
 #include "attnref/core/dtype.hpp"
 #include "attnref/core/executor.hpp"
+#include "attnref/core/kv_dtypes.hpp"
 #include "attnref/core/profile.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
@@ -83,18 +84,14 @@ inline void raise_in_jax_order(const Status& shapes, std::initializer_list<const
 
 // ---- dtypes -------------------------------------------------------------------------------
 
+/// The library's type tag (core/kv_dtypes.hpp): `typename decltype(tag)::type`.
 template <class T>
-struct Tag {
-  using type = T;
-};
+using Tag = DTypeTag<T>;
 template <class... Ts>
 struct TypeList {};
 
-/// The element types of q, K/V (float pages) and attention states. One entry per dtype.
+/// The element types of splash's q, k, v and of attention states. One entry per dtype.
 using FloatTypes = TypeList<Eigen::half, float, double>;
-/// The element types K/V pages may have besides q's: int8 (with scales) and bit-pattern types
-/// tagged by `attnref.view_as` (bf16, fp8 e4m3fn and e5m2). One entry per dtype.
-using PageTypes = TypeList<std::int8_t, Eigen::bfloat16, float8_e4m3fn, float8_e5m2>;
 /// The element types of index arrays (lengths, page tables, cumulative lengths).
 using IndexTypes = TypeList<std::int32_t, std::int64_t>;
 
@@ -193,8 +190,50 @@ inline void require_float(const Array& a, const char* hint) {
   if (!dispatch(FloatTypes{}, a.dtype, [](auto) {})) raise_if_error(dtype_error(a, hint));
 }
 
+/// dtype_not_supported unless `a` has a paged or ragged query's dtype (float16, bfloat16,
+/// float32, float64: core/kv_dtypes.hpp).
+inline void require_query(const Array& a) {
+  if (!query_dtype_supported(a.dtype)) {
+    raise_if_error(dtype_error(a,
+                               "q is float16, float32, float64 or bfloat16 (a torch.bfloat16 "
+                               "tensor, or view_as(q_uint16, 'bfloat16'))"));
+  }
+}
+
 /// A fresh C-contiguous numpy array of dtype `t` and shape `shape`.
 py::array new_array(DType t, const std::vector<std::int64_t>& shape);
+
+/// An output of q's element type `Q`, as a new C-contiguous array: of q's dtype, but float32 for
+/// a bfloat16 q, which numpy has no dtype for (float32 holds each bfloat16 value exactly; as
+/// attnref-run writes it). The kernel writes `view()`, then `finish()` (GIL held) returns the
+/// array, widening a bfloat16 result into it.
+template <class Q, size_t Rank>
+class QueryOutput {
+ public:
+  explicit QueryOutput(const std::vector<std::int64_t>& shape)
+      : array_(new_array(kWiden ? DType::kFloat32 : dtype_of<Q>, shape)) {
+    if constexpr (kWiden) buffer_.resize(static_cast<size_t>(array_.size()));
+  }
+  TensorView<Q, Rank> view() {
+    std::array<std::int64_t, Rank> extents{};
+    for (size_t i = 0; i < Rank; ++i)
+      extents[i] = static_cast<std::int64_t>(array_.shape(static_cast<py::ssize_t>(i)));
+    Q* data = kWiden ? buffer_.data() : static_cast<Q*>(array_.mutable_data());
+    return TensorView<Q, Rank>(data, extents, static_cast<std::int64_t>(array_.size()));
+  }
+  py::array finish() {
+    if constexpr (kWiden) {
+      auto* out = static_cast<float*>(array_.mutable_data());
+      for (size_t i = 0; i < buffer_.size(); ++i) out[i] = static_cast<float>(buffer_[i]);
+    }
+    return array_;
+  }
+
+ private:
+  static constexpr bool kWiden = std::is_same_v<Q, Eigen::bfloat16>;
+  py::array array_;
+  std::vector<Q> buffer_;  // bfloat16 only
+};
 
 /// A row-major view of an array `new_array` made (C-contiguous, owned by the module).
 template <class T, size_t Rank>
@@ -267,10 +306,12 @@ CommonOptions parse_common_options(Kwargs& kw, bool for_kernel);
 /// logical [num_kv_heads, total_pages, page_size, head_dim] dim.
 std::array<int, 4> parse_kv_layout_option(Kwargs& kw);
 
-/// Calls `fn(Tag<Q>{}, Tag<KV>{})` for q's float dtype and K/V's (q's, or one of PageTypes); raises
-/// ShapeError for any other pair. `k` and `v` must share a dtype.
+/// Calls `fn(DTypeTag<Q>{}, DTypeTag<KV>{})` for q's and K/V's dtypes when the library's table
+/// (core/kv_dtypes.hpp) has the pair; raises ShapeError otherwise. `k` and `v` must share a
+/// dtype; raw codes (uint8, uint16) get a hint to tag them with view_as.
 template <class Fn>
 void dispatch_q_kv(const Array& q, const Array& k, const Array& v, Fn&& fn) {
+  require_query(q);
   if (k.dtype != v.dtype) {
     raise_if_error(
         Status(ErrorCode::kQuantizationMismatch, "",
@@ -278,19 +319,14 @@ void dispatch_q_kv(const Array& q, const Array& k, const Array& v, Fn&& fn) {
                "quantize K and V together, or neither",
                {static_cast<std::int64_t>(k.dtype), static_cast<std::int64_t>(v.dtype)}));
   }
-  const bool found = dispatch(FloatTypes{}, q.dtype, [&](auto qtag) {
-    using Q = typename decltype(qtag)::type;
-    if (k.dtype == q.dtype) {
-      fn(qtag, Tag<Q>{});
-    } else if (!dispatch(PageTypes{}, k.dtype, [&](auto kvtag) { fn(qtag, kvtag); })) {
-      raise_if_error(dtype_mismatch(k, q,
-                                    "K/V pages take q's dtype, int8 (with scales), or the bits "
-                                    "of bfloat16 (attnref.view_as(pages_uint16, 'bfloat16')) "
-                                    "or fp8 (view_as(pages_uint8, 'float8_e4m3fn' or "
-                                    "'float8_e5m2'))"));
-    }
-  });
-  if (!found) raise_if_error(dtype_error(q, "q is float16, float32 or float64"));
+  if (k.dtype == DType::kUInt8 || k.dtype == DType::kUInt16) {
+    raise_if_error(dtype_error(k,
+                               "raw codes: tag bfloat16 bits with view_as(pages_uint16, "
+                               "'bfloat16') and fp8 codes with view_as(pages_uint8, "
+                               "'float8_e4m3fn' or 'float8_e5m2')"));
+  }
+  raise_if_error(check_kv_dtype(q.dtype, k.dtype, k.name.c_str()));
+  dispatch_query_and_kv(q.dtype, k.dtype, std::forward<Fn>(fn));
 }
 
 /// What a compare_* call compares: the user's output and logsumexp as doubles in C order, their

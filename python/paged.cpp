@@ -162,24 +162,25 @@ py::object paged_attention_py(py::handle q, py::handle k, py::handle v, py::hand
                               py::handle page_indices, py::kwargs kwargs) {
   const PagedInputs in =
       read_paged(q, k, v, lengths, page_indices, std::move(kwargs), true, "paged_attention");
-  require_float(in.q, "q is a float dtype");
-  py::array out = new_array(in.q.dtype, in.q.shape);
+  py::object out;
   py::array lse = new_array(DType::kFloat32, {in.q.shape[0], in.q.shape[1]});
   dispatch_q_kv(in.q, in.k, in.v, [&](auto qtag, auto kvtag) {
     using Q = typename decltype(qtag)::type;
     using KV = typename decltype(kvtag)::type;
     PagedAttentionArgs<Q, KV, std::int64_t> a;
     const WideIndices idx = wide_args<Q, KV>(in, &a);
-    const auto out_view = output_view<Q, 3>(out);
+    QueryOutput<Q, 3> q_out(in.q.shape);
+    const auto out_view = q_out.view();
     const auto lse_view = output_view<float, 2>(lse);
     Status status;
     run_released(in.common.num_threads, [&](auto& executor) {
       status = try_paged_attention(a, out_view, lse_view, executor);
     });
     raise_if_error(status);
+    out = q_out.finish();
   });
   if (in.common.return_lse) return py::make_tuple(out, lse);
-  return std::move(out);
+  return out;
 }
 
 py::dict compare_paged_py(py::handle got, py::handle q, py::handle k, py::handle v,
@@ -187,7 +188,7 @@ py::dict compare_paged_py(py::handle got, py::handle q, py::handle k, py::handle
   const CompareInputs c = read_compare_options(got, kwargs, "compare_paged");
   const PagedInputs in =
       read_paged(q, k, v, lengths, page_indices, std::move(kwargs), true, "compare_paged");
-  require_float(in.q, "q is a float dtype");
+  require_query(in.q);
   raise_if_error(check_compare_shapes(c, in.q.shape, {in.q.shape[0], in.q.shape[1]}));
   compare::Report report;
   dispatch_q_kv(in.q, in.k, in.v, [&](auto qtag, auto kvtag) {
@@ -217,11 +218,12 @@ void bind_paged(py::module_& m) {
             tiers=("shape", "metadata")) -> None
 
 Validates paged attention (decode) inputs; raises ShapeError on the first failed check.
-  q             [batch, num_q_heads, head_dim]
+  q             [batch, num_q_heads, head_dim]: float16, float32, float64 or bfloat16 (a
+                torch.bfloat16 tensor or view_as(uint16, 'bfloat16'))
   k_pages       [num_kv_heads, total_pages, page_size, head_dim] (kv_layout "jax"),
                 [total_pages, page_size, num_kv_heads, head_dim] ("nhd"),
-                [total_pages, num_kv_heads, page_size, head_dim] ("hnd"); q's dtype, int8,
-                bf16 or fp8 bits (view_as)
+                [total_pages, num_kv_heads, page_size, head_dim] ("hnd"); q's dtype or int8;
+                float32 and bfloat16 q also read float32, float16, bf16 and fp8 (view_as) pages
   v_pages       as k_pages
   lengths       [batch] int32 or int64
   page_indices  [batch, pages_per_sequence], lengths' dtype
@@ -242,7 +244,7 @@ metadata (lengths and page indices) and data (no NaN/Inf in what the kernel read
 
 Validates (reference profile, shape and metadata tiers), then runs attnref's reference kernel
 with the GIL released. Arguments as check_paged.
-  out  [batch, num_q_heads, head_dim], q's dtype; a zero row for a sequence of length 0
+  out  [batch, num_q_heads, head_dim], q's dtype (bfloat16 q: float32 of bf16 values); a zero row for a sequence of length 0
   lse  [batch, num_q_heads] float32, the softmax's natural logsumexp (for length 0: -inf, or
        the sink's logit with sinks))");
   m.def("compare_paged", &compare_paged_py, py::arg("got"), py::arg("q"), py::arg("k_pages"),

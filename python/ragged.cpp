@@ -219,24 +219,25 @@ py::object ragged_attention_py(py::handle q, py::handle kv_pages, py::handle kv_
                                py::kwargs kwargs) {
   const RaggedInputs in = read_ragged(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs,
                                       std::move(kwargs), true, "ragged_paged_attention");
-  require_float(in.q, "q is a float dtype");
-  py::array out = new_array(in.q.dtype, in.q.shape);
+  py::object out;
   py::array lse = new_array(DType::kFloat32, {in.q.shape[0], in.q.shape[1]});
   dispatch_q_kv(in.q, in.pages(), in.combined ? in.kv : in.v, [&](auto qtag, auto kvtag) {
     using Q = typename decltype(qtag)::type;
     using KV = typename decltype(kvtag)::type;
     RaggedPagedAttentionArgs<Q, KV, std::int64_t> a;
     const WideIndices idx = wide_args<Q, KV>(in, &a);
-    const auto out_view = output_view<Q, 3>(out);
+    QueryOutput<Q, 3> q_out(in.q.shape);
+    const auto out_view = q_out.view();
     const auto lse_view = output_view<float, 2>(lse);
     Status status;
     run_released(in.common.num_threads, [&](auto& executor) {
       status = try_ragged_paged_attention(a, out_view, lse_view, executor);
     });
     raise_if_error(status);
+    out = q_out.finish();
   });
   if (in.common.return_lse) return py::make_tuple(out, lse);
-  return std::move(out);
+  return out;
 }
 
 py::dict compare_ragged_py(py::handle got, py::handle q, py::handle kv_pages, py::handle kv_lens,
@@ -245,7 +246,7 @@ py::dict compare_ragged_py(py::handle got, py::handle q, py::handle kv_pages, py
   const CompareInputs c = read_compare_options(got, kwargs, "compare_ragged");
   const RaggedInputs in = read_ragged(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs,
                                       std::move(kwargs), true, "compare_ragged");
-  require_float(in.q, "q is a float dtype");
+  require_query(in.q);
   raise_if_error(check_compare_shapes(c, in.q.shape, {in.q.shape[0], in.q.shape[1]}));
   compare::Report report;
   dispatch_q_kv(in.q, in.pages(), in.combined ? in.kv : in.v, [&](auto qtag, auto kvtag) {
@@ -275,13 +276,14 @@ void bind_ragged(py::module_& m) {
              alibi_slopes=None, profile="reference", tiers=("shape", "metadata")) -> None
 
 Validates ragged paged attention inputs; raises ShapeError on the first failed check.
-  q             [max_num_batched_tokens, num_q_heads, head_dim]
+  q             [max_num_batched_tokens, num_q_heads, head_dim]: float16, float32, float64 or
+                bfloat16 (a torch.bfloat16 tensor or view_as(uint16, 'bfloat16'))
   kv_pages      JAX's combined pool [total_pages, page_size, 2 * num_kv_heads, head_dim]
                 (K of KV head h at 2h, V at 2h+1), or a (k_pages, v_pages) pair in kv_layout:
                 [num_kv_heads, total_pages, page_size, head_dim] ("jax"),
                 [total_pages, page_size, num_kv_heads, head_dim] ("nhd"),
-                [total_pages, num_kv_heads, page_size, head_dim] ("hnd"); q's dtype, int8,
-                bf16 or fp8 bits (view_as)
+                [total_pages, num_kv_heads, page_size, head_dim] ("hnd"); q's dtype or int8;
+                float32 and bfloat16 q also read float32, float16, bf16 and fp8 (view_as) pages
   kv_lens       [max_num_seqs] int32 or int64
   page_indices  [max_num_seqs, pages_per_seq], kv_lens' dtype
   cu_q_lens     [max_num_seqs + 1], kv_lens' dtype
@@ -297,7 +299,8 @@ Validates ragged paged attention inputs; raises ShapeError on the first failed c
                        return_lse=False, num_threads=1) -> out or (out, lse)
 
 Validates (reference profile), then runs the reference kernel with the GIL released.
-  out  [max_num_batched_tokens, num_q_heads, head_dim], q's dtype; zero on padding rows
+  out  [max_num_batched_tokens, num_q_heads, head_dim], q's dtype (bfloat16 q: float32 of bf16
+       values); zero on padding rows
   lse  [max_num_batched_tokens, num_q_heads] float32 (-inf on padding rows))");
   m.def("compare_ragged", &compare_ragged_py, py::arg("got"), py::arg("q"), py::arg("kv_pages"),
         py::arg("kv_lens"), py::arg("page_indices"), py::arg("cu_q_lens"), py::arg("num_seqs"),

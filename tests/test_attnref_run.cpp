@@ -704,9 +704,9 @@ TEST_F(Cli, PagedValidationErrors) {
   r = run(in_dir(*this, std::string("paged ") + kInputs));
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err_line(0),
-            "attnref: error[dtype_not_supported] k_pages has dtype float64; "
-            "attnref-run takes K/V pages of q's dtype (float32) or int8 with scales (float32 and "
-            "bfloat16 queries also read float32, bfloat16, float16 and fp8 pages)");
+            "attnref: error[dtype_not_supported] k_pages has dtype float64; a float32 query "
+            "reads K/V pages of its own dtype or int8 with scales (float32 and bfloat16 queries "
+            "also read float32, bfloat16, float16 and fp8 pages)");
   save<std::int8_t>("k.npy", shape, std::vector<std::int8_t>(ok.k.size(), 0));
   r = run(in_dir(*this, std::string("paged ") + kInputs));
   EXPECT_EQ(r.code, 2);

@@ -274,8 +274,8 @@ TEST_F(DtypesCli, HalfQueriesDoNotReadFp8Pages) {
   const Result r = run_subcommand("paged", std::string(kPaged) + " --kv-dtype e4m3");
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_EQ(r.first_err_line(),
-            "attnref: error[dtype_not_supported] k_pages has dtype float8_e4m3fn; attnref-run "
-            "takes K/V pages of q's dtype (float16) or int8 with scales (float32 and bfloat16 "
+            "attnref: error[dtype_not_supported] k_pages has dtype float8_e4m3fn; a float16 "
+            "query reads K/V pages of its own dtype or int8 with scales (float32 and bfloat16 "
             "queries also read float32, bfloat16, float16 and fp8 pages)");
 }
 

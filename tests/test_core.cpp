@@ -4,13 +4,16 @@
 #include <attnref/core/checked_math.hpp>
 #include <attnref/core/dtype.hpp>
 #include <attnref/core/error.hpp>
+#include <attnref/core/kv_dtypes.hpp>
 #include <attnref/core/kv_layout.hpp>
 #include <attnref/core/status.hpp>
 #include <attnref/core/tensor_view.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -112,6 +115,55 @@ TEST(DType, NamesAndFiniteness) {
   EXPECT_FALSE(attnref::element_is_finite(std::numeric_limits<float>::quiet_NaN()));
   EXPECT_FALSE(attnref::element_is_finite(-std::numeric_limits<double>::infinity()));
   EXPECT_TRUE(attnref::element_is_finite(std::int8_t{-128}));
+}
+
+// The (q, K/V pages) table every front end shares, written out by hand: 16 pairs.
+TEST(KvDtypes, TheTableHasTheSixteenPairsAndDispatchesEachToItsTypes) {
+  using attnref::DType;
+  const std::vector<std::pair<DType, DType>> want = {
+      {DType::kFloat16, DType::kFloat16},       {DType::kFloat16, DType::kInt8},
+      {DType::kFloat64, DType::kFloat64},       {DType::kFloat64, DType::kInt8},
+      {DType::kFloat32, DType::kFloat32},       {DType::kFloat32, DType::kInt8},
+      {DType::kFloat32, DType::kBFloat16},      {DType::kFloat32, DType::kFloat16},
+      {DType::kFloat32, DType::kFloat8E4M3FN},  {DType::kFloat32, DType::kFloat8E5M2},
+      {DType::kBFloat16, DType::kBFloat16},     {DType::kBFloat16, DType::kInt8},
+      {DType::kBFloat16, DType::kFloat32},      {DType::kBFloat16, DType::kFloat16},
+      {DType::kBFloat16, DType::kFloat8E4M3FN}, {DType::kBFloat16, DType::kFloat8E5M2},
+  };
+  int supported = 0;
+  for (int qi = 0; qi <= static_cast<int>(DType::kVoid16); ++qi) {
+    for (int ki = 0; ki <= static_cast<int>(DType::kVoid16); ++ki) {
+      const auto q = static_cast<DType>(qi), kv = static_cast<DType>(ki);
+      const bool expected =
+          std::find(want.begin(), want.end(), std::make_pair(q, kv)) != want.end();
+      ASSERT_EQ(attnref::kv_dtype_supported(q, kv), expected)
+          << attnref::dtype_name(q) << " query, " << attnref::dtype_name(kv) << " pages";
+      if (!expected) continue;
+      ++supported;
+      EXPECT_TRUE(attnref::check_kv_dtype(q, kv, "k_pages").ok());
+      const auto got = attnref::dispatch_query_and_kv(q, kv, [](auto qt, auto kvt) {
+        return std::make_pair(attnref::dtype_of<typename decltype(qt)::type>,
+                              attnref::dtype_of<typename decltype(kvt)::type>);
+      });
+      EXPECT_EQ(got, std::make_pair(q, kv));
+    }
+  }
+  EXPECT_EQ(supported, 16);
+  EXPECT_FALSE(attnref::query_dtype_supported(DType::kInt8));
+  EXPECT_TRUE(attnref::query_dtype_supported(DType::kBFloat16));
+}
+
+TEST(KvDtypes, AnUnsupportedPairNamesThePagesBothDtypesAndTheTable) {
+  const attnref::Status s =
+      attnref::check_kv_dtype(attnref::DType::kFloat16, attnref::DType::kFloat8E4M3FN, "kv_pages");
+  EXPECT_EQ(s.code(), attnref::ErrorCode::kDtypeNotSupported);
+  EXPECT_EQ(s.message(),
+            "kv_pages has dtype float8_e4m3fn; a float16 query reads K/V pages of its own dtype "
+            "or int8 with scales (float32 and bfloat16 queries also read float32, bfloat16, "
+            "float16 and fp8 pages)");
+  EXPECT_EQ(s.hint(),
+            "store the pages in q's dtype or as int8 with float32 scales, or use a float32 or "
+            "bfloat16 query");
 }
 
 TEST(TensorView, RowMajorStridesAndAccess) {

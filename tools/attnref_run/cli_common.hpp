@@ -17,7 +17,7 @@
 ///     fail_if_error(check_rank(x, 2, "x", "x is [n, d]"));
 ///     fail_if_error(check_q_dtype(x));
 ///     const Input expect = load_expect(args, x.array.shape);
-///     return dispatch_q_kv(x.array.dtype, x.array.dtype, [&](auto q, auto) {
+///     return dispatch_float(x.array.dtype, [&](auto q) {
 ///       using Q = typename decltype(q)::type;
 ///       ...
 ///       return finish_output(args, shape, values, expect, default_tolerance(x.array.dtype));
@@ -41,6 +41,7 @@
 
 #include "attnref/compare/report.hpp"
 #include "attnref/core/dtype.hpp"
+#include "attnref/core/kv_dtypes.hpp"
 #include "attnref/core/kv_layout.hpp"
 #include "attnref/core/profile.hpp"
 #include "attnref/core/status.hpp"
@@ -247,88 +248,27 @@ std::vector<OptionSpec> with_common_options(std::vector<OptionSpec> own);
 /// fit float32 exit 2 (`float_option`).
 CommonOptions parse_common_options(const ParsedArgs& args);
 
-/// Names a C++ type for the dispatchers' callbacks.
-template <class T>
-struct TypeTag {
-  using type = T;
-};
-
-/// The one map from runtime dtypes to kernel instantiations: calls
-/// `f(TypeTag<Q>{}, TypeTag<KV>{})` with Q = Eigen::half, float or double for q's dtype, and
-/// KV = std::int8_t when `kv` is int8, Q otherwise. Preconditions: `check_q_dtype` passed, and
-/// `kv` is q's dtype or int8 (each subcommand words that error itself).
+/// Calls `f(DTypeTag<T>{})` with T = Eigen::half, float or double for `t` (splash and merge,
+/// whose inputs share one dtype; paged and ragged use the library's `dispatch_query_and_kv`).
+/// Precondition: `check_q_dtype` passed.
 template <class F>
-int dispatch_q_kv(DType q, DType kv, F&& f) {
-  auto with_q = [&](auto q_tag) -> int {
-    using Q = typename decltype(q_tag)::type;
-    if (kv == DType::kInt8) return f(q_tag, TypeTag<std::int8_t>{});
-    return f(q_tag, TypeTag<Q>{});
-  };
-  switch (q) {
+int dispatch_float(DType t, F&& f) {
+  switch (t) {
     case DType::kFloat16:
-      return with_q(TypeTag<Eigen::half>{});
+      return f(DTypeTag<Eigen::half>{});
     case DType::kFloat64:
-      return with_q(TypeTag<double>{});
+      return f(DTypeTag<double>{});
     default:
-      return with_q(TypeTag<float>{});
+      return f(DTypeTag<float>{});
   }
 }
 
-/// Whether paged and ragged take pages of `kv` under queries of `q`: pages of q's dtype or int8
-/// always; float32 and bfloat16 queries also read float32, bfloat16, float16, int8 and fp8
-/// pages, as engines mix them.
-constexpr bool pages_dtype_supported(DType q, DType kv) noexcept {
-  if (kv == q || kv == DType::kInt8) return true;
-  const bool mixed_q = q == DType::kFloat32 || q == DType::kBFloat16;
-  return mixed_q && (kv == DType::kFloat32 || kv == DType::kBFloat16 || kv == DType::kFloat16 ||
-                     kv == DType::kFloat8E4M3FN || kv == DType::kFloat8E5M2);
-}
-
-/// The paged and ragged map from runtime dtypes to kernel instantiations: calls
-/// `f(TypeTag<Q>{}, TypeTag<KV>{})` with Q = Eigen::half, float, double or Eigen::bfloat16 for
-/// q's dtype and KV for the pages' dtype. Preconditions: q is one of those four and
-/// `pages_dtype_supported(q, kv)`.
-template <class F>
-int dispatch_q_pages(DType q, DType kv, F&& f) {
-  auto with_q = [&](auto q_tag, auto... mixed) -> int {
-    using Q = typename decltype(q_tag)::type;
-    if (kv == DType::kInt8) return f(q_tag, TypeTag<std::int8_t>{});
-    if constexpr (sizeof...(mixed) > 0) {
-      switch (kv) {
-        case DType::kFloat32:
-          return f(q_tag, TypeTag<float>{});
-        case DType::kBFloat16:
-          return f(q_tag, TypeTag<Eigen::bfloat16>{});
-        case DType::kFloat16:
-          return f(q_tag, TypeTag<Eigen::half>{});
-        case DType::kFloat8E4M3FN:
-          return f(q_tag, TypeTag<float8_e4m3fn>{});
-        case DType::kFloat8E5M2:
-          return f(q_tag, TypeTag<float8_e5m2>{});
-        default:
-          break;
-      }
-    }
-    return f(q_tag, TypeTag<Q>{});
-  };
-  switch (q) {
-    case DType::kFloat16:
-      return with_q(TypeTag<Eigen::half>{});
-    case DType::kFloat64:
-      return with_q(TypeTag<double>{});
-    case DType::kBFloat16:
-      return with_q(TypeTag<Eigen::bfloat16>{}, true);
-    default:
-      return with_q(TypeTag<float>{}, true);
-  }
-}
-
-/// Calls `f(TypeTag<Index>{})` with Index = std::int32_t or std::int64_t. Precondition: `t` is
+/// Calls `f(DTypeTag<Index>{})` with Index = std::int32_t or std::int64_t. Precondition: `t` is
 /// one of the two (the library's index dtype checks passed).
 template <class F>
 int dispatch_index(DType t, F&& f) {
-  if (t == DType::kInt32) return f(TypeTag<std::int32_t>{});
-  return f(TypeTag<std::int64_t>{});
+  if (t == DType::kInt32) return f(DTypeTag<std::int32_t>{});
+  return f(DTypeTag<std::int64_t>{});
 }
 
 /// The elements of an int32 or int64 array as `Index` (empty for other dtypes).

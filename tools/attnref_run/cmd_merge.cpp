@@ -116,8 +116,8 @@ int run_merge(int argc, char** argv) {
                               "a logsumexp is float32, as --lse-out writes it"));
     }
   }
-  return dispatch_q_kv(
-      t, t, [&](auto tag, auto) { return run_typed<typename decltype(tag)::type>(args, in); });
+  return dispatch_float(
+      t, [&](auto tag) { return run_typed<typename decltype(tag)::type>(args, in); });
 }
 
 }  // namespace cli

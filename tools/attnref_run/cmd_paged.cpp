@@ -3,9 +3,8 @@
 // `reference` or `jax` profile, then runs attnref's reference kernel and writes or compares the
 // result.
 //
-// Instantiations are kept few: q is float16, float32, float64 or bfloat16 (--q-dtype); K/V have
-// q's dtype or are int8 with float32 scales, and float32 or bfloat16 q also read float32,
-// bfloat16, float16 and fp8 pages (16 kernels: dispatch_q_pages). Lengths and page indices are
+// Element types: the library's table (core/kv_dtypes.hpp: q float16, float32, float64 or
+// bfloat16 via --q-dtype; 16 (q, pages) pairs, one kernel each). Lengths and page indices are
 // validated with their own dtype (int32 or int64, so the `jax` profile's P7 sees the real one) and
 // then widened to int64 for the run, which changes no value and no reference-profile check.
 #include <iostream>
@@ -289,16 +288,7 @@ int run_paged(int argc, char** argv) {
   if (qt != DType::kBFloat16) fail_if_error(check_q_dtype(in.q));
   for (const Input* pages : {&in.k, &in.v}) {
     const DType t = pages->array.dtype;
-    if (!pages_dtype_supported(qt, t)) {
-      fail_status(Status(ErrorCode::kDtypeNotSupported, "",
-                         "{f} has dtype {d0}; attnref-run takes K/V pages of q's dtype ({d1}) or "
-                         "int8 with scales (float32 and bfloat16 queries also read float32, "
-                         "bfloat16, float16 and fp8 pages)",
-                         "save the pages with q's dtype, or quantize them to int8 with float32 "
-                         "scales",
-                         {static_cast<std::int64_t>(t), static_cast<std::int64_t>(qt)}, {},
-                         pages == &in.k ? "k_pages" : "v_pages"));
-    }
+    fail_if_error(check_kv_dtype(qt, t, pages == &in.k ? "k_pages" : "v_pages"));
   }
   if (in.k.array.dtype != in.v.array.dtype) {
     fail_status(Status(ErrorCode::kQuantizationMismatch, "",
@@ -314,7 +304,7 @@ int run_paged(int argc, char** argv) {
     }
   }
 
-  return dispatch_q_pages(qt, in.k.array.dtype, [&](auto q, auto kv) {
+  return dispatch_query_and_kv(qt, in.k.array.dtype, [&](auto q, auto kv) {
     return run_with_kv<typename decltype(q)::type, typename decltype(kv)::type>(args, in);
   });
 }

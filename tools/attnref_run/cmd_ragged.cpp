@@ -5,12 +5,11 @@
 //
 // K and V come as JAX's combined pool (--kv-pages, made into two views by ragged_kv_views) or
 // as two files in any --kv-layout (--k-pages, --v-pages: a vLLM or FlashInfer cache as saved).
-// Instantiations are kept few: q is float16, float32, float64 or bfloat16 (--q-dtype); the K/V
-// pages have q's dtype or are int8 (dequantized with --k-scale/--v-scale), and float32 or
-// bfloat16 q also read float32, bfloat16, float16 and fp8 pages (dispatch_q_pages). kv_lens,
-// page_indices and cu_q_lens are validated with their own dtype (int32 or int64, so the `jax`
-// profile's R5 sees the real one), then widened to int64 for the run, which changes no value and no
-// reference-profile check. num_seqs is a one-element integer array (JAX's R1).
+// Element types: the library's table (core/kv_dtypes.hpp: q float16, float32, float64 or
+// bfloat16 via --q-dtype; int8 pages dequantized with --k-scale/--v-scale; one kernel per pair).
+// kv_lens, page_indices and cu_q_lens are validated with their own dtype (int32 or int64, so the
+// `jax` profile's R5 sees the real one), then widened to int64 for the run, which changes no value
+// and no reference-profile check. num_seqs is a one-element integer array (JAX's R1).
 #include <iostream>
 #include <optional>
 #include <string>
@@ -382,17 +381,10 @@ int run_ragged(int argc, char** argv) {
   for (const Input* pages :
        separate ? std::vector<const Input*>{&in.k, &in.v} : std::vector<const Input*>{&in.kv}) {
     const DType t = pages->array.dtype;
-    if (!pages_dtype_supported(qt, t)) {
-      fail_status(Status(ErrorCode::kDtypeNotSupported, "",
-                         "{f} has dtype {d0}; attnref-run takes pages of q's dtype ({d1}) or "
-                         "int8 (with --k-scale/--v-scale; float32 and bfloat16 queries also read "
-                         "float32, bfloat16, float16 and fp8 pages)",
-                         "save the pages with q's dtype, or quantize them to int8",
-                         {static_cast<std::int64_t>(t), static_cast<std::int64_t>(qt)}, {},
-                         pages == &in.kv  ? "kv_pages"
-                         : pages == &in.k ? "k_pages"
-                                          : "v_pages"));
-    }
+    fail_if_error(check_kv_dtype(qt, t,
+                                 pages == &in.kv  ? "kv_pages"
+                                 : pages == &in.k ? "k_pages"
+                                                  : "v_pages"));
   }
   if (separate && in.k.array.dtype != in.v.array.dtype) {
     fail_status(Status(ErrorCode::kQuantizationMismatch, "",
@@ -402,7 +394,7 @@ int run_ragged(int argc, char** argv) {
                         static_cast<std::int64_t>(in.v.array.dtype)}));
   }
   const DType kvt = separate ? in.k.array.dtype : in.kv.array.dtype;
-  return dispatch_q_pages(qt, kvt, [&](auto q, auto kv) {
+  return dispatch_query_and_kv(qt, kvt, [&](auto q, auto kv) {
     return run_with_kv<typename decltype(q)::type, typename decltype(kv)::type>(args, in);
   });
 }

@@ -1,0 +1,154 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The (q, K/V pages) dtype table attnref-run shares (include/attnref/core/kv_dtypes.hpp):
+float32 and bfloat16 queries read float32, bfloat16, float16, int8 and fp8 pages; float16 and
+float64 queries read their own dtype and int8. A bfloat16 q is a torch.bfloat16 tensor (DLPack)
+or view_as(uint16_bits, "bfloat16"); its output is a float32 array of bfloat16 values."""
+import numpy as np
+import pytest
+
+import attnref
+import oracle
+from conftest import paged_batch, ragged_batch
+
+# bfloat16 keeps 8 significant bits: rounding moves a value by at most 2^-9 of it.
+BF16_RTOL = 2.0 ** -8
+
+
+def bf16_bits(x):
+    """float32 -> bfloat16 bit patterns, rounding to nearest even (no NaN in these inputs)."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bf16_values(bits):
+    """The float32 value of each bfloat16 bit pattern (exact)."""
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def assert_bf16_values(out):
+    assert out.dtype == np.float32
+    assert np.all(out.view(np.uint32) & 0xFFFF == 0), "not bfloat16 values"
+
+
+def test_paged_float32_query_reads_float16_pages():
+    q, k, v, lengths, pi = paged_batch()
+    k16, v16 = k.astype(np.float16), v.astype(np.float16)
+    attnref.check_paged(q, k16, v16, lengths, pi)
+    out, lse = attnref.paged_attention(q, k16, v16, lengths, pi, sm_scale=0.25, return_lse=True)
+    assert out.dtype == np.float32
+    want, want_lse = oracle.paged(q, k16, v16, lengths, pi, sm_scale=0.25)
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-6, atol=1e-5)
+
+
+def test_ragged_float32_query_reads_float16_pages():
+    q, kv, kv_lens, pi, cu, num_seqs = ragged_batch()
+    kv16 = kv.astype(np.float16)
+    attnref.check_ragged(q, kv16, kv_lens, pi, cu, num_seqs)
+    out = attnref.ragged_paged_attention(q, kv16, kv_lens, pi, cu, num_seqs, sm_scale=0.5)
+    want, _ = oracle.ragged(q, kv16, kv_lens, pi, cu, 2, sm_scale=0.5)
+    np.testing.assert_allclose(out[:4], want[:4], rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("pages", ["float32", "bfloat16", "int8"])
+def test_paged_bfloat16_query(pages):
+    q, k, v, lengths, pi = paged_batch()
+    q_bits = bf16_bits(q)
+    opts, k_in, v_in, k_val, v_val = {}, k, v, k, v
+    if pages == "bfloat16":
+        k_in, v_in = attnref.view_as(bf16_bits(k), "bfloat16"), attnref.view_as(bf16_bits(v), "bfloat16")
+        k_val, v_val = bf16_values(bf16_bits(k)), bf16_values(bf16_bits(v))
+    elif pages == "int8":
+        k_in = np.clip(np.round(k * 40), -127, 127).astype(np.int8)
+        v_in = np.clip(np.round(v * 40), -127, 127).astype(np.int8)
+        opts = dict(k_scales=np.full(k.shape[:3] + (1,), 2.0, np.float32),
+                    v_scales=np.full(v.shape[:3] + (1,), 3.0, np.float32))
+        # Dequantization per validate/paged.hpp: float(x) * scale / 127.5.
+        k_val, v_val = k_in * 2.0 / 127.5, v_in * 3.0 / 127.5
+    q_in = attnref.view_as(q_bits, "bfloat16")
+    attnref.check_paged(q_in, k_in, v_in, lengths, pi, **opts)
+    out, lse = attnref.paged_attention(q_in, k_in, v_in, lengths, pi, sm_scale=0.25,
+                                       return_lse=True, **opts)
+    assert out.shape == q.shape
+    assert_bf16_values(out)
+    want, want_lse = oracle.paged(bf16_values(q_bits), k_val, v_val, lengths, pi, sm_scale=0.25)
+    np.testing.assert_allclose(out, want, rtol=BF16_RTOL, atol=1e-5)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-5, atol=1e-5)
+    assert np.all(out[1] == 0) and np.all(lse[1] == -np.inf)  # the empty sequence
+    report = attnref.compare_paged(out, q_in, k_in, v_in, lengths, pi, sm_scale=0.25,
+                                   atol=0, rtol=0, **opts)
+    assert report["ok"], report["text"]
+
+
+def test_ragged_bfloat16_query_reads_fp8_pages():
+    q, kv, kv_lens, pi, cu, num_seqs = ragged_batch()
+    # fp8 e4m3fn codes of small powers of two and their halves: exact in every format here.
+    rng = np.random.default_rng(5)
+    codes = rng.choice(np.array([0x30, 0x38, 0x40, 0xB0, 0xB8, 0xC0, 0x34, 0xBC], np.uint8),
+                       size=kv.shape)
+    table = {0x30: 0.5, 0x38: 1.0, 0x40: 2.0, 0xB0: -0.5, 0xB8: -1.0, 0xC0: -2.0, 0x34: 0.75,
+             0xBC: -1.5}
+    kv_val = np.vectorize(table.get)(codes).astype(np.float64)
+    q_bits = bf16_bits(q)
+    q_in, kv_in = attnref.view_as(q_bits, "bfloat16"), attnref.view_as(codes, "float8_e4m3fn")
+    out, lse = attnref.ragged_paged_attention(q_in, kv_in, kv_lens, pi, cu, num_seqs,
+                                              sm_scale=0.5, return_lse=True)
+    assert_bf16_values(out)
+    want, want_lse = oracle.ragged(bf16_values(q_bits), kv_val, kv_lens, pi, cu, 2,
+                                   sm_scale=0.5)
+    np.testing.assert_allclose(out[:4], want[:4], rtol=BF16_RTOL, atol=1e-5)
+    np.testing.assert_allclose(lse[:4], want_lse[:4], rtol=1e-5, atol=1e-5)
+    report = attnref.compare_ragged(out, q_in, kv_in, kv_lens, pi, cu, num_seqs, sm_scale=0.5,
+                                    atol=0, rtol=0, ignore_padding=True)
+    assert report["ok"], report["text"]
+
+
+def test_torch_bfloat16_tensors_match_view_as():
+    torch = pytest.importorskip("torch")
+    q, k, v, lengths, pi = paged_batch()
+    q_bits, k_bits, v_bits = bf16_bits(q), bf16_bits(k), bf16_bits(v)
+    want = attnref.paged_attention(attnref.view_as(q_bits, "bfloat16"),
+                                   attnref.view_as(k_bits, "bfloat16"),
+                                   attnref.view_as(v_bits, "bfloat16"), lengths, pi)
+    as_torch = [torch.from_numpy(b.view(np.int16)).view(torch.bfloat16)
+                for b in (q_bits, k_bits, v_bits)]
+    got = attnref.paged_attention(*as_torch, lengths, pi)
+    np.testing.assert_array_equal(got, want)
+    # A float32 query over torch bfloat16 pages: the same pages, read in place.
+    got32 = attnref.paged_attention(q, as_torch[1], as_torch[2], lengths, pi)
+    want32 = attnref.paged_attention(q, attnref.view_as(k_bits, "bfloat16"),
+                                     attnref.view_as(v_bits, "bfloat16"), lengths, pi)
+    np.testing.assert_array_equal(got32, want32)
+
+
+@pytest.mark.parametrize("q_dtype,pages", [(np.float16, "bfloat16"), (np.float64, "float16"),
+                                           (np.float16, "float8_e5m2")])
+def test_pairs_outside_the_table_are_refused(q_dtype, pages):
+    q, k, v, lengths, pi = paged_batch(q_dtype)
+    if pages == "float16":
+        k_in = v_in = k.astype(np.float16)
+    else:
+        size = np.uint16 if pages == "bfloat16" else np.uint8
+        k_in = v_in = attnref.view_as(np.zeros(k.shape, size), pages)
+    with pytest.raises(attnref.ShapeError) as e:
+        attnref.paged_attention(q, k_in, v_in, lengths, pi)
+    assert e.value.code == "dtype_not_supported"
+    assert e.value.message == (
+        f"k_pages has dtype {pages}; a {np.dtype(q_dtype).name} query reads K/V pages of its "
+        "own dtype or int8 with scales (float32 and bfloat16 queries also read float32, "
+        "bfloat16, float16 and fp8 pages)")
+    assert e.value.hint == ("store the pages in q's dtype or as int8 with float32 scales, or use "
+                            "a float32 or bfloat16 query")
+
+
+def test_raw_codes_need_view_as():
+    q, k, v, lengths, pi = paged_batch()
+    with pytest.raises(attnref.ShapeError) as e:
+        attnref.paged_attention(q, bf16_bits(k), bf16_bits(v), lengths, pi)
+    assert e.value.code == "dtype_not_supported"
+    assert e.value.message == "k_pages has dtype uint16, which is not supported here"
+    assert "view_as(pages_uint16, 'bfloat16')" in e.value.hint
+    with pytest.raises(attnref.ShapeError) as e:
+        attnref.paged_attention(bf16_bits(q), k, v, lengths, pi)
+    assert e.value.message == "q has dtype uint16, which is not supported here"
+    assert "view_as(q_uint16, 'bfloat16')" in e.value.hint
