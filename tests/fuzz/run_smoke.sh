@@ -34,31 +34,44 @@ fi
 # Absolute paths: fuzz_cli_args works inside its own sandbox directory.
 work=$PWD/build-fuzz/fuzz-work
 mkdir -p "$work"
-failed=()
-for h in "${harnesses[@]}"; do
-  exe=build-fuzz/tests/fuzz/$h
+# Harnesses run side by side, one per core (ATTNREF_FUZZ_JOBS, default nproc): each libFuzzer
+# process is single-threaded, so on CI's two cores this halves the wall time at the same
+# per-harness time and execution cap.
+jobs=${ATTNREF_FUZZ_JOBS:-$(nproc)}
+# run_one <harness>: one bounded run; its summary lines go to stdout, and a failure leaves
+# $work/<harness>.failed.
+run_one() {
+  local h=$1 exe=build-fuzz/tests/fuzz/$1 log=$work/$1.log
+  rm -rf "${work:?}/$h" "$work/$h"-crash-* "$work/$h"-oom-* "$work/$h"-timeout-* "$work/$h.failed"
   if [ ! -x "$exe" ]; then
     echo "attnref fuzz: $h: not built ($exe)" >&2
-    failed+=("$h")
-    continue
+    touch "$work/$h.failed"
+    return
   fi
-  rm -rf "${work:?}/$h" "$work/$h"-crash-* "$work/$h"-oom-* "$work/$h"-timeout-*
   mkdir -p "$work/$h"
-  log=$work/$h.log
-  echo "=== fuzz: $h (seed $seed, at most ${seconds}s and $runs runs) ==="
   if "$exe" -seed="$seed" -runs="$runs" -max_total_time="$seconds" -rss_limit_mb=2048 \
        -malloc_limit_mb=512 -timeout=10 \
        -print_final_stats=1 -artifact_prefix="$work/$h-" "$work/$h" "$PWD/tests/fuzz/corpus/$h" \
        >"$log" 2>&1; then
-    # The last status line (cov, ft, corpus) and the execution count.
-    grep -E '^#[0-9]+' "$log" | tail -n 1 || true
-    grep -E 'stat::number_of_executed_units' "$log" || true
+    # The last status line (cov, ft, corpus) and the execution count, printed in one write.
+    printf '=== fuzz: %s (seed %s, at most %ss and %s runs) ===\n%s\n' "$h" "$seed" "$seconds" \
+      "$runs" "$(grep -E '^#[0-9]+' "$log" | tail -n 1; grep -E 'stat::number_of_executed_units' "$log")"
   else
-    echo "attnref fuzz: $h FAILED; input and log in $work/:" >&2
-    ls "$work" | grep -E "^$h-" >&2 || true
-    tail -n 60 "$log" >&2
-    failed+=("$h")
+    touch "$work/$h.failed"
   fi
+}
+for h in "${harnesses[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  run_one "$h" &
+done
+wait
+failed=()
+for h in "${harnesses[@]}"; do
+  [ -e "$work/$h.failed" ] || continue
+  failed+=("$h")
+  echo "attnref fuzz: $h FAILED; input and log in $work/:" >&2
+  ls "$work" | grep -E "^$h-" >&2 || true
+  if [ -f "$work/$h.log" ]; then tail -n 60 "$work/$h.log" >&2; fi
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "attnref fuzz: failed: ${failed[*]}" >&2
