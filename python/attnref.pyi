@@ -67,8 +67,9 @@ class TypedArray:
 
 def view_as(array: ArrayLike,
             dtype: Literal["bfloat16", "float8_e4m3fn", "float8_e5m2"]) -> TypedArray:
-    """Tags a uint16 array as bfloat16 bits (q or K/V pages of paged and ragged), or a uint8
-    array as fp8 e4m3fn or e5m2 bits (K/V pages; with optional scales). No copy."""
+    """Tags a uint16 array as bfloat16 bits (q or K/V pages of paged and ragged; splash q, k, v,
+    dout), or a uint8 array as fp8 e4m3fn or e5m2 bits (K/V pages; with optional scales).
+    No copy."""
 
 def check_config(num_q_heads: int, num_kv_heads: int, head_dim: int, *,
                  head_dim_v: Optional[int] = None, page_size: Optional[int] = None) -> None: ...

@@ -90,7 +90,7 @@ using Tag = DTypeTag<T>;
 template <class... Ts>
 struct TypeList {};
 
-/// The element types of splash's q, k, v and of attention states. One entry per dtype.
+/// The element types of attention states (splash adds bfloat16: SplashTypes in splash.cpp).
 using FloatTypes = TypeList<Eigen::half, float, double>;
 /// The element types of index arrays (lengths, page tables, cumulative lengths).
 using IndexTypes = TypeList<std::int32_t, std::int64_t>;
@@ -205,19 +205,26 @@ py::array new_array(DType t, const std::vector<std::int64_t>& shape);
 
 /// An output of q's element type `Q`, as a new C-contiguous array: of q's dtype, but float32 for
 /// a bfloat16 q, which numpy has no dtype for (float32 holds each bfloat16 value exactly; as
-/// attnref-run writes it). The kernel writes `view()`, then `finish()` (GIL held) returns the
-/// array, widening a bfloat16 result into it.
-template <class Q, size_t Rank>
+/// attnref-run writes it). The kernel writes `view<Rank>()`, then `finish()` (GIL held) returns
+/// the array, widening a bfloat16 result into it.
+template <class Q>
 class QueryOutput {
  public:
   explicit QueryOutput(const std::vector<std::int64_t>& shape)
       : array_(new_array(kWiden ? DType::kFloat32 : dtype_of<Q>, shape)) {
     if constexpr (kWiden) buffer_.resize(static_cast<size_t>(array_.size()));
   }
+  /// A row-major view with the array's shape.
+  template <size_t Rank>
   TensorView<Q, Rank> view() {
     std::array<std::int64_t, Rank> extents{};
     for (size_t i = 0; i < Rank; ++i)
       extents[i] = static_cast<std::int64_t>(array_.shape(static_cast<py::ssize_t>(i)));
+    return view(extents);
+  }
+  /// A row-major view with `extents`, whose product is the array's size.
+  template <size_t Rank>
+  TensorView<Q, Rank> view(const std::array<std::int64_t, Rank>& extents) {
     Q* data = kWiden ? buffer_.data() : static_cast<Q*>(array_.mutable_data());
     return TensorView<Q, Rank>(data, extents, static_cast<std::int64_t>(array_.size()));
   }

@@ -226,8 +226,8 @@ py::object ragged_attention_py(py::handle q, py::handle kv_pages, py::handle kv_
     using KV = typename decltype(kvtag)::type;
     RaggedPagedAttentionArgs<Q, KV, std::int64_t> a;
     const WideIndices idx = wide_args<Q, KV>(in, &a);
-    QueryOutput<Q, 3> q_out(in.q.shape);
-    const auto out_view = q_out.view();
+    QueryOutput<Q> q_out(in.q.shape);
+    const auto out_view = q_out.template view<3>();
     const auto lse_view = output_view<float, 2>(lse);
     Status status;
     run_released(in.common.num_threads, [&](auto& executor) {

@@ -195,10 +195,18 @@ SplashAttentionArgs<T> make_args(const SplashInputs& in) {
   return a;
 }
 
+/// The element types of q, k, v and dout (one dtype): FloatTypes and, as attnref-run takes it,
+/// bfloat16 (a torch.bfloat16 tensor or view_as bits; outputs float32 of bfloat16 values).
+using SplashTypes = TypeList<Eigen::half, float, double, Eigen::bfloat16>;
+
 /// Calls fn(Tag<T>{}) for q's dtype.
 template <class Fn>
 void dispatch_q(const Array& q, Fn&& fn) {
-  if (!dispatch(FloatTypes{}, q.dtype, fn)) raise_if_error(dtype_error(q, "q is a float dtype"));
+  if (!dispatch(SplashTypes{}, q.dtype, fn)) {
+    raise_if_error(dtype_error(q,
+                               "q is float16, float32, float64 or bfloat16 (a torch.bfloat16 "
+                               "tensor, or view_as(q_uint16, 'bfloat16'))"));
+  }
 }
 
 void check_splash_py(py::handle q, py::handle k, py::handle v, py::kwargs kwargs) {
@@ -215,21 +223,17 @@ void check_splash_py(py::handle q, py::handle k, py::handle v, py::kwargs kwargs
   });
 }
 
-/// `[num_heads, seq_len, d]` output view of an array of k's shape (2-D under MQA).
+/// `[num_heads, seq_len, d]` view of an output of k's shape (2-D under MQA).
 template <class T>
-TensorView<T, 3> kv_output_view(py::array& arr) {
-  if (arr.ndim() == 3) return output_view<T, 3>(arr);
-  const auto s0 = static_cast<std::int64_t>(arr.shape(0)),
-             s1 = static_cast<std::int64_t>(arr.shape(1));
-  return TensorView<T, 3>(static_cast<T*>(arr.mutable_data()), {1, s0, s1},
-                          static_cast<std::int64_t>(arr.size()));
+TensorView<T, 3> kv_output_view(QueryOutput<T>& out, const std::vector<std::int64_t>& shape) {
+  if (shape.size() == 3) return out.template view<3>();
+  return out.view(std::array<std::int64_t, 3>{1, shape[0], shape[1]});
 }
 
 py::object splash_forward_py(py::handle q, py::handle k, py::handle v, py::kwargs kwargs) {
   SplashInputs in = read_splash(q, k, v, py::none(), std::move(kwargs), true, "splash_attention");
   const std::int64_t hq = in.q.shape[0], sq = in.q.shape[1], dv = in.v.shape.back();
-  require_float(in.q, "q is a float dtype");
-  py::array out = new_array(in.q.dtype, {hq, sq, dv});
+  py::object out;
   py::array lse = new_array(DType::kFloat32, {hq, sq});
   dispatch_q(in.q, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -237,16 +241,18 @@ py::object splash_forward_py(py::handle q, py::handle k, py::handle v, py::kwarg
     const MultiHeadMask mask = make_mask(in, {a.q_seq_len(), a.kv_seq_len()});
     SplashPlan<T> plan;
     raise_if_error(make_splash_plan(a, mask, &plan));
-    const auto out_view = output_view<T, 3>(out);
+    QueryOutput<T> q_out({hq, sq, dv});
+    const auto out_view = q_out.template view<3>();
     const auto lse_view = output_view<float, 2>(lse);
     Status status;
     run_released(in.common.num_threads, [&](auto& executor) {
       status = try_splash_attention(plan, out_view, lse_view, executor);
     });
     raise_if_error(status);
+    out = q_out.finish();
   });
   if (in.common.return_lse) return py::make_tuple(out, lse);
-  return std::move(out);
+  return out;
 }
 
 py::tuple splash_backward_py(py::handle q, py::handle k, py::handle v, py::handle dout,
@@ -260,10 +266,7 @@ py::tuple splash_backward_py(py::handle q, py::handle k, py::handle v, py::handl
         "dout is the gradient of out [num_q_heads, q_seq_len, head_dim_v]",
         {in.dout.shape[0], in.dout.shape[1], in.dout.shape[2], hq, sq, dv}, {}, "dout"));
   }
-  require_float(in.q, "q is a float dtype");
-  py::array dq = new_array(in.q.dtype, in.q.shape);
-  py::array dk = new_array(in.q.dtype, in.k.shape);
-  py::array dvv = new_array(in.q.dtype, in.v.shape);
+  py::object dq, dk, dvv;
   py::object dsinks = py::none();
   py::array dsinks_array =
       new_array(DType::kFloat32, {static_cast<std::int64_t>(in.sinks.values.size())});
@@ -278,10 +281,11 @@ py::tuple splash_backward_py(py::handle q, py::handle k, py::handle v, py::handl
     const TensorView<const T, 3> dout_view = view_of<T, 3>(in.dout);
     std::vector<T> out(static_cast<size_t>(hq * sq * dv));
     std::vector<float> lse(static_cast<size_t>(hq * sq));
+    QueryOutput<T> dq_out(in.q.shape), dk_out(in.k.shape), dv_out(in.v.shape);
     SplashGradients<T> g;
-    g.dq = output_view<T, 3>(dq);
-    g.dk = kv_output_view<T>(dk);
-    g.dv = kv_output_view<T>(dvv);
+    g.dq = dq_out.template view<3>();
+    g.dk = kv_output_view(dk_out, in.k.shape);
+    g.dv = kv_output_view(dv_out, in.v.shape);
     if (in.sinks.present()) g.dsinks = output_view<float, 1>(dsinks_array);
     Status status;
     run_released(in.common.num_threads, [&](auto& executor) {
@@ -294,6 +298,9 @@ py::tuple splash_backward_py(py::handle q, py::handle k, py::handle v, py::handl
                                              executor);
     });
     raise_if_error(status);
+    dq = dq_out.finish();
+    dk = dk_out.finish();
+    dvv = dv_out.finish();
   });
   return py::make_tuple(dq, dk, dvv, dsinks);
 }
@@ -327,7 +334,7 @@ py::dict compare_splash_py(py::handle got, py::handle q, py::handle k, py::handl
   const CompareInputs c = read_compare_options(got, kwargs, "compare_splash");
   SplashInputs in = read_splash(q, k, v, py::none(), std::move(kwargs), true, "compare_splash");
   const std::int64_t hq = in.q.shape[0], sq = in.q.shape[1], dv = in.v.shape.back();
-  require_float(in.q, "q is a float dtype");
+  dispatch_q(in.q, [](auto) {});  // q's dtype before got's shape
   raise_if_error(check_compare_shapes(c, {hq, sq, dv}, {hq, sq}));
   compare::Report report;
   dispatch_q(in.q, [&](auto tag) {
@@ -356,7 +363,8 @@ void bind_splash(py::module_& m) {
              tiers=("shape", "metadata")) -> None
 
 Validates splash attention inputs; raises ShapeError on the first failed check.
-  q     [num_q_heads, q_seq_len, head_dim_qk]
+  q     [num_q_heads, q_seq_len, head_dim_qk]: float16, float32, float64 or bfloat16 (a
+        torch.bfloat16 tensor or view_as(uint16, 'bfloat16'))
   k     [num_kv_heads, kv_seq_len, head_dim_qk], or MQA [kv_seq_len, head_dim_qk]; q's dtype
   v     [num_kv_heads, kv_seq_len, head_dim_v], or MQA [kv_seq_len, head_dim_v]; q's dtype
   mask  None (full), "causal", ("causal", offset), ("local", left, right[, offset]) (each side
@@ -376,7 +384,8 @@ backward=True also runs the backward pass's checks.)");
 
 Validates (reference profile), then runs the forward kernel with the GIL released. Arguments
 as check_splash.
-  out  [num_q_heads, q_seq_len, head_dim_v], q's dtype; a zero row where no key is visible
+  out  [num_q_heads, q_seq_len, head_dim_v], q's dtype (bfloat16 q: float32 of bf16 values); a
+       zero row where no key is visible
   lse  [num_q_heads, q_seq_len] float32 natural logsumexp (-inf where no key is visible and
        there is no sink))");
   m.def("splash_attention_backward", &splash_backward_py, py::arg("q"), py::arg("k"), py::arg("v"),
@@ -385,7 +394,8 @@ as check_splash.
                           return_lse>) -> (dq, dk, dv, dsinks)
 
 Runs the forward, then the backward pass, given dout [num_q_heads, q_seq_len, head_dim_v].
-  dq  [num_q_heads, q_seq_len, head_dim_qk]; dk, dv: k's and v's shapes (2-D under MQA)
+  dq  [num_q_heads, q_seq_len, head_dim_qk]; dk, dv: k's and v's shapes (2-D under MQA); q's
+      dtype (bfloat16: float32 of bf16 values)
   dsinks  [num_q_heads] float32 with sinks, else None)");
   m.def("compare_splash", &compare_splash_py, py::arg("got"), py::arg("q"), py::arg("k"),
         py::arg("v"),

@@ -99,11 +99,16 @@ def splash(q, k, v, mask, sm_scale=1.0, soft_cap=None, sinks=None, q_seg=None, k
     return out, lse
 
 
-def splash_backward(q, k, v, mask, dout, sm_scale=1.0, sinks=None, alibi_slopes=None):
+def splash_backward(q, k, v, mask, dout, sm_scale=1.0, sinks=None, alibi_slopes=None,
+                    residual_out=None):
     """Gradients (dq, dk, dv, dsinks) of splash (no soft cap) by the softmax chain rule. The
-    ALiBi bias is a constant of the logits: it changes the weights, not the chain rule."""
+    ALiBi bias is a constant of the logits: it changes the weights, not the chain rule.
+    `residual_out`: the forward output the backward pass reads for delta = sum(dout * out),
+    when a kernel keeps it in a narrower dtype (bfloat16, as JAX does); default: exact."""
     q, k, v, dout = (np.asarray(x, dtype=np.float64) for x in (q, k, v, dout))
     out, lse = splash(q, k, v, mask, sm_scale, None, sinks, alibi_slopes=alibi_slopes)
+    if residual_out is not None:
+        out = np.asarray(residual_out, dtype=np.float64)
     hq, sq, _ = q.shape
     hkv = k.shape[0]
     dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)

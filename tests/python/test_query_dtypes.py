@@ -2,7 +2,8 @@
 """The (q, K/V pages) dtype table attnref-run shares (include/attnref/core/kv_dtypes.hpp):
 float32 and bfloat16 queries read float32, bfloat16, float16, int8 and fp8 pages; float16 and
 float64 queries read their own dtype and int8. A bfloat16 q is a torch.bfloat16 tensor (DLPack)
-or view_as(uint16_bits, "bfloat16"); its output is a float32 array of bfloat16 values."""
+or view_as(uint16_bits, "bfloat16"); its output is a float32 array of bfloat16 values. Splash
+takes bfloat16 q, k, v and dout of one dtype, forward and backward."""
 import numpy as np
 import pytest
 
@@ -152,3 +153,66 @@ def test_raw_codes_need_view_as():
         attnref.paged_attention(bf16_bits(q), k, v, lengths, pi)
     assert e.value.message == "q has dtype uint16, which is not supported here"
     assert "view_as(q_uint16, 'bfloat16')" in e.value.hint
+
+
+def splash_bf16_inputs(seed=3, mqa=False):
+    """bfloat16 bits and their float64 values for q [4, 10, 8], k and v [2, 12, 8] ([12, 8]
+    under MQA), and dout [4, 10, 8]."""
+    rng = np.random.default_rng(seed)
+    kv_shape = (12, 8) if mqa else (2, 12, 8)
+    shapes = [(4, 10, 8), kv_shape, kv_shape, (4, 10, 8)]
+    bits = [bf16_bits(rng.standard_normal(s)) for s in shapes]
+    return bits, [bf16_values(b).astype(np.float64) for b in bits]
+
+
+def test_splash_bfloat16_forward():
+    (qb, kb, vb, _), (q, k, v, _) = splash_bf16_inputs()
+    q_in, k_in, v_in = (attnref.view_as(b, "bfloat16") for b in (qb, kb, vb))
+    attnref.check_splash(q_in, k_in, v_in, mask="causal")
+    out, lse = attnref.splash_attention(q_in, k_in, v_in, mask="causal", sm_scale=0.3,
+                                        block_q=4, block_kv=8, return_lse=True)
+    assert out.shape == (4, 10, 8)
+    assert_bf16_values(out)
+    mask = np.broadcast_to(oracle.mask_array("causal", 10, 12), (4, 10, 12))
+    want, want_lse = oracle.splash(q, k, v, mask, sm_scale=0.3)
+    np.testing.assert_allclose(out, want, rtol=BF16_RTOL, atol=1e-5)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-5, atol=1e-5)
+    report = attnref.compare_splash(out, q_in, k_in, v_in, mask="causal", sm_scale=0.3,
+                                    block_q=4, block_kv=8, atol=0, rtol=0)
+    assert report["ok"], report["text"]
+
+
+@pytest.mark.parametrize("mqa", [False, True])
+def test_splash_bfloat16_backward(mqa):
+    (qb, kb, vb, db), (q, k, v, dout) = splash_bf16_inputs(mqa=mqa)
+    args = [attnref.view_as(b, "bfloat16") for b in (qb, kb, vb, db)]
+    dq, dk, dv, dsinks = attnref.splash_attention_backward(*args, mask="causal", sm_scale=0.3,
+                                                           block_q=4, block_kv=8)
+    assert dsinks is None
+    assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape
+    for g in (dq, dk, dv):
+        assert_bf16_values(g)
+    mask = np.broadcast_to(oracle.mask_array("causal", 10, 12), (4, 10, 12))
+    k3, v3 = (k[None], v[None]) if mqa else (k, v)
+    # The backward pass reads the forward output in q's dtype (bfloat16, as JAX keeps it) for
+    # delta = sum(dout * out); the oracle takes that same residual (the forward output, itself
+    # checked against the oracle above), so only the gradients' own rounding remains.
+    out = attnref.splash_attention(*args[:3], mask="causal", sm_scale=0.3, block_q=4, block_kv=8)
+    want_dq, want_dk, want_dv, _ = oracle.splash_backward(q, k3, v3, mask, dout, sm_scale=0.3,
+                                                          residual_out=out)
+    np.testing.assert_allclose(dq, want_dq, rtol=BF16_RTOL, atol=1e-5)
+    np.testing.assert_allclose(dk, want_dk.reshape(dk.shape), rtol=BF16_RTOL, atol=1e-5)
+    np.testing.assert_allclose(dv, want_dv.reshape(dv.shape), rtol=BF16_RTOL, atol=1e-5)
+
+
+def test_splash_refuses_raw_codes_and_mixed_dtypes():
+    (qb, kb, vb, _), (q, k, v, _) = splash_bf16_inputs()
+    with pytest.raises(attnref.ShapeError) as e:
+        attnref.splash_attention(qb, kb, vb)
+    assert e.value.code == "dtype_not_supported"
+    assert e.value.message == "q has dtype uint16, which is not supported here"
+    with pytest.raises(attnref.ShapeError) as e:
+        attnref.splash_attention(attnref.view_as(qb, "bfloat16"), k.astype(np.float32),
+                                 v.astype(np.float32))
+    assert e.value.code == "dtype_not_supported"
+    assert e.value.message == "k has dtype float32; expected bfloat16"
