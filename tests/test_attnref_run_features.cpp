@@ -2,7 +2,7 @@
 // attnref-run's engine-feature options, end to end: --sliding-window, --sinks and
 // --alibi-slopes (with --soft-cap) on paged, ragged and splash, out and --lse-out against the
 // float64 oracles of reference/ (GQA; a length-0 paged sequence sees only its sink); the
-// options' errors (code, message, exit 2).
+// options' errors (code, message, exit 2); paged's --megacore-mode and --round-kv-to-bf16.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +12,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <Eigen/Core>
 
 #include "attnref/io/npy.hpp"
 #include "attnref/validate/paged.hpp"
@@ -104,6 +106,10 @@ struct PagedCase {
   }
 };
 
+/// The input options of PagedCase::save's files.
+constexpr const char* kPagedFiles =
+    "--q q.npy --k-pages k.npy --v-pages v.npy --lengths len.npy --page-indices pi.npy ";
+
 TEST_F(Features, PagedWindowSinksAlibiAndSoftCapMatchTheOracle) {
   const PagedCase c(1);
   c.save(*this);
@@ -115,10 +121,9 @@ TEST_F(Features, PagedWindowSinksAlibiAndSoftCapMatchTheOracle) {
   std::vector<double> want_lse;
   const std::vector<double> want = reference::paged_attention(a, nullptr, &want_lse);
   const Result r = run_subcommand(
-      "paged",
-      "--q q.npy --k-pages k.npy --v-pages v.npy --lengths len.npy --page-indices pi.npy "
-      "--sliding-window 6 --sinks sinks.npy --alibi-slopes slopes.npy --soft-cap 1.5 "
-      "--sm-scale 0.5 --out o.npy --lse-out l.npy");
+      "paged", std::string(kPagedFiles) +
+                   "--sliding-window 6 --sinks sinks.npy --alibi-slopes slopes.npy --soft-cap 1.5 "
+                   "--sm-scale 0.5 --out o.npy --lse-out l.npy");
   ASSERT_EQ(r.code, 0) << r.err;
   expect_near(values("o.npy", {3, 4, 8}), want, 2e-5, "out");
   const std::vector<double> lse = values("l.npy", {3, 4});
@@ -130,8 +135,7 @@ TEST_F(Features, PagedWindowSinksAlibiAndSoftCapMatchTheOracle) {
 TEST_F(Features, PagedOptionErrorsComeFromTheLibrary) {
   const PagedCase c(2);
   c.save(*this);
-  const std::string base =
-      "--q q.npy --k-pages k.npy --v-pages v.npy --lengths len.npy --page-indices pi.npy ";
+  const std::string base = kPagedFiles;
   Result r = run_subcommand("paged", base + "--sliding-window 0");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.first_err_line(),
@@ -178,6 +182,41 @@ TEST_F(Features, PagedOptionErrorsComeFromTheLibrary) {
   EXPECT_EQ(r.first_err_line(),
             "attnref: error[dtype_not_supported] sinks has dtype int32, which is not supported "
             "here");
+}
+
+// JAX's megacore split (P8, P9 under --profile jax) and its bf16 rounding of float K/V.
+TEST_F(Features, PagedMegacoreModeAndBf16Rounding) {
+  const PagedCase c(3);  // batch 3 (odd), 2 KV heads (even)
+  c.save(*this);
+  const std::string base = kPagedFiles;
+  Result r = run_subcommand("paged", base + "--megacore-mode batch --profile jax --check-only");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.first_err_line(),
+            "attnref: error[megacore_odd_batch] batch size must be even when megacore_mode is "
+            "'batch'");
+  r = run_subcommand("paged", base + "--megacore-mode kv_head --profile jax --check-only");
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = run_subcommand("paged", base + "--megacore-mode sideways");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.first_err_line().find("--megacore-mode must be one of"), std::string::npos) << r.err;
+
+  // --round-kv-to-bf16 equals running on K/V already rounded to bfloat16 (nearest even).
+  r = run_subcommand("paged", base + "--out plain.npy");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run_subcommand("paged", base + "--round-kv-to-bf16 --out rounded.npy");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto to_bf16 = [](const std::vector<double>& x) {
+    std::vector<float> out;
+    for (double v : x) out.push_back(static_cast<float>(Eigen::bfloat16(static_cast<float>(v))));
+    return out;
+  };
+  save<float>("k.npy", {PagedCase::Hkv, PagedCase::P, PagedCase::S, PagedCase::D}, to_bf16(c.k));
+  save<float>("v.npy", {PagedCase::Hkv, PagedCase::P, PagedCase::S, PagedCase::D}, to_bf16(c.v));
+  r = run_subcommand("paged", base + "--out prerounded.npy");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::vector<double> rounded = values("rounded.npy", {3, 4, 8});
+  EXPECT_EQ(rounded, values("prerounded.npy", {3, 4, 8}));
+  EXPECT_NE(rounded, values("plain.npy", {3, 4, 8}));
 }
 
 // --- ragged -----------------------------------------------------------------------------------

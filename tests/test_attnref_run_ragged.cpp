@@ -316,6 +316,31 @@ TEST_F(RaggedCli, JaxValidationMessages) {
   EXPECT_EQ(r.err_line(0), "attnref: error[invalid_soft_cap] soft_cap=0.0 must not be 0.0.");
 }
 
+// JAX's blocking knobs (R9..R11), as the Python module takes them: checked, no numerical effect.
+TEST_F(RaggedCli, BlockingOptionsAreCheckedAndChangeNothing) {
+  const Problem p = random_problem(8, kMixed, 8, 2, 16, 4);
+  save_problem<float>(p);
+  const std::string pps = std::to_string(p.pps);
+  Result r = run(std::string(kInputs) + " --num-kv-pages-per-block " + std::to_string(p.pps + 1));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err_line(0), "attnref: error[invalid_block_size] num_kv_pages_per_block=" +
+                               std::to_string(p.pps + 1) + " must be in range (0, " + pps + "].");
+  r = run(std::string(kInputs) + " --num-queries-per-block 0");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[invalid_block_size] num_queries_per_block=0 must be positive.");
+  r = run(std::string(kInputs) + " --vmem-limit-bytes -1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[invalid_block_size] vmem_limit_bytes=-1 must be positive.");
+  r = run(std::string(kInputs) + " --out plain.npy");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run(std::string(kInputs) + " --num-kv-pages-per-block " + pps +
+          " --num-queries-per-block 3 --vmem-limit-bytes 65536 --out blocked.npy");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(load("blocked.npy").bytes, load("plain.npy").bytes);
+}
+
 TEST_F(RaggedCli, MetadataErrors) {
   Problem p = random_problem(9, kMixed, 8, 2, 16, 4);
   p.kv_lens[1] = 11;  // 12 query rows, 11 keys

@@ -264,7 +264,12 @@ const char* const kOptions[] = {"--q",
                                 "--k-scale",
                                 "--v-scale",
                                 "--q-dtype",
-                                "--kv-dtype"};
+                                "--kv-dtype",
+                                "--megacore-mode",
+                                "--round-kv-to-bf16",
+                                "--num-kv-pages-per-block",
+                                "--num-queries-per-block",
+                                "--vmem-limit-bytes"};
 const char* const kFiles[] = {"q",     "k",   "v",    "kn",     "e",     "knan",    "q64",   "k64",
                               "v64",   "q16", "k16",  "k8",     "ks",    "ksd",     "l",     "p",
                               "l64",   "p64", "lbad", "pbad",   "l3",    "p0",      "q0",    "lz",
@@ -315,9 +320,10 @@ const char* const kWideFiles[] = {"l64big",   "p64big", "kvl64big", "cu64big", "
                                   "sk0huge",  "sk0",    "qmany",    "kmany1",  "sinksmany",
                                   "maskmany", "k8u",    "k8v",      "q16v",    "k16u"};
 const char* const kWideValues[] = {
-    "1e39",        "-1e39", "1e-40",  "-1e-40", "1099511627776", "4294967296", "-4294967296",
-    "17179869184", "0.0",   "-0.0",   "1e-45",  "3.4028236e38",  "9e18",       "-2147483649",
-    "4294967297",  "65536", "none,0", "0,none", "bf16",          "e4m3",       "e5m2"};
+    "1e39",        "-1e39",       "1e-40",      "-1e-40",  "1099511627776", "4294967296",
+    "-4294967296", "17179869184", "0.0",        "-0.0",    "1e-45",         "3.4028236e38",
+    "9e18",        "-2147483649", "4294967297", "65536",   "none,0",        "0,none",
+    "bf16",        "e4m3",        "e5m2",       "kv_head", "batch"};
 
 template <size_t N, size_t M>
 std::string pick_from(attnref_fuzz::Reader& r, const char* const (&table)[N],

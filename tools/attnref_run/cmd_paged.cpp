@@ -31,6 +31,8 @@ struct PagedInputs {
   KvLayout layout = KvLayout::kJax;
   CommonOptions common;
   std::int64_t pages_per_compute_block = 1;
+  MegacoreMode megacore_mode = MegacoreMode::kNone;
+  bool round_kv_to_bf16 = false;
   std::optional<std::int64_t> sliding_window;
   HeadValues sinks, alibi_slopes;
 };
@@ -66,6 +68,8 @@ PagedAttentionArgs<Q, KV, Index> make_args(const PagedInputs& in,
   a.mask_value = in.common.mask_value;
   a.sm_scale = in.common.sm_scale;
   a.pages_per_compute_block = in.pages_per_compute_block;
+  a.megacore_mode = in.megacore_mode;
+  a.round_kv_to_bf16 = in.round_kv_to_bf16;
   a.sliding_window = in.sliding_window;
   a.sinks = in.sinks.view();
   a.alibi_slopes = in.alibi_slopes.view();
@@ -189,7 +193,8 @@ int run_paged(int argc, char** argv) {
       "--q Q.npy --k-pages K.npy --v-pages V.npy --lengths L.npy --page-indices PI.npy\n"
       "       [--k-scales KS.npy --v-scales VS.npy] [--q-dtype bf16]\n"
       "       [--kv-dtype bf16|e4m3|e5m2] [--soft-cap C] [--mask-value M]\n"
-      "       [--sm-scale S] [--pages-per-compute-block N] [--kv-layout jax|nhd|hnd]\n"
+      "       [--sm-scale S] [--pages-per-compute-block N] [--megacore-mode kv_head|batch]\n"
+      "       [--round-kv-to-bf16] [--kv-layout jax|nhd|hnd]\n"
       "       [--sliding-window W] [--sinks S.npy] [--alibi-slopes A.npy]\n"
       "       [--profile jax|reference] [--check-only] [--check-data] [--out OUT.npy]\n"
       "       [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]\n"
@@ -221,6 +226,11 @@ int run_paged(int argc, char** argv) {
            kQDtypeOption,
            kKvDtypeOption,
            {"--pages-per-compute-block", "N", "JAX's blocking (default 1; no numerical effect)"},
+           {"--megacore-mode", "M",
+            "JAX's megacore split, kv_head or batch (checked by --profile jax; no numerical "
+            "effect)"},
+           {"--round-kv-to-bf16", nullptr,
+            "round float K/V to bfloat16 before the products, as JAX's TPU kernel does"},
            {"--sliding-window", "W", "attend to the last W keys only (W > 0)"},
            {"--sinks", "S.npy", "attention-sink logits [num_q_heads] (float)"},
            {"--lse-out", "LSE.npy", "write logsumexp [batch, num_q_heads] as float32 .npy"},
@@ -241,6 +251,10 @@ int run_paged(int argc, char** argv) {
   if (std::optional<std::int64_t> n = args.int64("--pages-per-compute-block")) {
     in.pages_per_compute_block = *n;
   }
+  const std::string megacore = args.choice("--megacore-mode", {"kv_head", "batch"}, "");
+  if (megacore == "kv_head") in.megacore_mode = MegacoreMode::kKvHead;
+  if (megacore == "batch") in.megacore_mode = MegacoreMode::kBatch;
+  in.round_kv_to_bf16 = args.has("--round-kv-to-bf16");
   in.sliding_window = args.int64("--sliding-window");
   for (const char* required : {"--q", "--k-pages", "--v-pages", "--lengths", "--page-indices"}) {
     args.required(required);

@@ -36,6 +36,7 @@ struct RaggedInputs {
   bool separate() const noexcept { return k.present(); }
   CommonOptions common;
   std::optional<std::int64_t> sliding_window;
+  std::optional<std::int64_t> num_kv_pages_per_block, num_queries_per_block, vmem_limit_bytes;
   std::optional<float> k_scale, v_scale;
   HeadValues sinks, alibi_slopes;
 };
@@ -92,6 +93,9 @@ Status make_args(const RaggedInputs& in, const std::vector<Index>& num_seqs,
                                           static_cast<std::int64_t>(seqs.size()));
   a.sm_scale = in.common.sm_scale;
   a.sliding_window = in.sliding_window;
+  a.num_kv_pages_per_block = in.num_kv_pages_per_block;
+  a.num_queries_per_block = in.num_queries_per_block;
+  a.vmem_limit_bytes = in.vmem_limit_bytes;
   a.soft_cap = in.common.soft_cap;
   a.mask_value = in.common.mask_value;
   a.k_scale = in.k_scale;
@@ -249,6 +253,7 @@ int run_ragged(int argc, char** argv) {
       "       --cu-q-lens C.npy --num-seqs N.npy [--sm-scale S] [--sliding-window W]\n"
       "       [--soft-cap C] [--mask-value M] [--k-scale S] [--v-scale S]\n"
       "       [--sinks S.npy] [--alibi-slopes A.npy]\n"
+      "       [--num-kv-pages-per-block N] [--num-queries-per-block N] [--vmem-limit-bytes N]\n"
       "       [--q-dtype bf16] [--kv-dtype bf16|e4m3|e5m2]\n"
       "       [--profile jax|reference] [--check-only] [--check-data] [--out OUT.npy]\n"
       "       [--lse-out LSE.npy] [--expect EXP.npy [--atol A] [--rtol R]\n"
@@ -288,6 +293,10 @@ int run_ragged(int argc, char** argv) {
            {"--k-scale", "S", "K dequantization: k = q_dtype(float(k) * S)"},
            {"--v-scale", "S", "V dequantization: v = q_dtype(float(v) * S)"},
            {"--sinks", "S.npy", "attention-sink logits [num_q_heads] (float)"},
+           {"--num-kv-pages-per-block", "N",
+            "JAX's KV blocking, in (0, pages_per_seq] (no numerical effect)"},
+           {"--num-queries-per-block", "N", "JAX's query blocking, > 0 (no numerical effect)"},
+           {"--vmem-limit-bytes", "N", "JAX's VMEM limit, > 0 (no numerical effect)"},
            kQDtypeOption,
            kKvDtypeOption,
            {"--lse-out", "LSE.npy",
@@ -303,6 +312,9 @@ int run_ragged(int argc, char** argv) {
   const DType q_as = dtype_option(args, "--q-dtype");
   const DType kv_as = dtype_option(args, "--kv-dtype");
   in.sliding_window = args.int64("--sliding-window");
+  in.num_kv_pages_per_block = args.int64("--num-kv-pages-per-block");
+  in.num_queries_per_block = args.int64("--num-queries-per-block");
+  in.vmem_limit_bytes = args.int64("--vmem-limit-bytes");
   (void)args.real("--k-scale");  // syntax errors (exit 1) before value errors (exit 2)
   (void)args.real("--v-scale");
   in.layout = kv_layout_option(args);
