@@ -205,3 +205,42 @@ def test_readme_python_quick_start_runs_as_printed():
     assert blocks, "README.md has no Python quick start"
     for block in blocks:
         exec(compile(block.split("```")[0], "README.md", "exec"), {})
+
+
+@needs_cli
+@pytest.mark.parametrize("q_dtype,pages", [("bfloat16", "float16"), ("bfloat16", "float8_e5m2"),
+                                           ("float32", "float16"), ("float32", "bfloat16")])
+def test_dtype_table_and_tpu_options_equal_attnref_run(tmp_path, q_dtype, pages):
+    # The two front ends share one (q, K/V) table and one option set: same bits out.
+    q, k, v, lengths, pi = paged_batch(batch=4)
+    bits16 = lambda x: (x.view(np.uint32) >> 16).astype(np.uint16)  # bf16 bits (truncated)
+    e5m2 = lambda x: (x.astype(np.float16).view(np.uint16) >> 8).astype(np.uint8)  # fp8 bits
+    py_args, cli_opts, files = [], [], {}
+    if q_dtype == "bfloat16":
+        files["q"] = bits16(q)
+        py_args.append(attnref.view_as(files["q"], "bfloat16"))
+        cli_opts += ["--q-dtype", "bf16"]
+    else:
+        files["q"] = q
+        py_args.append(q)
+    for name, x in (("k", k), ("v", v)):
+        if pages == "float16":
+            files[name] = x.astype(np.float16)
+            py_args.append(files[name])
+        elif pages == "bfloat16":
+            files[name] = bits16(x)
+            py_args.append(attnref.view_as(files[name], "bfloat16"))
+        else:
+            files[name] = e5m2(x)
+            py_args.append(attnref.view_as(files[name], pages))
+    cli_opts += {"float16": [], "bfloat16": ["--kv-dtype", "bf16"],
+                 "float8_e5m2": ["--kv-dtype", "e5m2"]}[pages]
+    p = save(tmp_path, lengths=lengths, pi=pi, **files)
+    run_cli("paged", "--q", p["q"], "--k-pages", p["k"], "--v-pages", p["v"], "--lengths",
+            p["lengths"], "--page-indices", p["pi"], "--megacore-mode", "batch",
+            "--round-kv-to-bf16", "--profile", "reference", *cli_opts, "--out",
+            tmp_path / "out.npy", "--lse-out", tmp_path / "lse.npy")
+    out, lse = attnref.paged_attention(*py_args, lengths, pi, megacore_mode="batch",
+                                       round_kv_to_bf16=True, return_lse=True)
+    np.testing.assert_array_equal(out, np.load(tmp_path / "out.npy"))
+    np.testing.assert_array_equal(lse, np.load(tmp_path / "lse.npy"))
