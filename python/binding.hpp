@@ -193,6 +193,7 @@ inline void require_float(const Array& a, const char* hint) {
 /// dtype_not_supported unless `a` has a paged or ragged query's dtype (float16, bfloat16,
 /// float32, float64: core/kv_dtypes.hpp).
 inline void require_query(const Array& a) {
+  // Splash takes the same four dtypes (SplashTypes in splash.cpp).
   if (!query_dtype_supported(a.dtype)) {
     raise_if_error(dtype_error(a,
                                "q is float16, float32, float64 or bfloat16 (a torch.bfloat16 "
@@ -314,25 +315,22 @@ CommonOptions parse_common_options(Kwargs& kw, bool for_kernel);
 std::array<int, 4> parse_kv_layout_option(Kwargs& kw);
 
 /// Calls `fn(DTypeTag<Q>{}, DTypeTag<KV>{})` for q's and K/V's dtypes when the library's table
-/// (core/kv_dtypes.hpp) has the pair; raises ShapeError otherwise. `k` and `v` must share a
-/// dtype; raw codes (uint8, uint16) get a hint to tag them with view_as.
+/// (core/kv_dtypes.hpp) has the pair; raises ShapeError otherwise, as attnref-run does. `v` is
+/// null for ragged's combined pool. Raw codes (uint8, uint16) get a hint to tag them with
+/// view_as.
 template <class Fn>
-void dispatch_q_kv(const Array& q, const Array& k, const Array& v, Fn&& fn) {
+void dispatch_q_kv(const Array& q, const Array& k, const Array* v, Fn&& fn) {
   require_query(q);
-  if (k.dtype != v.dtype) {
-    raise_if_error(
-        Status(ErrorCode::kQuantizationMismatch, "",
-               "k_pages ({d0}) and v_pages ({d1}) must have the same dtype",
-               "quantize K and V together, or neither",
-               {static_cast<std::int64_t>(k.dtype), static_cast<std::int64_t>(v.dtype)}));
+  for (const Array* pages : {&k, v}) {
+    if (pages != nullptr && (pages->dtype == DType::kUInt8 || pages->dtype == DType::kUInt16)) {
+      raise_if_error(dtype_error(*pages,
+                                 "raw codes: tag bfloat16 bits with view_as(pages_uint16, "
+                                 "'bfloat16') and fp8 codes with view_as(pages_uint8, "
+                                 "'float8_e4m3fn' or 'float8_e5m2')"));
+    }
   }
-  if (k.dtype == DType::kUInt8 || k.dtype == DType::kUInt16) {
-    raise_if_error(dtype_error(k,
-                               "raw codes: tag bfloat16 bits with view_as(pages_uint16, "
-                               "'bfloat16') and fp8 codes with view_as(pages_uint8, "
-                               "'float8_e4m3fn' or 'float8_e5m2')"));
-  }
-  raise_if_error(check_kv_dtype(q.dtype, k.dtype, k.name.c_str()));
+  raise_if_error(v != nullptr ? check_kv_dtypes(q.dtype, k.dtype, v->dtype)
+                              : check_kv_dtype(q.dtype, k.dtype, k.name.c_str()));
   dispatch_query_and_kv(q.dtype, k.dtype, std::forward<Fn>(fn));
 }
 

@@ -141,7 +141,7 @@ void check_paged_py(py::handle q, py::handle k, py::handle v, py::handle lengths
                     py::handle page_indices, py::kwargs kwargs) {
   const PagedInputs in =
       read_paged(q, k, v, lengths, page_indices, std::move(kwargs), false, "check_paged");
-  dispatch_q_kv(in.q, in.k, in.v, [&](auto qtag, auto kvtag) {
+  dispatch_q_kv(in.q, in.k, &in.v, [&](auto qtag, auto kvtag) {
     using Q = typename decltype(qtag)::type;
     using KV = typename decltype(kvtag)::type;
     check_index_dtypes<Q, KV>(in);
@@ -164,7 +164,7 @@ py::object paged_attention_py(py::handle q, py::handle k, py::handle v, py::hand
       read_paged(q, k, v, lengths, page_indices, std::move(kwargs), true, "paged_attention");
   py::object out;
   py::array lse = new_array(DType::kFloat32, {in.q.shape[0], in.q.shape[1]});
-  dispatch_q_kv(in.q, in.k, in.v, [&](auto qtag, auto kvtag) {
+  dispatch_q_kv(in.q, in.k, &in.v, [&](auto qtag, auto kvtag) {
     using Q = typename decltype(qtag)::type;
     using KV = typename decltype(kvtag)::type;
     PagedAttentionArgs<Q, KV, std::int64_t> a;
@@ -191,7 +191,7 @@ py::dict compare_paged_py(py::handle got, py::handle q, py::handle k, py::handle
   require_query(in.q);
   raise_if_error(check_compare_shapes(c, in.q.shape, {in.q.shape[0], in.q.shape[1]}));
   compare::Report report;
-  dispatch_q_kv(in.q, in.k, in.v, [&](auto qtag, auto kvtag) {
+  dispatch_q_kv(in.q, in.k, &in.v, [&](auto qtag, auto kvtag) {
     using Q = typename decltype(qtag)::type;
     using KV = typename decltype(kvtag)::type;
     PagedAttentionArgs<Q, KV, std::int64_t> a;

@@ -195,7 +195,7 @@ void check_ragged_py(py::handle q, py::handle kv_pages, py::handle kv_lens, py::
                      py::handle cu_q_lens, py::handle num_seqs, py::kwargs kwargs) {
   const RaggedInputs in = read_ragged(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs,
                                       std::move(kwargs), false, "check_ragged");
-  dispatch_q_kv(in.q, in.pages(), in.combined ? in.kv : in.v, [&](auto qtag, auto kvtag) {
+  dispatch_q_kv(in.q, in.pages(), in.combined ? nullptr : &in.v, [&](auto qtag, auto kvtag) {
     using Q = typename decltype(qtag)::type;
     using KV = typename decltype(kvtag)::type;
     check_index_dtypes<Q, KV>(in);
@@ -221,7 +221,7 @@ py::object ragged_attention_py(py::handle q, py::handle kv_pages, py::handle kv_
                                       std::move(kwargs), true, "ragged_paged_attention");
   py::object out;
   py::array lse = new_array(DType::kFloat32, {in.q.shape[0], in.q.shape[1]});
-  dispatch_q_kv(in.q, in.pages(), in.combined ? in.kv : in.v, [&](auto qtag, auto kvtag) {
+  dispatch_q_kv(in.q, in.pages(), in.combined ? nullptr : &in.v, [&](auto qtag, auto kvtag) {
     using Q = typename decltype(qtag)::type;
     using KV = typename decltype(kvtag)::type;
     RaggedPagedAttentionArgs<Q, KV, std::int64_t> a;
@@ -249,7 +249,7 @@ py::dict compare_ragged_py(py::handle got, py::handle q, py::handle kv_pages, py
   require_query(in.q);
   raise_if_error(check_compare_shapes(c, in.q.shape, {in.q.shape[0], in.q.shape[1]}));
   compare::Report report;
-  dispatch_q_kv(in.q, in.pages(), in.combined ? in.kv : in.v, [&](auto qtag, auto kvtag) {
+  dispatch_q_kv(in.q, in.pages(), in.combined ? nullptr : &in.v, [&](auto qtag, auto kvtag) {
     using Q = typename decltype(qtag)::type;
     using KV = typename decltype(kvtag)::type;
     RaggedPagedAttentionArgs<Q, KV, std::int64_t> a;

@@ -202,11 +202,8 @@ using SplashTypes = TypeList<Eigen::half, float, double, Eigen::bfloat16>;
 /// Calls fn(Tag<T>{}) for q's dtype.
 template <class Fn>
 void dispatch_q(const Array& q, Fn&& fn) {
-  if (!dispatch(SplashTypes{}, q.dtype, fn)) {
-    raise_if_error(dtype_error(q,
-                               "q is float16, float32, float64 or bfloat16 (a torch.bfloat16 "
-                               "tensor, or view_as(q_uint16, 'bfloat16'))"));
-  }
+  require_query(q);
+  dispatch(SplashTypes{}, q.dtype, fn);
 }
 
 void check_splash_py(py::handle q, py::handle k, py::handle v, py::kwargs kwargs) {
@@ -334,7 +331,7 @@ py::dict compare_splash_py(py::handle got, py::handle q, py::handle k, py::handl
   const CompareInputs c = read_compare_options(got, kwargs, "compare_splash");
   SplashInputs in = read_splash(q, k, v, py::none(), std::move(kwargs), true, "compare_splash");
   const std::int64_t hq = in.q.shape[0], sq = in.q.shape[1], dv = in.v.shape.back();
-  dispatch_q(in.q, [](auto) {});  // q's dtype before got's shape
+  require_query(in.q);  // q's dtype before got's shape
   raise_if_error(check_compare_shapes(c, {hq, sq, dv}, {hq, sq}));
   compare::Report report;
   dispatch_q(in.q, [&](auto tag) {

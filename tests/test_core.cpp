@@ -166,6 +166,21 @@ TEST(KvDtypes, AnUnsupportedPairNamesThePagesBothDtypesAndTheTable) {
             "bfloat16 query");
 }
 
+TEST(KvDtypes, SeparatePagesAreCheckedKThenVThenForOneDtype) {
+  using attnref::DType;
+  EXPECT_TRUE(
+      attnref::check_kv_dtypes(DType::kBFloat16, DType::kFloat8E5M2, DType::kFloat8E5M2).ok());
+  attnref::Status s = attnref::check_kv_dtypes(DType::kFloat16, DType::kFloat16, DType::kBFloat16);
+  EXPECT_EQ(s.code(), attnref::ErrorCode::kDtypeNotSupported);
+  EXPECT_STREQ(s.field(), "v_pages");
+  s = attnref::check_kv_dtypes(DType::kFloat16, DType::kFloat32, DType::kBFloat16);
+  EXPECT_STREQ(s.field(), "k_pages");  // K is reported before V
+  s = attnref::check_kv_dtypes(DType::kFloat32, DType::kInt8, DType::kFloat8E4M3FN);
+  EXPECT_EQ(s.code(), attnref::ErrorCode::kQuantizationMismatch);
+  EXPECT_EQ(s.message(), "k_pages (int8) and v_pages (float8_e4m3fn) must have the same dtype");
+  EXPECT_EQ(s.hint(), "quantize K and V together, or neither");
+}
+
 TEST(TensorView, RowMajorStridesAndAccess) {
   std::vector<int> data(24);
   for (int i = 0; i < 24; ++i) data[static_cast<size_t>(i)] = i;

@@ -149,6 +149,16 @@ def test_raw_codes_need_view_as():
     assert e.value.code == "dtype_not_supported"
     assert e.value.message == "k_pages has dtype uint16, which is not supported here"
     assert "view_as(pages_uint16, 'bfloat16')" in e.value.hint
+    with pytest.raises(attnref.ShapeError) as e:  # V's codes too, before K and V's dtypes differ
+        attnref.paged_attention(q, k, bf16_bits(v), lengths, pi)
+    assert e.value.message == "v_pages has dtype uint16, which is not supported here"
+    assert "view_as(pages_uint16, 'bfloat16')" in e.value.hint
+    rq, kv, kv_lens, rpi, cu, num_seqs = ragged_batch()
+    with pytest.raises(attnref.ShapeError) as e:  # ragged's combined pool is named as such
+        attnref.ragged_paged_attention(rq.astype(np.float64), kv.astype(np.float16), kv_lens,
+                                       rpi, cu, num_seqs)
+    assert e.value.code == "dtype_not_supported"
+    assert e.value.message.startswith("kv_pages has dtype float16; a float64 query reads")
     with pytest.raises(attnref.ShapeError) as e:
         attnref.paged_attention(bf16_bits(q), k, v, lengths, pi)
     assert e.value.message == "q has dtype uint16, which is not supported here"

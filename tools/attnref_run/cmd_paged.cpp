@@ -300,17 +300,7 @@ int run_paged(int argc, char** argv) {
   fail_if_error(apply_dtype_option(&in.v, kv_as, "v_pages", "--kv-dtype"));
   const DType qt = in.q.array.dtype;
   if (qt != DType::kBFloat16) fail_if_error(check_q_dtype(in.q));
-  for (const Input* pages : {&in.k, &in.v}) {
-    const DType t = pages->array.dtype;
-    fail_if_error(check_kv_dtype(qt, t, pages == &in.k ? "k_pages" : "v_pages"));
-  }
-  if (in.k.array.dtype != in.v.array.dtype) {
-    fail_status(Status(ErrorCode::kQuantizationMismatch, "",
-                       "k_pages ({d0}) and v_pages ({d1}) must have the same dtype",
-                       "quantize K and V together, or neither",
-                       {static_cast<std::int64_t>(in.k.array.dtype),
-                        static_cast<std::int64_t>(in.v.array.dtype)}));
-  }
+  fail_if_error(check_kv_dtypes(qt, in.k.array.dtype, in.v.array.dtype));
   for (const Input* scales : {&in.k_scales, &in.v_scales}) {
     if (scales->present() && scales->array.dtype != DType::kFloat32) {
       fail_status(dtype_error(*scales, scales == &in.k_scales ? "k_scales" : "v_scales",

@@ -390,21 +390,8 @@ int run_ragged(int argc, char** argv) {
   }
   const DType qt = in.q.array.dtype;
   if (qt != DType::kBFloat16) fail_if_error(check_q_dtype(in.q));
-  for (const Input* pages :
-       separate ? std::vector<const Input*>{&in.k, &in.v} : std::vector<const Input*>{&in.kv}) {
-    const DType t = pages->array.dtype;
-    fail_if_error(check_kv_dtype(qt, t,
-                                 pages == &in.kv  ? "kv_pages"
-                                 : pages == &in.k ? "k_pages"
-                                                  : "v_pages"));
-  }
-  if (separate && in.k.array.dtype != in.v.array.dtype) {
-    fail_status(Status(ErrorCode::kQuantizationMismatch, "",
-                       "k_pages ({d0}) and v_pages ({d1}) must have the same dtype",
-                       "quantize K and V together, or neither",
-                       {static_cast<std::int64_t>(in.k.array.dtype),
-                        static_cast<std::int64_t>(in.v.array.dtype)}));
-  }
+  fail_if_error(separate ? check_kv_dtypes(qt, in.k.array.dtype, in.v.array.dtype)
+                         : check_kv_dtype(qt, in.kv.array.dtype, "kv_pages"));
   const DType kvt = separate ? in.k.array.dtype : in.kv.array.dtype;
   return dispatch_query_and_kv(qt, kvt, [&](auto q, auto kv) {
     return run_with_kv<typename decltype(q)::type, typename decltype(kv)::type>(args, in);

@@ -11,7 +11,7 @@
 ///
 /// Example:
 /// @code
-///   attnref::Status s = attnref::check_kv_dtype(q_dtype, k_dtype, "k_pages");
+///   attnref::Status s = attnref::check_kv_dtypes(q_dtype, k_dtype, v_dtype);
 ///   if (s.ok()) attnref::dispatch_query_and_kv(q_dtype, k_dtype, [&](auto q, auto kv) {
 ///     using Q = typename decltype(q)::type;    // float, Eigen::bfloat16, ...
 ///     using KV = typename decltype(kv)::type;  // std::int8_t, attnref::float8_e4m3fn, ...
@@ -55,6 +55,18 @@ inline Status check_kv_dtype(DType q, DType kv, const char* pages) {
                 "store the pages in q's dtype or as int8 with float32 scales, or use a float32 "
                 "or bfloat16 query",
                 {static_cast<std::int64_t>(kv), static_cast<std::int64_t>(q)}, {}, pages);
+}
+
+/// The checks of separate K and V pages: `check_kv_dtype` for k_pages, then for v_pages, then
+/// quantization_mismatch unless the two share a dtype. Precondition: `query_dtype_supported(q)`.
+inline Status check_kv_dtypes(DType q, DType k, DType v) {
+  if (Status s = check_kv_dtype(q, k, "k_pages"); !s.ok()) return s;
+  if (Status s = check_kv_dtype(q, v, "v_pages"); !s.ok()) return s;
+  if (k == v) return Status();
+  return Status(ErrorCode::kQuantizationMismatch, "",
+                "k_pages ({d0}) and v_pages ({d1}) must have the same dtype",
+                "quantize K and V together, or neither",
+                {static_cast<std::int64_t>(k), static_cast<std::int64_t>(v)});
 }
 
 /// The type a dispatch callback receives for each runtime dtype: `typename decltype(tag)::type`.
