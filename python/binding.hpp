@@ -73,6 +73,10 @@ inline void raise_if_error(const Status& status) {
   if (!status.ok()) throw StatusError(status);
 }
 
+/// The stride of a rank-1 stand-in index view, which reads one int32 at every position (a bare
+/// `{0}` would pick TensorView's buffer-size constructor and a row-major stride instead).
+inline constexpr std::array<std::int64_t, 1> kZeroStride{0};
+
 /// Raises the error of a shape tier run over stand-in index views when JAX makes its check
 /// (one of `earlier`) before the index dtype check, else `dtypes`. `dtypes` is an error.
 inline void raise_in_jax_order(const Status& shapes, std::initializer_list<const char*> earlier,

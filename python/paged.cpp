@@ -111,7 +111,7 @@ void check_index_dtypes(const PagedInputs& in) {
   if (dtypes.ok()) return;
   const std::int32_t zero = 0;
   PagedAttentionArgs<Q, KV, std::int32_t> a = make_args<Q, KV, std::int32_t>(in);
-  a.lengths = TensorView<const std::int32_t, 1>(&zero, {in.lengths.shape[0]}, {0});
+  a.lengths = TensorView<const std::int32_t, 1>(&zero, {in.lengths.shape[0]}, kZeroStride);
   a.page_indices = TensorView<const std::int32_t, 2>(
       &zero, {in.page_indices.shape[0], in.page_indices.shape[1]}, {0, 0});
   raise_in_jax_order(check_paged_shapes(a, in.common.profile), {"P1", "P2", "P3", "P4", "P5", "P6"},

@@ -162,10 +162,10 @@ void check_index_dtypes(const RaggedInputs& in) {
     n.storage.assign(static_cast<size_t>(in.num_seqs.shape[0]), 0);
   }
   RaggedPagedAttentionArgs<Q, KV, std::int32_t> a = make_args<Q, KV, std::int32_t>(in, n);
-  a.kv_lens = TensorView<const std::int32_t, 1>(&zero, {in.kv_lens.shape[0]}, {0});
+  a.kv_lens = TensorView<const std::int32_t, 1>(&zero, {in.kv_lens.shape[0]}, kZeroStride);
   a.page_indices = TensorView<const std::int32_t, 2>(
       &zero, {in.page_indices.shape[0], in.page_indices.shape[1]}, {0, 0});
-  a.cu_q_lens = TensorView<const std::int32_t, 1>(&zero, {in.cu_q_lens.shape[0]}, {0});
+  a.cu_q_lens = TensorView<const std::int32_t, 1>(&zero, {in.cu_q_lens.shape[0]}, kZeroStride);
   raise_in_jax_order(check_ragged_shapes(a, in.common.profile),
                      {"R12", "R13", "R1", "R2", "R3", "R4"}, dtypes);
 }

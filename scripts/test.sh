@@ -8,7 +8,8 @@
 # What does not depend on a preset's flags is built in one preset only (CMakePresets.json says
 # which): the consumer tests (consume_*: strict-warning and -fno-rtti engine builds, install,
 # pkg-config), examples, attnref-run and its tests in release; the header check in release and
-# cxx20; asan runs every library test but leaves JAX's full ragged grids to release.
+# cxx20; asan runs every library test and the Python suite but leaves JAX's full ragged grids
+# to release.
 # Usage: scripts/test.sh [preset ...]   (default: release cxx20 asan tsan; debug for local work)
 set -euo pipefail
 cd "$(dirname "$0")/.."
