@@ -188,5 +188,7 @@ def compare_ragged(got: ArrayLike, q: ArrayLike, kv_pages: Any, kv_lens: ArrayLi
 def merge_attention_states(out_a: ArrayLike, lse_a: ArrayLike, out_b: ArrayLike,
                            lse_b: ArrayLike, *, num_threads: int = 1
                            ) -> Tuple[npt.NDArray[Any], npt.NDArray[np.float32]]:
-    """out_a, out_b [rows, heads, head_dim]; lse_a, lse_b [rows, heads] float32. Returns the
-    state over both key sets: out [rows, heads, head_dim], lse [rows, heads]."""
+    """out_a, out_b [rows, heads, head_dim], one dtype (float16, float32, float64 or bfloat16);
+    lse_a, lse_b [rows, heads] float32. Returns the state over both key sets: out [rows, heads,
+    head_dim] (their dtype; float32 holding bfloat16 values for bfloat16 states), lse [rows,
+    heads]."""

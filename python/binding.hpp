@@ -5,10 +5,10 @@
 //
 // How the module is laid out (so that one more option or dtype stays a small change):
 //  - dtypes: paged and ragged take the library's table of (q, K/V) pairs (core/kv_dtypes.hpp,
-//    through `dispatch_q_kv` below), as attnref-run does; `FloatTypes` is the table for splash
-//    and attention states; `dispatch(list, dtype, fn)` calls `fn(Tag<T>{})` with the matching
-//    C++ type. A bit-pattern type numpy has no dtype for (bf16, fp8) also needs one line in
-//    `explicit_dtypes` in binding.cpp so `attnref.view_as(uint_array, "name")` can tag it.
+//    through `dispatch_q_kv` below), as attnref-run does; `AnyFloatTypes` is the table for
+//    splash and attention states; `dispatch(list, dtype, fn)` calls `fn(Tag<T>{})` with the
+//    matching C++ type. A bit-pattern type numpy has no dtype for (bf16, fp8) also needs one line
+//    in `explicit_dtypes` in binding.cpp so `attnref.view_as(uint_array, "name")` can tag it.
 //  - options: each family has one inputs struct (`PagedInputs`, `SplashInputs`,
 //    `RaggedInputs`) filled from `**kwargs` by one `read_*` function (through `Kwargs`, which
 //    refuses unknown keywords, and `parse_common_options` for the shared ones) and applied to
@@ -94,8 +94,12 @@ using Tag = DTypeTag<T>;
 template <class... Ts>
 struct TypeList {};
 
-/// The element types of attention states (splash adds bfloat16: SplashTypes in splash.cpp).
+/// The float element types numpy has (per-head arrays, compared values).
 using FloatTypes = TypeList<Eigen::half, float, double>;
+/// The element types of splash's q, k, v and dout and of attention states: FloatTypes and, as
+/// attnref-run takes them, bfloat16 (a torch.bfloat16 tensor or view_as bits; its outputs are
+/// float32 arrays of bfloat16 values, `QueryOutput`).
+using AnyFloatTypes = TypeList<Eigen::half, float, double, Eigen::bfloat16>;
 /// The element types of index arrays (lengths, page tables, cumulative lengths).
 using IndexTypes = TypeList<std::int32_t, std::int64_t>;
 
@@ -188,8 +192,7 @@ TensorView<const T, 4> view_permuted(const Array& a,
 /// run with int64 indices, so each (q, K/V) pair is one instantiation.
 std::vector<std::int64_t> widen_indices(const Array& a);
 
-/// dtype_not_supported unless `a` has a dtype of FloatTypes: the kernels check q (or a state)
-/// with it before allocating outputs of its dtype.
+/// dtype_not_supported unless `a` has a dtype of FloatTypes.
 inline void require_float(const Array& a, const char* hint) {
   if (!dispatch(FloatTypes{}, a.dtype, [](auto) {})) raise_if_error(dtype_error(a, hint));
 }
@@ -197,7 +200,7 @@ inline void require_float(const Array& a, const char* hint) {
 /// dtype_not_supported unless `a` has a paged or ragged query's dtype (float16, bfloat16,
 /// float32, float64: core/kv_dtypes.hpp).
 inline void require_query(const Array& a) {
-  // Splash takes the same four dtypes (SplashTypes in splash.cpp).
+  // Splash takes the same four dtypes (AnyFloatTypes).
   if (!query_dtype_supported(a.dtype)) {
     raise_if_error(dtype_error(a,
                                "q is float16, float32, float64 or bfloat16 (a torch.bfloat16 "

@@ -30,25 +30,28 @@ py::tuple merge_py(py::handle out_a, py::handle lse_a, py::handle out_b, py::han
     if (l->dtype != DType::kFloat32) raise_if_error(dtype_error(*l, "a logsumexp is float32"));
   }
   if (ob.dtype != oa.dtype) raise_if_error(dtype_mismatch(ob, oa, "both states take one dtype"));
-  require_float(oa, "states are a float dtype");
-  py::array out = new_array(oa.dtype, oa.shape);
-  py::array lse = new_array(DType::kFloat32, la.shape);
-  const bool found = dispatch(FloatTypes{}, oa.dtype, [&](auto tag) {
+  const char* hint =
+      "states are float16, float32, float64 or bfloat16 (a torch.bfloat16 tensor, or "
+      "attnref.view_as(uint16_codes, \"bfloat16\"))";
+  py::array out, lse = new_array(DType::kFloat32, la.shape);
+  const bool found = dispatch(AnyFloatTypes{}, oa.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
+    QueryOutput<T> merged(oa.shape);
     MergeStatesArgs<T> a;
     a.out_a = view_of<T, 3>(oa);
     a.lse_a = view_of<float, 2>(la);
     a.out_b = view_of<T, 3>(ob);
     a.lse_b = view_of<float, 2>(lb);
-    const auto out_view = output_view<T, 3>(out);
+    const auto out_view = merged.template view<3>();
     const auto lse_view = output_view<float, 2>(lse);
     Status status;
     run_released(num_threads, [&](auto& executor) {
       status = try_merge_attention_states(a, out_view, lse_view, executor);
     });
     raise_if_error(status);
+    out = merged.finish();
   });
-  if (!found) raise_if_error(dtype_error(oa, "states are a float dtype"));
+  if (!found) raise_if_error(dtype_error(oa, hint));
   return py::make_tuple(out, lse);
 }
 
@@ -68,9 +71,10 @@ void bind_merge_and_config(py::module_& m) {
 
 Merges two attention states of the same query rows over disjoint key sets (e.g. paged
 attention over the first pages and over the rest) into the state over both.
-  out_a, out_b  [rows, heads, head_dim], one float dtype
+  out_a, out_b  [rows, heads, head_dim], one dtype: float16, float32, float64 or bfloat16
   lse_a, lse_b  [rows, heads] float32 natural logsumexp (-inf: the state saw no key)
-  out [rows, heads, head_dim] (their dtype), lse [rows, heads] float32)");
+  out [rows, heads, head_dim] (their dtype; for bfloat16 states float32 holding the bfloat16
+  result), lse [rows, heads] float32)");
   m.def("check_config", &check_config_py, py::arg("num_q_heads"), py::arg("num_kv_heads"),
         py::arg("head_dim"), py::kw_only(), py::arg("head_dim_v") = py::none(),
         py::arg("page_size") = py::none(),

@@ -195,15 +195,11 @@ SplashAttentionArgs<T> make_args(const SplashInputs& in) {
   return a;
 }
 
-/// The element types of q, k, v and dout (one dtype): FloatTypes and, as attnref-run takes it,
-/// bfloat16 (a torch.bfloat16 tensor or view_as bits; outputs float32 of bfloat16 values).
-using SplashTypes = TypeList<Eigen::half, float, double, Eigen::bfloat16>;
-
 /// Calls fn(Tag<T>{}) for q's dtype.
 template <class Fn>
 void dispatch_q(const Array& q, Fn&& fn) {
   require_query(q);
-  dispatch(SplashTypes{}, q.dtype, fn);
+  dispatch(AnyFloatTypes{}, q.dtype, fn);
 }
 
 void check_splash_py(py::handle q, py::handle k, py::handle v, py::kwargs kwargs) {

@@ -42,6 +42,13 @@ class Merge : public cli_test::CliTest {
       for (std::int64_t i = 0; i < a.numel(); ++i) v.push_back(static_cast<double>(p[i]));
     return v;
   }
+  /// Writes raw 16-bit codes (uint16) as `name` [shape].
+  void save_codes(const std::string& name, std::vector<std::int64_t> shape,
+                  const std::vector<std::uint16_t>& codes) {
+    const NpyStatus s =
+        write_npy(path(name), make_npy_array(DType::kUInt16, std::move(shape), codes.data()));
+    ASSERT_TRUE(s.ok()) << s.message();
+  }
 };
 
 /// got against want within tol * (1 + |want|); infinities exactly.
@@ -245,6 +252,56 @@ TEST_F(Merge, FloatSixteenAndSixtyFourStatesAreMergedInTheirDtype) {
   EXPECT_EQ(r.first_err_line().rfind("attnref: mismatch: 1 of 2 elements differ", 0), 0u) << r.err;
 }
 
+TEST_F(Merge, Bf16StatesAreReadAsCodesAndTheResultRoundedToBf16) {
+  // Equal logsumexps: out = (a + b) / 2, exact in float32, then rounded to bfloat16 (to nearest,
+  // ties to even): (1 + 1.0078125) / 2 = 1.00390625 -> 1 and (1.0078125 + 1.015625) / 2 =
+  // 1.01171875 -> 1.015625. Codes: 1 = 0x3f80, 1.0078125 = 0x3f81, 1.015625 = 0x3f82.
+  save_codes("a.npy", {1, 1, 2}, {0x3f80, 0x3f81});
+  save_codes("b.npy", {1, 1, 2}, {0x3f81, 0x3f82});
+  save("la.npy", {1, 1}, std::vector<float>{0.5f});
+  save("lb.npy", {1, 1}, std::vector<float>{0.5f});
+  const std::string states = "--out-a a.npy --lse-a la.npy --out-b b.npy --lse-b lb.npy ";
+  Result r = run_subcommand("merge", states + "--state-dtype bf16 --out o.npy --lse-out l.npy");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::vector<double> o = values("o.npy", {1, 1, 2});
+  EXPECT_EQ(o[0], 1.0);
+  EXPECT_EQ(o[1], 1.015625);
+  EXPECT_NEAR(values("l.npy", {1, 1})[0], 0.5 + std::log(2.0), 1e-7);
+  // The same values as float32 states merge to the unrounded means.
+  save("af.npy", {1, 1, 2}, std::vector<float>{1.0f, 1.0078125f});
+  save("bf.npy", {1, 1, 2}, std::vector<float>{1.0078125f, 1.015625f});
+  r = run_subcommand("merge",
+                     "--out-a af.npy --lse-a la.npy --out-b bf.npy --lse-b lb.npy --out o32.npy");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::vector<double> o32 = values("o32.npy", {1, 1, 2});
+  EXPECT_EQ(o32[0], 1.00390625);
+  EXPECT_EQ(o32[1], 1.01171875);
+
+  struct Case {
+    std::string args;
+    int code;
+    std::string first_line;
+  };
+  const std::vector<Case> cases = {
+      {states, 2,
+       "attnref: error[dtype_not_supported] out_a has dtype uint16: raw 16-bit codes; pass "
+       "--state-dtype bf16 if they are bfloat16"},
+      {"--out-a af.npy --lse-a la.npy --out-b b.npy --lse-b lb.npy --state-dtype bf16", 2,
+       "attnref: error[dtype_not_supported] --state-dtype bf16 reads raw 16-bit codes (uint16 or "
+       "|V2), but out_a has dtype float32"},
+      {"--out-a a.npy --lse-a la.npy --out-b bf.npy --lse-b lb.npy --state-dtype bf16", 2,
+       "attnref: error[dtype_not_supported] --state-dtype bf16 reads raw 16-bit codes (uint16 or "
+       "|V2), but out_b has dtype float32"},
+      {states + "--state-dtype e4m3", 1,
+       "attnref-run merge: --state-dtype must be one of bf16; got 'e4m3'"},
+  };
+  for (const Case& c : cases) {
+    r = run_subcommand("merge", c.args);
+    EXPECT_EQ(r.code, c.code) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.first_err_line(), c.first_line) << c.args;
+  }
+}
+
 TEST_F(Merge, ErrorsComeWithTheirCodesAndNoFileIsWritten) {
   save("a.npy", {2, 3, 4}, std::vector<float>(24, 1.0f));
   save("b.npy", {2, 3, 4}, std::vector<float>(24, 2.0f));
@@ -305,7 +362,8 @@ TEST_F(Merge, ErrorsComeWithTheirCodesAndNoFileIsWritten) {
 TEST_F(Merge, HelpAndCheckOnlyLseOut) {
   Result r = run_subcommand("merge", "--help");
   EXPECT_EQ(r.code, 0);
-  for (const char* option : {"--out-a", "--lse-a", "--out-b", "--lse-b", "--lse-out", "--expect"})
+  for (const char* option :
+       {"--out-a", "--lse-a", "--out-b", "--lse-b", "--state-dtype", "--lse-out", "--expect"})
     EXPECT_NE(r.out.find(option), std::string::npos) << option;
   r = run_program("--help");
   EXPECT_NE(r.out.find("  merge     merge two results"), std::string::npos) << r.out;

@@ -56,6 +56,9 @@ int run_splash(int argc, char** argv);
 #if defined(ATTNREF_FUZZ_HAVE_RAGGED_CMD)
 int run_ragged(int argc, char** argv);
 #endif
+#if defined(ATTNREF_FUZZ_HAVE_MERGE_CMD)
+int run_merge(int argc, char** argv);
+#endif
 }  // namespace cli
 }  // namespace attnref
 
@@ -132,6 +135,12 @@ void write_pool() {
   put<std::int32_t>("ns", {1}, {2});
   put<std::int32_t>("nsbad", {1}, {4});
   put<std::int32_t>("rp", {3, 2}, {1, 2, 0, -1, -1, -1});
+  // Merge: q, e, q16 and q64 above are [B, Hq, D] states; their logsumexps [B, Hq] float32
+  // (an empty state, -inf, and NaN among them).
+  const float inf = std::numeric_limits<float>::infinity();
+  put<float>("lse", {B, Hq}, {0.5f, -inf, 2.0f, 0.0f, -1.0f, -inf, 88.0f, -88.0f});
+  put<float>("lsen", {B, Hq},
+             {std::numeric_limits<float>::quiet_NaN(), inf, -inf, 0.0f, 1.0f, 1.0f, 1.0f, 1.0f});
   // Widened pool (only the Wide dictionaries name these).
   constexpr std::int64_t k32 = std::int64_t{1} << 32, k34 = std::int64_t{1} << 34;
   constexpr std::int64_t k40 = std::int64_t{1} << 40;
@@ -269,12 +278,18 @@ const char* const kOptions[] = {"--q",
                                 "--round-kv-to-bf16",
                                 "--num-kv-pages-per-block",
                                 "--num-queries-per-block",
-                                "--vmem-limit-bytes"};
-const char* const kFiles[] = {"q",     "k",   "v",    "kn",     "e",     "knan",    "q64",   "k64",
-                              "v64",   "q16", "k16",  "k8",     "ks",    "ksd",     "l",     "p",
-                              "l64",   "p64", "lbad", "pbad",   "l3",    "p0",      "q0",    "lz",
-                              "pz",    "k0",  "mask", "scalar", "junk",  "missing", ".",     "..",
-                              "o.npy", "kvp", "kvl",  "cu",     "cubad", "ns",      "nsbad", "rp"};
+                                "--vmem-limit-bytes",
+                                "--out-a",
+                                "--lse-a",
+                                "--out-b",
+                                "--lse-b",
+                                "--state-dtype",
+                                "--expect-lse"};
+const char* const kFiles[] = {
+    "q",   "k",   "v",   "kn",    "e",    "knan",   "q64",  "k64",     "v64",  "q16", "k16",
+    "k8",  "ks",  "ksd", "l",     "p",    "l64",    "p64",  "lbad",    "pbad", "l3",  "p0",
+    "q0",  "lz",  "pz",  "k0",    "mask", "scalar", "junk", "missing", ".",    "..",  "o.npy",
+    "kvp", "kvl", "cu",  "cubad", "ns",   "nsbad",  "rp",   "lse",     "lsen"};
 const char* const kValues[] = {"0",
                                "1",
                                "2",
@@ -427,7 +442,10 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   attnref_fuzz::Reader r(data, size);
-  const int command = r.u8() % 5;  // config, paged, splash, ParsedArgs, ragged
+  // config, paged, splash, ParsedArgs, ragged; merge (added later) takes the bytes 250-255, so
+  // the rest of the corpus keeps its meaning.
+  const std::uint8_t command_byte = r.u8();
+  const int command = command_byte >= 250 ? 5 : command_byte % 5;
   const bool widened = r.u8() != 0;
   std::vector<std::string> tokens;
   const int n = static_cast<int>(r.range(0, 24));
@@ -476,6 +494,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 #if defined(ATTNREF_FUZZ_HAVE_RAGGED_CMD)
       case 4:
         code = attnref::cli::run_ragged(argc, argv.data());
+        break;
+#endif
+#if defined(ATTNREF_FUZZ_HAVE_MERGE_CMD)
+      case 5:
+        code = attnref::cli::run_merge(argc, argv.data());
         break;
 #endif
       default:

@@ -244,3 +244,19 @@ def test_dtype_table_and_tpu_options_equal_attnref_run(tmp_path, q_dtype, pages)
                                        round_kv_to_bf16=True, return_lse=True)
     np.testing.assert_array_equal(out, np.load(tmp_path / "out.npy"))
     np.testing.assert_array_equal(lse, np.load(tmp_path / "lse.npy"))
+
+
+@needs_cli
+def test_bfloat16_merge_equals_attnref_run(tmp_path):
+    rng = np.random.default_rng(11)
+    bits16 = lambda x: (x.view(np.uint32) >> 16).astype(np.uint16)  # bf16 bits (truncated)
+    a, b = (bits16(rng.standard_normal((6, 2, 8)).astype(np.float32)) for _ in range(2))
+    lse_a, lse_b = (rng.uniform(-2, 2, (6, 2)).astype(np.float32) for _ in range(2))
+    p = save(tmp_path, a=a, b=b, la=lse_a, lb=lse_b)
+    run_cli("merge", "--out-a", p["a"], "--lse-a", p["la"], "--out-b", p["b"], "--lse-b",
+            p["lb"], "--state-dtype", "bf16", "--out", tmp_path / "o.npy", "--lse-out",
+            tmp_path / "l.npy")
+    out, lse = attnref.merge_attention_states(attnref.view_as(a, "bfloat16"), lse_a,
+                                              attnref.view_as(b, "bfloat16"), lse_b)
+    np.testing.assert_array_equal(out, np.load(tmp_path / "o.npy"))
+    np.testing.assert_array_equal(lse, np.load(tmp_path / "l.npy"))

@@ -3,7 +3,8 @@
 float32 and bfloat16 queries read float32, bfloat16, float16, int8 and fp8 pages; float16 and
 float64 queries read their own dtype and int8. A bfloat16 q is a torch.bfloat16 tensor (DLPack)
 or view_as(uint16_bits, "bfloat16"); its output is a float32 array of bfloat16 values. Splash
-takes bfloat16 q, k, v and dout of one dtype, forward and backward."""
+takes bfloat16 q, k, v and dout of one dtype, forward and backward, and merge_attention_states
+bfloat16 states."""
 import numpy as np
 import pytest
 
@@ -226,3 +227,53 @@ def test_splash_refuses_raw_codes_and_mixed_dtypes():
                                  v.astype(np.float32))
     assert e.value.code == "dtype_not_supported"
     assert e.value.message == "k has dtype float32; expected bfloat16"
+
+
+def test_merge_bfloat16_states_round_their_result():
+    # Equal logsumexps: out = (a + b) / 2, exact in float32, then rounded to bfloat16 (to
+    # nearest, ties to even): (1 + 1.0078125) / 2 = 1.00390625 -> 1.0 and
+    # (1.0078125 + 1.015625) / 2 = 1.01171875 -> 1.015625; -inf for b leaves a exactly.
+    a = np.array([[[1.0, 1.0078125]], [[3.0, -2.5]]], np.float32)
+    b = np.array([[[1.0078125, 1.015625]], [[7.0, 7.0]]], np.float32)
+    lse_a = np.array([[0.5], [0.25]], np.float32)
+    lse_b = np.array([[0.5], [-np.inf]], np.float32)
+    a_in, b_in = attnref.view_as(bf16_bits(a), "bfloat16"), attnref.view_as(bf16_bits(b), "bfloat16")
+    out, lse = attnref.merge_attention_states(a_in, lse_a, b_in, lse_b)
+    assert_bf16_values(out)
+    np.testing.assert_array_equal(out, [[[1.0, 1.015625]], [[3.0, -2.5]]])
+    np.testing.assert_allclose(lse, [[0.5 + np.log(2.0)], [0.25]], rtol=1e-7)
+    # The float32 merge of the same values keeps the unrounded means.
+    out32, _ = attnref.merge_attention_states(a, lse_a, b, lse_b)
+    np.testing.assert_array_equal(out32[0, 0], [1.00390625, 1.01171875])
+
+
+def test_merge_bfloat16_states_match_the_float64_merge():
+    rng = np.random.default_rng(7)
+    a_bits, b_bits = (bf16_bits(rng.standard_normal((5, 3, 16))) for _ in range(2))
+    lse_a, lse_b = (rng.uniform(-3, 3, (5, 3)).astype(np.float32) for _ in range(2))
+    lse_b[2, 1] = -np.inf
+    out, lse = attnref.merge_attention_states(attnref.view_as(a_bits, "bfloat16"), lse_a,
+                                              attnref.view_as(b_bits, "bfloat16"), lse_b,
+                                              num_threads=2)
+    assert_bf16_values(out)
+    want, want_lse = oracle.merge(bf16_values(a_bits), lse_a, bf16_values(b_bits), lse_b)
+    np.testing.assert_allclose(out, want, rtol=BF16_RTOL, atol=1e-6)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-6, atol=1e-6)
+    torch = pytest.importorskip("torch")
+    as_torch = [torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) for x in (a_bits, b_bits)]
+    got, _ = attnref.merge_attention_states(as_torch[0], lse_a, as_torch[1], lse_b)
+    np.testing.assert_array_equal(got, out)
+
+
+def test_merge_states_take_one_dtype():
+    a = np.ones((2, 1, 4), np.float32)
+    lse = np.zeros((2, 1), np.float32)
+    with pytest.raises(attnref.ShapeError) as e:
+        attnref.merge_attention_states(attnref.view_as(bf16_bits(a), "bfloat16"), lse, a, lse)
+    assert e.value.code == "dtype_not_supported"
+    assert e.value.message == "out_b has dtype float32; expected bfloat16"
+    with pytest.raises(attnref.ShapeError) as e:
+        attnref.merge_attention_states(a.astype(np.int8), lse, a.astype(np.int8), lse)
+    assert e.value.code == "dtype_not_supported"
+    assert e.value.message == "out_a has dtype int8, which is not supported here"
+    assert e.value.hint.startswith("states are float16, float32, float64 or bfloat16")

@@ -37,6 +37,9 @@ const OptionSpec kRtolOption{"--rtol", "R",
 const OptionSpec kQDtypeOption{"--q-dtype", "T",
                                "bf16: q holds raw bfloat16 codes (uint16, or |V2 as np.save "
                                "writes ml_dtypes.bfloat16)"};
+const OptionSpec kStateDtypeOption{"--state-dtype", "T",
+                                   "bf16: out_a and out_b hold raw bfloat16 codes (uint16, or "
+                                   "|V2 as np.save writes ml_dtypes.bfloat16)"};
 const OptionSpec kKvDtypeOption{"--kv-dtype", "T",
                                 "bf16, e4m3 or e5m2: the pages hold raw bfloat16 (uint16 or "
                                 "|V2) or fp8 e4m3fn / e5m2 (uint8 or |V1) codes"};
@@ -471,22 +474,27 @@ Status apply_dtype_option(Input* input, DType as, const char* name, const char* 
   const bool raw8 = t == DType::kUInt8 || t == DType::kVoid8;
   const bool raw16 = t == DType::kUInt16 || t == DType::kVoid16;
   const bool q = std::strcmp(option, "--q-dtype") == 0;
+  const bool state = std::strcmp(option, "--state-dtype") == 0;  // merge's out_a and out_b
   const Status::Ints ints{static_cast<std::int64_t>(t), static_cast<std::int64_t>(as)};
   if (as == DType::kUnknown) {
     if (!raw8 && !raw16) return Status();
     const char* hint =
         "np.save writes ml_dtypes' bfloat16 arrays as |V2 and its float8 arrays as |V1; the "
         "option names what the codes are";
-    if (q && raw16) {
+    if ((q || state) && raw16) {
       return Status(ErrorCode::kDtypeNotSupported, "",
-                    "{f} has dtype {d0}: raw 16-bit codes; pass --q-dtype bf16 if they are "
-                    "bfloat16",
+                    q ? "{f} has dtype {d0}: raw 16-bit codes; pass --q-dtype bf16 if they are "
+                        "bfloat16"
+                      : "{f} has dtype {d0}: raw 16-bit codes; pass --state-dtype bf16 if they "
+                        "are bfloat16",
                     hint, ints, {}, name);
     }
-    if (q) {
+    if (q || state) {
       return Status(ErrorCode::kDtypeNotSupported, "",
-                    "{f} has dtype {d0}: raw 8-bit codes; queries are float16, float32, float64 "
-                    "or bfloat16 (--q-dtype bf16 with uint16 or |V2 codes)",
+                    q ? "{f} has dtype {d0}: raw 8-bit codes; queries are float16, float32, "
+                        "float64 or bfloat16 (--q-dtype bf16 with uint16 or |V2 codes)"
+                      : "{f} has dtype {d0}: raw 8-bit codes; states are float16, float32, "
+                        "float64 or bfloat16 (--state-dtype bf16 with uint16 or |V2 codes)",
                     hint, ints, {}, name);
     }
     if (raw16) {
@@ -506,10 +514,12 @@ Status apply_dtype_option(Input* input, DType as, const char* name, const char* 
                                  "drop the option for float16/float32/float64 arrays"
                                : "save the float8 array itself (|V1) or x.view(numpy.uint8); "
                                  "drop --kv-dtype for float or int8 pages";
-    if (q) {
+    if (q || state) {
       return Status(ErrorCode::kDtypeNotSupported, "",
-                    "--q-dtype bf16 reads raw 16-bit codes (uint16 or |V2), but {f} has dtype "
-                    "{d0}",
+                    q ? "--q-dtype bf16 reads raw 16-bit codes (uint16 or |V2), but {f} has "
+                        "dtype {d0}"
+                      : "--state-dtype bf16 reads raw 16-bit codes (uint16 or |V2), but {f} has "
+                        "dtype {d0}",
                     hint, ints, {}, name);
     }
     if (wants16) {

@@ -210,19 +210,21 @@ Status dtype_error(const Input& input, const char* name, const char* hint);
 Status check_q_dtype(const Input& q);
 
 /// `--q-dtype bf16` and `--kv-dtype bf16|e4m3|e5m2`: what the raw codes of a bf16 or fp8 dump
-/// (uint16 or `|V2`, uint8 or `|V1`) are. Paged and ragged take both.
+/// (uint16 or `|V2`, uint8 or `|V1`) are. Paged and ragged take both; merge takes
+/// `--state-dtype bf16` for its two states.
 extern const OptionSpec kQDtypeOption;
+extern const OptionSpec kStateDtypeOption;
 extern const OptionSpec kKvDtypeOption;
 
 /// The element type a dtype option names (bf16: kBFloat16, e4m3: kFloat8E4M3FN, e5m2:
-/// kFloat8E5M2; exit 1 for anything else), or kUnknown when it was not given. `--q-dtype`
-/// takes bf16 only.
+/// kFloat8E5M2; exit 1 for anything else), or kUnknown when it was not given. `--q-dtype` and
+/// `--state-dtype` take bf16 only.
 DType dtype_option(const ParsedArgs& args, const char* option);
 
-/// Reads the raw codes of `input` as `as` when a dtype option named it: `option` ("--q-dtype"
-/// or "--kv-dtype", a literal) applies to `input`, named `name` (a literal) in messages. `as`
-/// kUnknown (no option): an array of raw codes (uint8, uint16, `|V1`, `|V2`) is an error naming
-/// the option to give. Otherwise the array must hold codes of `as`'s size (2 bytes for
+/// Reads the raw codes of `input` as `as` when a dtype option named it: `option` ("--q-dtype",
+/// "--kv-dtype" or "--state-dtype", a literal) applies to `input`, named `name` (a literal) in
+/// messages. `as` kUnknown (no option): an array of raw codes (uint8, uint16, `|V1`, `|V2`) is an
+/// error naming the option to give. Otherwise the array must hold codes of `as`'s size (2 bytes for
 /// bfloat16, 1 for fp8), else an error naming the option and the array's dtype; then only its
 /// dtype tag changes. Errors are `kDtypeNotSupported`.
 Status apply_dtype_option(Input* input, DType as, const char* name, const char* option);
@@ -248,14 +250,16 @@ std::vector<OptionSpec> with_common_options(std::vector<OptionSpec> own);
 /// fit float32 exit 2 (`float_option`).
 CommonOptions parse_common_options(const ParsedArgs& args);
 
-/// Calls `f(DTypeTag<T>{})` with T = Eigen::half, float or double for `t` (splash and merge,
-/// whose inputs share one dtype; paged and ragged use the library's `dispatch_query_and_kv`).
-/// Precondition: `check_q_dtype` passed.
+/// Calls `f(DTypeTag<T>{})` with T = Eigen::half, float, double or Eigen::bfloat16 for `t`
+/// (splash and merge, whose inputs share one dtype; paged and ragged use the library's
+/// `dispatch_query_and_kv`). Precondition: `t` is one of the four.
 template <class F>
 int dispatch_float(DType t, F&& f) {
   switch (t) {
     case DType::kFloat16:
       return f(DTypeTag<Eigen::half>{});
+    case DType::kBFloat16:
+      return f(DTypeTag<Eigen::bfloat16>{});
     case DType::kFloat64:
       return f(DTypeTag<double>{});
     default:

@@ -3,8 +3,10 @@
 // an out [N, H, D] and its logsumexp [N, H], as `paged --lse-out` or `ragged --lse-out` write
 // them) into the result over the union, with attnref's merge_attention_states.
 //
-// The states are float16, float32 or float64 (both of one dtype, merged in it), the
-// logsumexps float32 (attnref's logsumexp dtype). Shapes and overlapping views are checked by
+// The states are float16, float32, float64 or bfloat16 (raw codes with --state-dtype bf16),
+// both of one dtype, merged by the library in it (16-bit states: weights and sums in f32, the
+// result rounded to the states' dtype; written as float32, as every result); the logsumexps
+// float32 (attnref's logsumexp dtype). Shapes and overlapping views are checked by
 // the library (exit 2); dtypes and ranks here.
 #include <cstdint>
 #include <string>
@@ -66,12 +68,14 @@ int run_merge(int argc, char** argv) {
       "(e.g. paged --lse-out over two page ranges) into the result over A and B:\n"
       "m = max(lse_a, lse_b), w = exp(lse - m), out = (w_a out_a + w_b out_b) / (w_a + w_b),\n"
       "lse = m + log(w_a + w_b). A row with lse -inf saw no key and adds nothing; NaN gives NaN.\n"
-      "The states are [rows, heads, head_dim] float16/float32/float64 (both one dtype), the\n"
-      "logsumexps [rows, heads] float32.",
+      "The states are [rows, heads, head_dim] float16/float32/float64, or bfloat16 codes with\n"
+      "--state-dtype bf16 (both one dtype; a 16-bit result is rounded to it), the logsumexps\n"
+      "[rows, heads] float32.",
       {{"--out-a", "A.npy", "first result [rows, heads, head_dim]"},
        {"--lse-a", "LA.npy", "its logsumexp [rows, heads], float32"},
        {"--out-b", "B.npy", "second result, over keys disjoint from the first's"},
        {"--lse-b", "LB.npy", "its logsumexp [rows, heads], float32"},
+       kStateDtypeOption,
        kOutOption,
        {"--lse-out", "LSE.npy", "write the merged logsumexp [rows, heads] as float32 .npy"},
        kExpectOption,
@@ -85,6 +89,7 @@ int run_merge(int argc, char** argv) {
   check_result_options(args);
   check_output_paths(args);
   for (const char* required : {"--out-a", "--lse-a", "--out-b", "--lse-b"}) args.required(required);
+  const DType state_as = dtype_option(args, "--state-dtype");
 
   MergeInputs in;
   in.out_a = load_input(args, "--out-a", true);
@@ -92,6 +97,8 @@ int run_merge(int argc, char** argv) {
   in.out_b = load_input(args, "--out-b", true);
   in.lse_b = load_input(args, "--lse-b", true);
 
+  fail_if_error(apply_dtype_option(&in.out_a, state_as, "out_a", "--state-dtype"));
+  fail_if_error(apply_dtype_option(&in.out_b, state_as, "out_b", "--state-dtype"));
   fail_if_error(check_rank(in.out_a, 3, "out_a", "a state is [rows, heads, head_dim]"));
   fail_if_error(check_rank(in.lse_a, 2, "lse_a", "a logsumexp is [rows, heads]"));
   fail_if_error(check_rank(in.out_b, 3, "out_b", "a state is [rows, heads, head_dim]"));
@@ -100,8 +107,12 @@ int run_merge(int argc, char** argv) {
   in.expect_lse = load_expect_lse(args, {in.out_a.array.shape[0], in.out_a.array.shape[1]});
 
   const DType t = in.out_a.array.dtype;
-  if (t != DType::kFloat16 && t != DType::kFloat32 && t != DType::kFloat64)
-    fail_status(dtype_error(in.out_a, "out_a", "a state must be float16, float32 or float64"));
+  if (t != DType::kFloat16 && t != DType::kFloat32 && t != DType::kFloat64 &&
+      t != DType::kBFloat16) {
+    fail_status(dtype_error(in.out_a, "out_a",
+                            "a state must be float16, float32, float64 or bfloat16 (raw codes "
+                            "with --state-dtype bf16)"));
+  }
   if (in.out_b.array.dtype != t) {
     fail_status(
         Status(ErrorCode::kDtypeNotSupported, "",

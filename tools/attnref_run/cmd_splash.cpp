@@ -394,7 +394,6 @@ int run_splash(int argc, char** argv) {
   }
 
   // k and v have q's dtype: one instantiation per q dtype.
-  if (qt == DType::kBFloat16) return run_typed<Eigen::bfloat16>(args, in);
   return dispatch_float(qt,
                         [&](auto q) { return run_typed<typename decltype(q)::type>(args, in); });
 }
