@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Random hostile calls: valid inputs with one to three mutations (index values anywhere,
 extents cut, dtypes changed, strides reversed or transposed) of the positional arrays or the
-array options (sinks, alibi_slopes, got_lse), then sometimes one float32 argument passed as
-bfloat16 bits (view_as), end in a result or a ShapeError; never another exception, never a
+array options (sinks, alibi_slopes, got_lse), then sometimes the float32 arguments of one shape
+passed as bfloat16 bits (view_as), end in a result or a ShapeError; never another exception, never a
 crash. ATTNREF_HOSTILE_CALLS sets the calls per seed (the ASan build makes 3000)."""
 import os
 
@@ -73,11 +73,13 @@ def random_call(rng):
             options[at] = mutate(rng, options[at])
         else:
             args[at] = mutate(rng, np.asarray(args[at]))
-    if rng.random() < 0.25:  # a float32 argument as bfloat16 bits: q, pages, splash inputs
-        at = int(rng.integers(len(args)))
-        a = np.asarray(args[at])
-        if a.dtype == np.float32:
-            args[at] = attnref.view_as((a.view(np.uint32) >> 16).astype(np.uint16), "bfloat16")
+    if rng.random() < 0.25:  # a float32 argument as bfloat16 bits, with every other float32
+        # argument of its shape (merge's two states, splash's k and v): q, pages, states
+        shape = np.shape(args[int(rng.integers(len(args)))])
+        for at, x in enumerate(args):
+            a = np.asarray(x)
+            if a.dtype == np.float32 and a.shape == shape:
+                args[at] = attnref.view_as((a.view(np.uint32) >> 16).astype(np.uint16), "bfloat16")
     try:
         fn(*args, **options)
         return "ok"
