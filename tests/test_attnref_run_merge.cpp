@@ -42,11 +42,12 @@ class Merge : public cli_test::CliTest {
       for (std::int64_t i = 0; i < a.numel(); ++i) v.push_back(static_cast<double>(p[i]));
     return v;
   }
-  /// Writes raw 16-bit codes (uint16) as `name` [shape].
+  /// Writes raw codes (uint16 for bfloat16, uint8) as `name` [shape].
+  template <class Code>
   void save_codes(const std::string& name, std::vector<std::int64_t> shape,
-                  const std::vector<std::uint16_t>& codes) {
-    const NpyStatus s =
-        write_npy(path(name), make_npy_array(DType::kUInt16, std::move(shape), codes.data()));
+                  const std::vector<Code>& codes) {
+    const DType raw = sizeof(Code) == 2 ? DType::kUInt16 : DType::kUInt8;
+    const NpyStatus s = write_npy(path(name), make_npy_array(raw, std::move(shape), codes.data()));
     ASSERT_TRUE(s.ok()) << s.message();
   }
 };
@@ -256,8 +257,9 @@ TEST_F(Merge, Bf16StatesAreReadAsCodesAndTheResultRoundedToBf16) {
   // Equal logsumexps: out = (a + b) / 2, exact in float32, then rounded to bfloat16 (to nearest,
   // ties to even): (1 + 1.0078125) / 2 = 1.00390625 -> 1 and (1.0078125 + 1.015625) / 2 =
   // 1.01171875 -> 1.015625. Codes: 1 = 0x3f80, 1.0078125 = 0x3f81, 1.015625 = 0x3f82.
-  save_codes("a.npy", {1, 1, 2}, {0x3f80, 0x3f81});
-  save_codes("b.npy", {1, 1, 2}, {0x3f81, 0x3f82});
+  save_codes<std::uint16_t>("a.npy", {1, 1, 2}, {0x3f80, 0x3f81});
+  save_codes<std::uint16_t>("b.npy", {1, 1, 2}, {0x3f81, 0x3f82});
+  save_codes<std::uint8_t>("a8.npy", {1, 1, 2}, {0x38, 0x40});
   save("la.npy", {1, 1}, std::vector<float>{0.5f});
   save("lb.npy", {1, 1}, std::vector<float>{0.5f});
   const std::string states = "--out-a a.npy --lse-a la.npy --out-b b.npy --lse-b lb.npy ";
@@ -292,6 +294,9 @@ TEST_F(Merge, Bf16StatesAreReadAsCodesAndTheResultRoundedToBf16) {
       {"--out-a a.npy --lse-a la.npy --out-b bf.npy --lse-b lb.npy --state-dtype bf16", 2,
        "attnref: error[dtype_not_supported] --state-dtype bf16 reads raw 16-bit codes (uint16 or "
        "|V2), but out_b has dtype float32"},
+      {"--out-a a8.npy --lse-a la.npy --out-b b.npy --lse-b lb.npy", 2,
+       "attnref: error[dtype_not_supported] out_a has dtype uint8: raw 8-bit codes; states are "
+       "float16, float32, float64 or bfloat16 (--state-dtype bf16 with uint16 or |V2 codes)"},
       {states + "--state-dtype e4m3", 1,
        "attnref-run merge: --state-dtype must be one of bf16; got 'e4m3'"},
   };

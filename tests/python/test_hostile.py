@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Random hostile calls: valid inputs with one to three mutations (index values anywhere,
 extents cut, dtypes changed, strides reversed or transposed) of the positional arrays or the
-array options (sinks, alibi_slopes, got_lse), then sometimes the float32 arguments of one shape
-passed as bfloat16 bits (view_as), end in a result or a ShapeError; never another exception, never a
-crash. ATTNREF_HOSTILE_CALLS sets the calls per seed (the ASan build makes 3000)."""
+array options (sinks, alibi_slopes, got_lse), then sometimes the float32 arguments of one
+shape passed as bfloat16 bits (view_as), end in a result or a ShapeError; never another
+exception, never a crash. ATTNREF_HOSTILE_CALLS sets the calls per seed (the ASan build makes
+3000)."""
 import os
 
 import numpy as np
@@ -79,7 +80,8 @@ def random_call(rng):
         for at, x in enumerate(args):
             a = np.asarray(x)
             if a.dtype == np.float32 and a.shape == shape:
-                args[at] = attnref.view_as((a.view(np.uint32) >> 16).astype(np.uint16), "bfloat16")
+                bits = (a.view(np.uint32) >> 16).astype(np.uint16)
+                args[at] = attnref.view_as(bits, "bfloat16")
     try:
         fn(*args, **options)
         return "ok"

@@ -141,6 +141,11 @@ def run_cli(*args):
     return done
 
 
+def bits16(x):
+    """float32 -> bfloat16 bit patterns (truncated)."""
+    return (x.view(np.uint32) >> 16).astype(np.uint16)
+
+
 def save(tmp_path, **arrays):
     paths = {}
     for name, a in arrays.items():
@@ -213,7 +218,6 @@ def test_readme_python_quick_start_runs_as_printed():
 def test_dtype_table_and_tpu_options_equal_attnref_run(tmp_path, q_dtype, pages):
     # The two front ends share one (q, K/V) table and one option set: same bits out.
     q, k, v, lengths, pi = paged_batch(batch=4)
-    bits16 = lambda x: (x.view(np.uint32) >> 16).astype(np.uint16)  # bf16 bits (truncated)
     e5m2 = lambda x: (x.astype(np.float16).view(np.uint16) >> 8).astype(np.uint8)  # fp8 bits
     py_args, cli_opts, files = [], [], {}
     if q_dtype == "bfloat16":
@@ -249,7 +253,6 @@ def test_dtype_table_and_tpu_options_equal_attnref_run(tmp_path, q_dtype, pages)
 @needs_cli
 def test_bfloat16_merge_equals_attnref_run(tmp_path):
     rng = np.random.default_rng(11)
-    bits16 = lambda x: (x.view(np.uint32) >> 16).astype(np.uint16)  # bf16 bits (truncated)
     a, b = (bits16(rng.standard_normal((6, 2, 8)).astype(np.float32)) for _ in range(2))
     lse_a, lse_b = (rng.uniform(-2, 2, (6, 2)).astype(np.float32) for _ in range(2))
     p = save(tmp_path, a=a, b=b, la=lse_a, lb=lse_b)
