@@ -305,6 +305,54 @@ TEST(ExpShifted, MatchesFloat64AndZeroesMaskedLogitsInPacketsAndTails) {
     }
 }
 
+/// The plain max of a row: NaN when a value is NaN, -inf when the row is empty.
+template <class T>
+T plain_max_or_nan(const std::vector<T>& v) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (const T x : v) {
+    if (std::isnan(x)) return std::numeric_limits<T>::quiet_NaN();
+    if (x > m) m = x;
+  }
+  return m;
+}
+
+/// `max_logit` of rows of every length up to 3 packets and a few more, with one special value
+/// (NaN, +inf, -inf, the largest finite) at each place in turn, as a contiguous row and as a
+/// strided column (Eigen's own max).
+template <class T>
+void expect_max_logit_matches_plain_max() {
+  using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<T> value(T(-30), T(30));
+  const Eigen::Index lanes = kLanes<T>;
+  for (Eigen::Index n = 0; n <= 3 * lanes + 5; ++n)
+    for (const T special : {nan, inf, -inf, std::numeric_limits<T>::max()})
+      for (Eigen::Index at = -1; at < n; ++at) {  // -1: no special value
+        std::vector<T> v(ix(n));
+        for (T& x : v) x = value(rng);
+        if (at >= 0) v[ix(at)] = special;
+        const T want = plain_max_or_nan(v);
+        Matrix m(2, n);  // row 1 holds the values, after a row that must not count
+        m.row(0).setConstant(T(1e6));
+        for (Eigen::Index c = 0; c < n; ++c) m(1, c) = v[ix(c)];
+        const T row_max = attnref::detail::max_logit<T>(m.row(1));
+        const Matrix t = m.transpose();
+        const T column_max = attnref::detail::max_logit<T>(t.col(1));
+        for (const T got : {row_max, column_max}) {
+          if (std::isnan(want))
+            EXPECT_TRUE(std::isnan(got)) << "n " << n << " special at " << at;
+          else
+            EXPECT_EQ(got, want) << "n " << n << " special " << special << " at " << at;
+        }
+      }
+}
+
+TEST(MaxLogit, MatchesAPlainMaxWithNaNAndInfinitiesAtEveryPlaceInRowsAndColumns) {
+  expect_max_logit_matches_plain_max<float>();
+  expect_max_logit_matches_plain_max<double>();
+}
+
 TEST(RowScales, FiniteFindsOneNaNOrInfiniteScaleAtAnyPlaceAndStrideAndNothingPastN) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();

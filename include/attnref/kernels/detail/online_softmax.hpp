@@ -132,6 +132,37 @@ inline Acc max_or_nan(Acc a, Acc b) noexcept {
   return std::max(a, b);
 }
 
+/// The largest logit of a row, NaN when one is NaN. A contiguous row goes packet by packet
+/// through the NaN-propagating max, then one compare asks whether a lane holds NaN and the
+/// packet is reduced by shuffles: Eigen's `maxCoeff<PropagateNaN>` reduces its last packet
+/// element by element, which took a quarter of `fold_logits`' samples on 8-bit decode.
+template <class Acc, class Row>
+inline Acc max_logit(const Row& x) {
+  using Packet = typename Eigen::internal::packet_traits<Acc>::type;
+  constexpr int W = Eigen::internal::packet_traits<Acc>::size;
+  const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
+  if constexpr (std::decay_t<Row>::InnerStrideAtCompileTime == 1 && W > 1) {
+    using Eigen::internal::pset1;
+    const Acc* p = x.data();
+    const Eigen::Index n = x.size();
+    Eigen::Index i = 0;
+    Acc m = neg_inf;
+    if (n >= W) {
+      Packet mx = Eigen::internal::ploadu<Packet>(p);
+      for (i = W; i + W <= n; i += W)
+        mx = Eigen::internal::pmax<Eigen::PropagateNaN>(mx, Eigen::internal::ploadu<Packet>(p + i));
+      // Nothing is below -inf: the lanes "less than -inf or unordered" are the NaN lanes.
+      if (Eigen::internal::predux_any(Eigen::internal::pcmp_lt_or_nan(mx, pset1<Packet>(neg_inf))))
+        return std::numeric_limits<Acc>::quiet_NaN();
+      m = Eigen::internal::predux_max(mx);
+    }
+    for (; i < n; ++i) m = max_or_nan(m, p[i]);
+    return m;
+  } else {
+    return x.size() == 0 ? neg_inf : x.template maxCoeff<Eigen::PropagateNaN>();
+  }
+}
+
 /// One online-softmax step of one row: folds the logits `x` into the running max `m` and sum
 /// `l`, leaves exp(x - m_new) in `x` and returns the factor by which the row's old output must
 /// be scaled. With `kMayMask` a logit of -inf is a masked key with probability exactly 0 (splash
@@ -141,7 +172,7 @@ inline Acc max_or_nan(Acc a, Acc b) noexcept {
 template <bool kMayMask, class Acc, class Row>
 inline Acc fold_logits(Row&& x, Acc& m, Acc& l) {
   const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
-  const Acc m_new = max_or_nan(m, x.template maxCoeff<Eigen::PropagateNaN>());
+  const Acc m_new = max_or_nan(m, max_logit<Acc>(x));
   if (m_new == neg_inf) {
     x.setZero();
     return Acc(1);
