@@ -333,11 +333,12 @@ void expect_max_logit_matches_plain_max() {
         for (T& x : v) x = value(rng);
         if (at >= 0) v[ix(at)] = special;
         const T want = plain_max_or_nan(v);
-        Matrix m(2, n);  // row 1 holds the values, after a row that must not count
-        m.row(0).setConstant(T(1e6));
-        for (Eigen::Index c = 0; c < n; ++c) m(1, c) = v[ix(c)];
+        // Row 1 holds the values, after a row that must not count; the buffers are never empty
+        // (Eigen's blocks of an empty matrix offset a null pointer).
+        std::vector<T> rows(ix(2 * n + 1), T(1e6)), columns(ix(2 * n + 1), T(1e6));
+        Eigen::Map<Matrix> m(rows.data(), 2, n), t(columns.data(), n, 2);
+        for (Eigen::Index c = 0; c < n; ++c) m(1, c) = t(c, 1) = v[ix(c)];
         const T row_max = attnref::detail::max_logit<T>(m.row(1));
-        const Matrix t = m.transpose();
         const T column_max = attnref::detail::max_logit<T>(t.col(1));
         for (const T got : {row_max, column_max}) {
           if (std::isnan(want))
