@@ -281,6 +281,15 @@ inline std::int64_t past_int32(Reader& r) {
   }
 }
 
+/// A page size past int32 for a call that can be valid: `past_int32` with the sign bit cleared
+/// (its negative draws made a negative page size whose saturated capacity passed for a large
+/// one, and the harness's own length sums overflowed).
+inline std::int64_t positive_past_int32(Reader& r) {
+  return static_cast<std::int64_t>(
+      static_cast<std::uint64_t>(past_int32(r)) &
+      static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()));
+}
+
 /// Option reals at the edges: 0, -0, negative, denormal, FLT_MAX, inf, nan (both signs).
 inline float special_real(Reader& r) {
   constexpr float kInf = std::numeric_limits<float>::infinity();

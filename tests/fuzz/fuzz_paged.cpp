@@ -85,7 +85,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
     if (which & 16) group = huge_extent(r);
   }
   if (w.int64_meta() && sizeof(Index) == 8 && r.flag()) {  // lengths past int32 can be valid
-    page_size = past_int32(r);
+    page_size = positive_past_int32(r);
     stride0_slots = true;
   }
   const std::int64_t hq = sat_mul(hkv, group);

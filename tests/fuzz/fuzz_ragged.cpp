@@ -99,7 +99,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
     }
   }
   if (w.int64_meta() && sizeof(Index) == 8 && r.flag()) {  // kv_lens past int32 can be valid
-    page_size = past_int32(r);
+    page_size = positive_past_int32(r);
     stride0_slots = true;
   }
   const std::int64_t capacity = sat_mul(pps, page_size);
