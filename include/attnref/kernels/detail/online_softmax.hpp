@@ -136,7 +136,7 @@ inline Acc max_or_nan(Acc a, Acc b) noexcept {
 /// with two short chains, a plain max and an OR of the lanes that are NaN (the NaN-propagating
 /// max is a compare and a blend after the max, all on the chain), in two pairs of accumulators;
 /// then one test and a reduction by shuffles (Eigen's `maxCoeff<PropagateNaN>` reduces its last
-/// packet element by element: a quarter of `fold_logits`' samples on 8-bit decode).
+/// packet element by element: about 30% of `fold_logits`' samples on 8-bit decode).
 template <class Acc, class Row>
 inline Acc max_logit(const Row& x) {
   using Packet = typename Eigen::internal::packet_traits<Acc>::type;
