@@ -12,6 +12,13 @@
 //              the same threads in the same run (median of 5), the compute ceiling
 //   of_probe_at_fma_peak  the fraction of the probe a kernel could reach if its arithmetic ran
 //              at fma_GFLOPs: min(1, read time at probe speed / arithmetic time at FMA speed)
+//   KV_MiB     K/V bytes one call reads; cycle_MiB: the pool its iterations cycle through
+// The reference-shape rows of every K/V dtype cycle through copies of the batch, each with its
+// own pages and page table (one copy per iteration), so that every dtype's iterations and probes
+// read at least 256 MiB, the f32 batch's size. The 16-bit and 8-bit batches alone (128 and 66
+// MiB) are partly served from the last-level cache between iterations, so their probes read
+// faster than memory (docs/benchmarks.md: 18-22 GB/s over the 8-bit pools, 14.4-14.8 over the
+// f32 one, in one run on the Xeon), while an engine's KV cache is read from memory.
 // The KV pool is one pre-touched allocation backed by transparent huge pages (kv_pool.hpp).
 // Names: BM_PagedDecode/<variant>/<dtype>/B:/Hq:/Hkv:/D:/page:/ctx:/threads:, variant grouped,
 // per_head or naive; dtype f32, bf16, half, int8 (per-token scales) or e4m3 (fp8 e4m3fn with a
@@ -24,6 +31,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -104,20 +112,33 @@ double probe_fma_gflops(Executor& executor) {
 
 struct Shape {
   std::int64_t batch, hq, hkv, dim, page, context;
+  /// The least K/V bytes the iterations cycle through (copies of the batch); 0: one copy.
+  std::int64_t cycle_bytes = 0;
 };
+
+/// K and V of the f32 reference shape (B = 8, Hkv = 8, D = 128, context 4096): what every
+/// dtype's reference rows cycle through at least.
+constexpr std::int64_t kReferenceCycleBytes = std::int64_t{256} << 20;
 
 template <class KV>
 struct Fixture {
   Shape sh;
-  std::int64_t pps, total_pages;
+  std::int64_t pps, total_pages, copies, copy = 0;
   std::vector<float> q, out, k_scales, v_scales;
   attnref_bench::KvPool<KV> k, v;
-  std::vector<std::int32_t> lengths, table;
+  std::vector<std::int32_t> lengths;
+  // Copy c's page table is entries [c * B * pps, (c + 1) * B * pps); `table` the current copy's.
+  std::vector<std::int32_t> tables;
+  const std::int32_t* table = nullptr;
   attnref::PagedAttentionArgs<float, KV> args;
 
   explicit Fixture(const Shape& s) : sh(s) {
     pps = sh.context / sh.page;
-    total_pages = sh.batch * pps;
+    const double copy_bytes = 2.0 * static_cast<double>(sh.hkv * sh.batch * pps * sh.page * sh.dim *
+                                                        static_cast<std::int64_t>(sizeof(KV)));
+    copies = std::max<std::int64_t>(
+        1, static_cast<std::int64_t>(std::ceil(static_cast<double>(sh.cycle_bytes) / copy_bytes)));
+    total_pages = copies * sh.batch * pps;
     std::mt19937 rng(42);
     std::normal_distribution<float> normal;
     q.resize(static_cast<size_t>(sh.batch * sh.hq * sh.dim));
@@ -138,9 +159,10 @@ struct Fixture {
       }
     }
     lengths.assign(static_cast<size_t>(sh.batch), static_cast<std::int32_t>(sh.context));
-    table.resize(static_cast<size_t>(total_pages));
-    std::iota(table.begin(), table.end(), 0);
-    std::shuffle(table.begin(), table.end(), rng);
+    // Every copy's pages at random over the whole pool, no page in two copies.
+    tables.resize(static_cast<size_t>(total_pages));
+    std::iota(tables.begin(), tables.end(), 0);
+    std::shuffle(tables.begin(), tables.end(), rng);
     args.q = {q.data(), {sh.batch, sh.hq, sh.dim}};
     args.k_pages = {k.data(), {sh.hkv, total_pages, sh.page, sh.dim}};
     args.v_pages = {v.data(), {sh.hkv, total_pages, sh.page, sh.dim}};
@@ -157,21 +179,37 @@ struct Fixture {
       args.v_scales = {v_scales.data(), {sh.hkv, total_pages, sh.page, 1}, {0, 0, 0, 0}};
     }
     args.lengths = {lengths.data(), {sh.batch}};
-    args.page_indices = {table.data(), {sh.batch, pps}};
     args.sm_scale = 0.088f;
+    use_copy(0);
   }
 
+  /// Points the call at copy c's page table.
+  void use_copy(std::int64_t c) {
+    copy = c;
+    table = tables.data() + c * sh.batch * pps;
+    args.page_indices = {table, {sh.batch, pps}};
+  }
+  void next_copy() { use_copy((copy + 1) % copies); }
+
+  /// K/V bytes of one copy's pages.
+  double page_bytes() const {
+    return 2.0 * static_cast<double>(k.size() * sizeof(KV)) / static_cast<double>(copies);
+  }
+
+  /// K/V bytes one call reads: its copy's pages and their scales.
   double kv_bytes() const {
-    double bytes = 2.0 * static_cast<double>(k.size() * sizeof(KV));
-    if constexpr (std::is_same<KV, std::int8_t>::value || attnref::is_fp8_dtype<KV>)
-      bytes += 2.0 * static_cast<double>(k_scales.size() * 4);
+    double bytes = page_bytes();
+    if constexpr (std::is_same<KV, std::int8_t>::value)
+      bytes += 2.0 * static_cast<double>(k_scales.size() * 4) / static_cast<double>(copies);
+    if constexpr (attnref::is_fp8_dtype<KV>) bytes += 2.0 * 4;
     return bytes;
   }
 
   TensorView<float, 3> out_view() { return {out.data(), {sh.batch, sh.hq, sh.dim}}; }
 
   /// Median of five passes (GB/s) reading every live K and V page, for each (sequence, KV head)
-  /// in page-table order, K page then V page, over the kernel's executor.
+  /// in page-table order, K page then V page, over the kernel's executor; pass r reads copy
+  /// r mod copies, as the kernel's iterations cycle through them.
   template <class Executor>
   double probe_page_order(Executor& executor) {
     const std::int64_t page_floats = sh.page * sh.dim * static_cast<std::int64_t>(sizeof(KV)) /
@@ -179,13 +217,13 @@ struct Fixture {
     std::vector<float> sinks(static_cast<size_t>(sh.batch * sh.hkv));
     std::vector<double> rates;
     for (int rep = 0; rep < 5; ++rep) {
+      const std::int32_t* pass_table = tables.data() + rep % copies * sh.batch * pps;
       const auto start = std::chrono::steady_clock::now();
       executor.parallel_for(sh.batch * sh.hkv, [&](std::int64_t item) {
         const std::int64_t b = item / sh.hkv, h = item % sh.hkv;
         float sum = 0;
         for (std::int64_t j = 0; j < pps; ++j) {
-          const std::int64_t first =
-              (h * total_pages + table[static_cast<size_t>(b * pps + j)]) * sh.page * sh.dim;
+          const std::int64_t first = (h * total_pages + pass_table[b * pps + j]) * sh.page * sh.dim;
           for (const KV* base : {k.data() + first, v.data() + first})
             sum +=
                 Eigen::Map<const Eigen::ArrayXf>(reinterpret_cast<const float*>(base), page_floats)
@@ -196,7 +234,7 @@ struct Fixture {
       const double s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       benchmark::DoNotOptimize(sinks.data());
-      rates.push_back(2.0 * static_cast<double>(k.size() * sizeof(KV)) / s / 1e9);
+      rates.push_back(page_bytes() / s / 1e9);
     }
     std::sort(rates.begin(), rates.end());
     return rates[2];
@@ -236,7 +274,7 @@ struct Fixture {
       const std::int64_t len = lengths[static_cast<size_t>(b)];
       for (std::int64_t h = 0; h < sh.hkv; ++h) {
         for (std::int64_t t = 0; t < len; ++t) {
-          const std::int64_t page = table[static_cast<size_t>(b * pps + t / sh.page)];
+          const std::int64_t page = table[b * pps + t / sh.page];
           for (std::int64_t d = 0; d < sh.dim; ++d) {
             float kx = static_cast<float>(args.k_pages(h, page, t % sh.page, d));
             float vx = static_cast<float>(args.v_pages(h, page, t % sh.page, d));
@@ -277,6 +315,7 @@ void run(benchmark::State& state, const Shape& sh, int variant, int threads) {
   v_dense.setZero();
   const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
+    f.next_copy();
     if (variant == 0)
       f.grouped(pool);
     else if (variant == 1)
@@ -296,6 +335,7 @@ void run(benchmark::State& state, const Shape& sh, int variant, int threads) {
   state.counters["pages_GBps"] = pages;
   state.counters["frac_pages"] = gbps / pages;
   state.counters["KV_MiB"] = bytes / (1 << 20);
+  state.counters["cycle_MiB"] = bytes * static_cast<double>(f.copies) / (1 << 20);
   // q.k and p.v: 2 multiply-adds per (query head, key, dim), G query heads per K/V row.
   const double flops = 4.0 * static_cast<double>(sh.batch * sh.hq * sh.context * sh.dim);
   state.counters["GFLOPs"] = flops / 1e9 / (seconds / static_cast<double>(state.iterations()));
@@ -329,11 +369,12 @@ void register_paged(int variant, const char* dtype, const Shape& sh, int threads
 
 const bool kRegistered = [] {
   // K/V dtypes at the reference shape, grouped: pages of 16 tokens and one page per sequence
-  // (pages of 4096), 1 and 2 threads, every dtype in the same process with its own probes
-  // (bench/targets.py reads these for the 16/8-bit targets).
+  // (pages of 4096), 1 and 2 threads, every dtype in the same process with its own probes,
+  // cycling through at least the f32 batch's bytes (bench/targets.py reads these for the
+  // 16/8-bit targets).
   for (std::int64_t page : {16, 4096})
     for (int threads : {1, 2}) {
-      const Shape ref{8, 32, 8, 128, page, 4096};
+      const Shape ref{8, 32, 8, 128, page, 4096, kReferenceCycleBytes};
       register_paged<float>(0, "f32", ref, threads);
       register_paged<Eigen::bfloat16>(0, "bf16", ref, threads);
       register_paged<Eigen::half>(0, "half", ref, threads);

@@ -9,6 +9,11 @@
 //   frac_probe GBps / probe_GBps
 //   GFLOPs     useful multiply-adds x 2 per second (unmasked q.k and p.v only)
 //   tokens_per_s query rows per second
+//   KV_MiB     the KV pages of one call's batch; cycle_MiB: the pool its iterations cycle through
+// The decode-only set cycles through copies of its batch, each with its own pages and page table
+// (one copy per iteration), at least 256 MiB of them, as bench_paged's reference rows do: its
+// batch alone (49 MiB in f32, 12 MiB in int8) stays in the last-level cache between iterations,
+// where an engine's KV cache is read from memory.
 // Names: BM_Ragged/<set>/<variant>/<dtype>, set decode_only, prefill_only, mixed or decode_one
 // (one sequence of 8192 keys: one item, whose KV heads the pool splits); variant
 // grouped, per_head or grouped_pool (grouped on a ThreadPoolExecutor of hardware_concurrency
@@ -16,6 +21,8 @@
 // queries over half, int8 or e4m3 pages (`q_f32/kv_int8`; 8-bit with JAX's per-tensor scale).
 #include <benchmark/benchmark.h>
 #include <attnref/kernels/ragged_paged_attention.hpp>
+
+#include "kv_pool.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -49,13 +56,17 @@ const char* const kSetNames[] = {"decode_only", "prefill_only", "mixed", "decode
 
 constexpr std::int64_t kHq = 32, kHkv = 8, kDim = 128, kPage = 16;
 
+/// The least KV bytes the decode-only set's iterations cycle through: bench_paged's f32
+/// reference batch.
+constexpr std::int64_t kDecodeCycleBytes = std::int64_t{256} << 20;
+
 // A non-negative int64 index or size as a vector subscript.
 std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
 
 /// Median read bandwidth (GB/s) of five full passes over `buf`, vectorised by Eigen, split in
 /// `executor.concurrency()` chunks run by the same executor as the kernel.
 template <class T, class Executor>
-double probe_read_bandwidth(const std::vector<T>& buf, Executor& executor) {
+double probe_read_bandwidth(const attnref_bench::KvPool<T>& buf, Executor& executor) {
   const auto* p = reinterpret_cast<const float*>(buf.data());
   const auto n = static_cast<std::int64_t>(buf.size() * sizeof(T) / sizeof(float));
   const std::int64_t chunks = executor.concurrency();
@@ -93,21 +104,23 @@ KV kv_element(float x, std::mt19937& rng) {
 
 template <class T, class KV = T>
 struct Fixture {
-  std::int64_t tokens = 0, total_pages = 0, pages_per_seq = 0, max_seqs = 0;
+  std::int64_t tokens = 0, batch_pages = 0, total_pages = 0, pages_per_seq = 0, max_seqs = 0;
+  std::int64_t copies = 1, copy = 0;
   std::vector<T> q, out;
-  std::vector<KV> kv;
-  std::vector<std::int32_t> kv_lens, table, cu_q_lens;
+  attnref_bench::KvPool<KV> kv;  // huge pages where offered, as bench_paged's
+  std::vector<std::int32_t> kv_lens, tables, cu_q_lens;  // copy c's table at c * max_seqs * pps
   std::int32_t num_seqs = 0;
   double unique_kv_bytes = 0, flops = 0;
   attnref::RaggedPagedAttentionArgs<T, KV> args;
 
-  explicit Fixture(const SeqLens& seqs) {
+  /// The batch `seqs`, in copies enough to cycle through at least `cycle_bytes` of pages.
+  explicit Fixture(const SeqLens& seqs, std::int64_t cycle_bytes = 0) {
     num_seqs = static_cast<std::int32_t>(seqs.size());
     max_seqs = num_seqs;
     std::int32_t max_kv = 0;
     for (const auto& s : seqs) {
       tokens += s.first;
-      total_pages += (s.second + kPage - 1) / kPage;
+      batch_pages += (s.second + kPage - 1) / kPage;
       max_kv = std::max(max_kv, s.second);
       unique_kv_bytes += static_cast<double>(s.second) * 2 * kHkv * kDim * sizeof(KV);
       // Causal: row r sees kv_len - q_len + r + 1 keys; q.k and p.v are 2 flops each per dim.
@@ -116,31 +129,41 @@ struct Fixture {
       flops += 4.0 * seen * kHq * kDim;
     }
     pages_per_seq = (max_kv + kPage - 1) / kPage;
+    const auto page_bytes = static_cast<std::int64_t>(kPage * 2 * kHkv * kDim * sizeof(KV));
+    copies = std::max<std::int64_t>(
+        1, (cycle_bytes + batch_pages * page_bytes - 1) / (batch_pages * page_bytes));
+    total_pages = copies * batch_pages;
     std::mt19937 rng(42);
     std::normal_distribution<float> normal;
     q.resize(at(tokens * kHq * kDim));
     for (T& x : q) x = static_cast<T>(normal(rng));
     out.assign(q.size(), T(0));  // preallocated and pre-touched
-    kv.resize(at(total_pages * kPage * 2 * kHkv * kDim));
-    for (KV& x : kv) x = kv_element<KV>(normal(rng), rng);  // pre-touched
+    // Pre-touched: one batch's pages drawn, the other copies' pages the same values.
+    const std::int64_t batch_elements = batch_pages * kPage * 2 * kHkv * kDim;
+    kv.resize(at(copies * batch_elements));
+    for (std::int64_t i = 0; i < batch_elements; ++i) kv[at(i)] = kv_element<KV>(normal(rng), rng);
+    for (std::int64_t c = 1; c < copies; ++c)
+      std::copy_n(kv.data(), batch_elements, kv.data() + c * batch_elements);
     std::vector<std::int32_t> pages(at(total_pages));
     std::iota(pages.begin(), pages.end(), 0);
     std::shuffle(pages.begin(), pages.end(), rng);
     kv_lens.assign(at(max_seqs), 0);
-    table.assign(at(max_seqs * pages_per_seq), 0);
+    tables.assign(at(copies * max_seqs * pages_per_seq), 0);
     cu_q_lens.assign(at(max_seqs + 1), 0);
-    std::size_t next = 0;
     for (std::int64_t i = 0; i < num_seqs; ++i) {
       kv_lens[at(i)] = seqs[at(i)].second;
       cu_q_lens[at(i + 1)] = cu_q_lens[at(i)] + seqs[at(i)].first;
-      for (std::int64_t p = 0; p * kPage < seqs[at(i)].second; ++p)
-        table[at(i * pages_per_seq + p)] = pages[next++];
     }
+    std::size_t next = 0;  // every copy's pages at random over the pool, none in two copies
+    for (std::int64_t c = 0; c < copies; ++c)
+      for (std::int64_t i = 0; i < num_seqs; ++i)
+        for (std::int64_t p = 0; p * kPage < seqs[at(i)].second; ++p)
+          tables[at((c * max_seqs + i) * pages_per_seq + p)] = pages[next++];
     args.q = {q.data(), {tokens, kHq, kDim}};
     const TensorView<const KV, 4> pool(kv.data(), {total_pages, kPage, 2 * kHkv, kDim});
     attnref::throw_if_error(attnref::ragged_kv_views(pool, &args.k_pages, &args.v_pages));
     args.kv_lens = {kv_lens.data(), {max_seqs}};
-    args.page_indices = {table.data(), {max_seqs, pages_per_seq}};
+    use_copy(0);
     args.cu_q_lens = {cu_q_lens.data(), {max_seqs + 1}};
     args.num_seqs = {&num_seqs, {1}};
     args.sm_scale = 0.088f;
@@ -149,6 +172,13 @@ struct Fixture {
       args.v_scale = 0.025f;
     }
   }
+
+  /// Points the call at copy c's page table.
+  void use_copy(std::int64_t c) {
+    copy = c;
+    args.page_indices = {tables.data() + c * max_seqs * pages_per_seq, {max_seqs, pages_per_seq}};
+  }
+  void next_copy() { use_copy((copy + 1) % copies); }
 
   template <class Executor>
   void grouped(Executor& executor) {
@@ -179,10 +209,13 @@ const SeqLens& set_of(std::int64_t s) {
 
 template <class T, class KV = T>
 void run(benchmark::State& state, std::int64_t set, int variant) {
-  Fixture<T, KV> f(set_of(set));
-  if (!attnref::check_ragged(f.args, attnref::Profile::kJax).ok()) {
-    state.SkipWithError("invalid fixture");
-    return;
+  Fixture<T, KV> f(set_of(set), set == 0 ? kDecodeCycleBytes : 0);
+  for (std::int64_t c = 0; c < f.copies; ++c) {
+    f.use_copy(c);
+    if (!attnref::check_ragged(f.args, attnref::Profile::kJax).ok()) {
+      state.SkipWithError("invalid fixture");
+      return;
+    }
   }
   const int threads =
       variant == 2 ? std::max(2, static_cast<int>(std::thread::hardware_concurrency())) : 1;
@@ -190,6 +223,7 @@ void run(benchmark::State& state, std::int64_t set, int variant) {
   const double probe = probe_read_bandwidth(f.kv, pool);
   const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
+    f.next_copy();
     if (variant == 1)
       f.per_head();
     else
@@ -206,7 +240,9 @@ void run(benchmark::State& state, std::int64_t set, int variant) {
   state.counters["frac_probe"] = gbps / probe;
   state.counters["GFLOPs"] = f.flops / 1e9 / per_call;
   state.counters["tokens_per_s"] = static_cast<double>(f.tokens) / per_call;
-  state.counters["KV_MiB"] = static_cast<double>(f.kv.size() * sizeof(KV)) / (1 << 20);
+  const double pool_mib = static_cast<double>(f.kv.size() * sizeof(KV)) / (1 << 20);
+  state.counters["KV_MiB"] = pool_mib / static_cast<double>(f.copies);
+  state.counters["cycle_MiB"] = pool_mib;
   state.counters["threads"] = threads;
 }
 
