@@ -10,16 +10,17 @@ Paged decode (items 1 and 2): the grouped runs at the reference shape (BM_PagedD
 <dtype>/B:8/Hq:32/Hkv:8/D:128/page:<16|4096>/ctx:4096/threads:<1|2>; medians over repetitions).
 Every ratio is between runs of the same process: a dtype's speed-up is f32's median time over its
 own at the same page size and thread count; "of probe" is the kernel's K/V bytes per second over
-the same-run sequential read of the same buffers, with the most this kernel could reach if
-reading cost nothing: the probe's read time over the kernel's own time with K and V in L2
+the same-run sequential read of the same pool (the copies of the batch its iterations cycle
+through, at least 256 MiB, so that neither reads from the last-level cache), with the most this
+kernel could reach if reading cost nothing: the probe's read time over the kernel's own time with K and V in L2
 (BM_PagedDecode/grouped/<dtype>/B:1/Hq:4/Hkv:1/D:128/page:1024/ctx:1024/threads:1, whose work
 times 256 is the reference shape's; halved for 2 threads). When that bound is below the target,
 the target needs fewer instructions per byte, not a faster memory path. Without those runs the
 bound is the FMA probe's (the multiply-adds alone at the same-run FMA rate).
 
 Ragged decode rows (item 3): BM_Ragged/decode_only/<grouped|grouped_pool>/<dtype>, each against
-the fraction of its own same-run probe that paged must reach (f32 0.60, as paged with pages of
-16; 16-bit and 8-bit 0.55).
+the fraction of its own same-run probe (over a pool of at least 256 MiB, as paged's) that paged
+must reach (f32 0.60, as paged with pages of 16; 16-bit and 8-bit 0.55).
 
 Splash prefill (item 4): BM_Splash<Forward|Backward>/f32/S:<2048|4096>/Hkv:<8|2>/causal, useful
 GFLOP/s over the same-run sgemm probe: forward at least 0.70, backward at least 0.50.
