@@ -31,7 +31,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -134,10 +133,9 @@ struct Fixture {
 
   explicit Fixture(const Shape& s) : sh(s) {
     pps = sh.context / sh.page;
-    const double copy_bytes = 2.0 * static_cast<double>(sh.hkv * sh.batch * pps * sh.page * sh.dim *
-                                                        static_cast<std::int64_t>(sizeof(KV)));
-    copies = std::max<std::int64_t>(
-        1, static_cast<std::int64_t>(std::ceil(static_cast<double>(sh.cycle_bytes) / copy_bytes)));
+    const std::int64_t copy_bytes =
+        2 * sh.hkv * sh.batch * pps * sh.page * sh.dim * static_cast<std::int64_t>(sizeof(KV));
+    copies = std::max<std::int64_t>(1, (sh.cycle_bytes + copy_bytes - 1) / copy_bytes);
     total_pages = copies * sh.batch * pps;
     std::mt19937 rng(42);
     std::normal_distribution<float> normal;

@@ -12,8 +12,8 @@ Every ratio is between runs of the same process: a dtype's speed-up is f32's med
 own at the same page size and thread count; "of probe" is the kernel's K/V bytes per second over
 the same-run sequential read of the same pool (the copies of the batch its iterations cycle
 through, at least 256 MiB, so that neither reads from the last-level cache), with the most this
-kernel could reach if reading cost nothing: the probe's read time over the kernel's own time with K and V in L2
-(BM_PagedDecode/grouped/<dtype>/B:1/Hq:4/Hkv:1/D:128/page:1024/ctx:1024/threads:1, whose work
+kernel could reach if reading cost nothing: the probe's read time over the kernel's own time with
+K and V in L2 (BM_PagedDecode/grouped/<dtype>/B:1/Hq:4/Hkv:1/D:128/page:1024/ctx:1024/threads:1, whose work
 times 256 is the reference shape's; halved for 2 threads). When that bound is below the target,
 the target needs fewer instructions per byte, not a faster memory path. Without those runs the
 bound is the FMA probe's (the multiply-adds alone at the same-run FMA rate).
