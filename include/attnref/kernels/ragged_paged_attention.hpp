@@ -443,16 +443,38 @@ void add_visible_products(const RaggedCall<Q, KV, Index>& c, const RaggedWorkIte
   }
 }
 
-/// The rows of `pages` (KV head h of the item's sequence) kTokensAheadHeadsInTurn after token t
+/// The rows of `pages` (KV head 0 of the item's sequence) kTokensAheadHeadsInTurn after token t
 /// (the decode item reads every KV head's rows of a page in turn), up to n of them within one
-/// page, before the item's last key: none past it.
+/// page, before the item's last key: none past it. Into L2: a page's rows of every KV head are
+/// more than L1 keeps until they are read.
 template <class Q, class KV, class Index>
 RowsAhead ragged_rows_ahead(const RaggedCall<Q, KV, Index>& c, const TensorView<const KV, 4>& pages,
-                            const RaggedWorkItem& it, std::int64_t h, std::int64_t t,
-                            std::int64_t n) {
-  return sequence_rows_ahead(
-      pages, h, t, n, it.kv_len, [&](std::int64_t j) { return c.a.page_indices(it.seq, j); },
+                            const RaggedWorkItem& it, std::int64_t t, std::int64_t n) {
+  RowsAhead r = sequence_rows_ahead(
+      pages, 0, t, n, it.kv_len, [&](std::int64_t j) { return c.a.page_indices(it.seq, j); },
       /*heads_in_turn=*/true);
+  r.into_l1 = false;
+  return r;
+}
+
+/// The rows the tile products of KV head h (of heads [.., h_end)) ask for as they read rows
+/// [slot, slot + n) of `page`, given head 0's rows a page on (`page_on`, `ragged_rows_ahead`):
+/// head h's rows a page on, or, with two streams (`two_streams_ahead`), those asked for at once
+/// and head h + 1's rows of this page into L1 as they read (none after the last head).
+template <class KV>
+RowsAhead head_rows_ahead(const RowsAhead& page_on, std::int64_t head_bytes,
+                          const TensorView<const KV, 4>& pages, std::int64_t h, std::int64_t h_end,
+                          std::int64_t page, std::int64_t slot, std::int64_t n) {
+  const RowsAhead own = page_on.shifted(h * head_bytes);
+  if constexpr (!two_streams_ahead(static_cast<std::int64_t>(sizeof(KV)))) {
+    return own;
+  } else {
+    own.fetch_all();
+    if (h + 1 >= h_end) return {};
+    RowsAhead next = page_rows_ahead(pages, h + 1, page, slot, n);
+    next.into_l1 = true;
+    return next;
+  }
 }
 
 /// Few rows (decode): the item's KV heads (all of them unless the sequence was split between
@@ -505,14 +527,15 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
       if (!p.widen)
         page_kv_heads(c, p.page, t, t + p.n, h0, h1, sc, (t - lo) * hkv, &p.k, &p.v, &p.ld,
                       &p.head_step);
-      // Head h's rows ahead are head 0's, h head strides on (one page-table lookup per piece).
-      const RowsAhead k_ahead = ragged_rows_ahead(c, c.a.k_pages, it, 0, t, p.n);
+      // Head h's rows a page on are head 0's, h head strides on (one page-table lookup a piece).
+      const RowsAhead k_page_on = ragged_rows_ahead(c, c.a.k_pages, it, t, p.n);
       for (std::int64_t h = h0; h < h1; ++h) {
         const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
         auto scores = [&](const auto& k_rows) {
-          qk_rows<Acc>(sc.qs.row(base).data(), dim, rows, k_rows, p.n, dim,
-                       sc.logits_s.row(base).data() + (t - lo), lds,
-                       k_ahead.shifted(h * c.k_head_bytes));
+          qk_rows<Acc>(
+              sc.qs.row(base).data(), dim, rows, k_rows, p.n, dim,
+              sc.logits_s.row(base).data() + (t - lo), lds,
+              head_rows_ahead(k_page_on, c.k_head_bytes, c.a.k_pages, h, h1, p.page, p.slot, p.n));
         };
         if constexpr (RaggedCall<Q, KV, Index>::kWidenable) {
           if (p.widen) {
@@ -545,11 +568,12 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
       if (p.widen && partial)
         page_kv_heads(c, p.page, p.t, p.t + p.n, h0, h1, sc, col * hkv, &p.k, &p.v, &p.ld,
                       &p.head_step);
-      const RowsAhead v_ahead = ragged_rows_ahead(c, c.a.v_pages, it, 0, p.t, p.n);
+      const RowsAhead v_page_on = ragged_rows_ahead(c, c.a.v_pages, it, p.t, p.n);
       for (std::int64_t h = h0; h < h1; ++h) {
         const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
         const Acc* probs = sc.logits_s.row(base).data() + col;
-        const RowsAhead ahead = v_ahead.shifted(h * c.v_head_bytes);
+        const RowsAhead ahead =
+            head_rows_ahead(v_page_on, c.v_head_bytes, c.a.v_pages, h, h1, p.page, p.slot, p.n);
         if constexpr (RaggedCall<Q, KV, Index>::kWidenable) {
           if (v_in_registers) {
             pv_rows<Acc>(probs, lds, rows, c.wide_rows(c.a.v_pages, h, p.page, p.slot), p.n, dim,
