@@ -334,6 +334,9 @@ void run(benchmark::State& state, const Shape& sh, int variant, int threads) {
   state.counters["frac_pages"] = gbps / pages;
   state.counters["KV_MiB"] = bytes / (1 << 20);
   state.counters["cycle_MiB"] = bytes * static_cast<double>(f.copies) / (1 << 20);
+  // How much of the K and V pools the OS gave huge pages: without them decode runs slower, so
+  // two runs' times compare only where this is alike.
+  state.counters["huge_frac"] = (f.k.huge_page_fraction() + f.v.huge_page_fraction()) / 2;
   // q.k and p.v: 2 multiply-adds per (query head, key, dim), G query heads per K/V row.
   const double flops = 4.0 * static_cast<double>(sh.batch * sh.hq * sh.context * sh.dim);
   state.counters["GFLOPs"] = flops / 1e9 / (seconds / static_cast<double>(state.iterations()));

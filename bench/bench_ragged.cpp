@@ -243,6 +243,7 @@ void run(benchmark::State& state, std::int64_t set, int variant) {
   const double pool_mib = static_cast<double>(f.kv.size() * sizeof(KV)) / (1 << 20);
   state.counters["KV_MiB"] = pool_mib / static_cast<double>(f.copies);
   state.counters["cycle_MiB"] = pool_mib;
+  state.counters["huge_frac"] = f.kv.huge_page_fraction();  // as bench_paged's
   state.counters["threads"] = threads;
 }
 
