@@ -41,7 +41,7 @@ class KvPool {
     void* p = std::aligned_alloc(kHuge, bytes_);
     if (p == nullptr) throw std::bad_alloc();
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    huge_ = madvise(p, bytes_, MADV_HUGEPAGE) == 0;  // a hint: failure only costs speed
+    madvise(p, bytes_, MADV_HUGEPAGE);  // a hint: failure only costs speed (huge_page_fraction)
 #endif
     std::memset(p, 0, bytes_);  // pre-touch: page faults happen here, not in the benchmark
     data_ = static_cast<T*>(p);
@@ -52,7 +52,6 @@ class KvPool {
   const T* data() const { return data_; }
   std::size_t size() const { return size_; }
   T& operator[](std::size_t i) { return data_[i]; }
-  bool huge_pages_requested() const { return huge_; }
 
   /// The fraction of the pool's bytes the OS backs with transparent huge pages, from the
   /// AnonHugePages lines of /proc/self/smaps (each mapping's counted only for the bytes it shares
@@ -92,7 +91,6 @@ class KvPool {
   }
   T* data_ = nullptr;
   std::size_t size_ = 0, bytes_ = 0;
-  bool huge_ = false;
 };
 
 }  // namespace attnref_bench
