@@ -164,8 +164,8 @@ def huge_page_note(paged_path, ragged_path):
     short = sorted(k for k, f in fracs.items() if f < 0.99)
     if not short:
         return "Every decode case's pool was on huge pages (`huge_frac` 1)."
-    return ("Not wholly on huge pages (`huge_frac`), so their times do not compare with runs on huge pages: " +
-            ", ".join("{} {:.2f}".format(k, fracs[k]) for k in short) + ".")
+    return ("Not wholly on huge pages (`huge_frac`), so their times do not compare with runs on "
+            "huge pages: " + ", ".join("{} {:.2f}".format(k, fracs[k]) for k in short) + ".")
 
 
 def main():
