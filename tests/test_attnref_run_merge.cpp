@@ -318,6 +318,8 @@ TEST_F(Merge, ErrorsComeWithTheirCodesAndNoFileIsWritten) {
   save("lb32.npy", {3, 2}, std::vector<float>(6, 0.0f));
   save("lb64.npy", {2, 3}, std::vector<double>(6, 0.0));
   save("ai.npy", {2, 3, 4}, std::vector<std::int32_t>(24, 1));
+  // head_dim 0: no element, whatever rows and heads claim (the fuzzer's 256 GiB logsumexp).
+  save("a0.npy", {1 << 20, 1 << 20, 0}, std::vector<float>{});
   struct Case {
     std::string args;
     int code;
@@ -341,6 +343,9 @@ TEST_F(Merge, ErrorsComeWithTheirCodesAndNoFileIsWritten) {
        "of one dtype (out_a is float32)"},
       {"--out-a ai.npy --lse-a la.npy --out-b b.npy --lse-b lb.npy" + out, 2,
        "attnref: error[dtype_not_supported] out_a has dtype int32, which is not supported here"},
+      {"--out-a a0.npy --lse-a la.npy --out-b a0.npy --lse-b lb.npy" + out, 2,
+       "attnref: error[shape_mismatch] lse_a has shape (2, 3); expected (1048576, 1048576) "
+       "(out_a's first two dimensions)"},
       {"--out-a a.npy --lse-a la.npy --out-b b.npy" + out, 1,
        "attnref-run merge: missing required option --lse-b"},
       {"--out-a a.npy --lse-a la.npy --out-b b.npy --lse-b lb.npy --atol 1" + out, 1,

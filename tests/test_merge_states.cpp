@@ -499,4 +499,28 @@ TEST(MergeStates, BadViewsAreRefusedWithCodeAndMessageAndNothingIsWritten) {
 #endif
 }
 
+TEST(MergeStates, InputsAreCheckedAloneBeforeOutputsAreSizedFromOutA) {
+  State<float> a(2, 3, 4, 1.0f, 0.0f), b(2, 3, 4, 2.0f, 0.0f);
+  const MergeStatesArgs<float> good = merge_args(a, b);
+  EXPECT_TRUE(attnref::check_merge_inputs(good).ok());
+  // head_dim 0: the states hold no element, so out_a's rows and heads are only a claim, which
+  // the logsumexps (real data) refute. A caller sizing [rows, heads] from out_a learns it first.
+  MergeStatesArgs<float> m = good;
+  const std::int64_t huge = std::int64_t{1} << 20;
+  m.out_a = {a.out.data(), {huge, huge, 0}};
+  m.out_b = {b.out.data(), {huge, huge, 0}};
+  const attnref::Status s = attnref::check_merge_inputs(m);
+  EXPECT_EQ(s.code(), ErrorCode::kShapeMismatch);
+  EXPECT_EQ(s.message(),
+            "lse_a has shape (2, 3); expected (1048576, 1048576) "
+            "(out_a's first two dimensions)");
+  m = good;
+  m.out_b = {nullptr, {2, 3, 4}};
+  EXPECT_EQ(attnref::check_merge_inputs(m).code(), ErrorCode::kNullData);
+  m = good;
+  m.lse_b = {a.lse.data(), {3, 2}};
+  EXPECT_EQ(attnref::check_merge_inputs(m).message(),
+            "lse_b has shape (3, 2); expected (2, 3) (out_a's first two dimensions)");
+}
+
 }  // namespace

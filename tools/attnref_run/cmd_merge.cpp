@@ -31,8 +31,10 @@ int run_typed(const ParsedArgs& args, const MergeInputs& in) {
   m.lse_a = view_of<float, 2>(in.lse_a);
   m.out_b = view_of<T, 3>(in.out_b);
   m.lse_b = view_of<float, 2>(in.lse_b);
+  // The outputs take out_a's shape, checked against the other inputs before anything is
+  // allocated: a state of head_dim 0 holds nothing, whatever its rows and heads claim.
+  fail_if_error(check_merge_inputs(m));
   const std::int64_t rows = m.rows(), heads = m.heads(), dim = m.head_dim();
-  // The outputs take out_a's shape; a mismatched out_b or logsumexp is the library's error.
   std::vector<T> out(static_cast<std::size_t>(rows * heads * dim));
   std::vector<float> lse(static_cast<std::size_t>(rows * heads));
   fail_if_error(try_merge_attention_states(

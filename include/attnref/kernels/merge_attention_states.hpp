@@ -163,22 +163,30 @@ inline Status check_merge_lse_shape(const std::array<std::int64_t, 2>& e, std::i
 
 }  // namespace detail
 
-/// Checks the states and the outputs: every view valid, out_b and `out` of out_a's shape
-/// `[rows, heads, head_dim]`, lse_a, lse_b and `lse` (when not empty) `[rows, heads]`, `out`
-/// and `lse` apart from each other and each either an input's exact view or apart from it.
+/// Checks the states alone: every view valid, out_b of out_a's shape `[rows, heads, head_dim]`,
+/// lse_a and lse_b `[rows, heads]`. A caller that sizes its outputs from out_a's shape checks
+/// this first: with head_dim 0, out_a holds no element whatever rows and heads say, and only
+/// the logsumexps' shapes show that `[rows, heads]` is real data.
 template <class T>
-Status check_merge_states(const MergeStatesArgs<T>& a, const TensorView<T, 3>& out,
-                          const TensorView<float, 2>& lse = {}) {
+Status check_merge_inputs(const MergeStatesArgs<T>& a) {
   ATTNREF_RETURN_IF_ERROR(check_view(a.out_a, "out_a"));
   ATTNREF_RETURN_IF_ERROR(check_view(a.lse_a, "lse_a"));
   ATTNREF_RETURN_IF_ERROR(check_view(a.out_b, "out_b"));
   ATTNREF_RETURN_IF_ERROR(check_view(a.lse_b, "lse_b"));
   ATTNREF_RETURN_IF_ERROR(detail::check_merge_out_shape(a.out_b.extents, a.out_a.extents, "out_b"));
-  ATTNREF_RETURN_IF_ERROR(detail::check_merge_out_shape(out.extents, a.out_a.extents, "out"));
   ATTNREF_RETURN_IF_ERROR(
       detail::check_merge_lse_shape(a.lse_a.extents, a.rows(), a.heads(), "lse_a"));
-  ATTNREF_RETURN_IF_ERROR(
-      detail::check_merge_lse_shape(a.lse_b.extents, a.rows(), a.heads(), "lse_b"));
+  return detail::check_merge_lse_shape(a.lse_b.extents, a.rows(), a.heads(), "lse_b");
+}
+
+/// Checks the states (`check_merge_inputs`) and the outputs: `out` of out_a's shape, `lse`
+/// (when not empty) `[rows, heads]`, `out` and `lse` apart from each other and each either an
+/// input's exact view or apart from it.
+template <class T>
+Status check_merge_states(const MergeStatesArgs<T>& a, const TensorView<T, 3>& out,
+                          const TensorView<float, 2>& lse = {}) {
+  ATTNREF_RETURN_IF_ERROR(check_merge_inputs(a));
+  ATTNREF_RETURN_IF_ERROR(detail::check_merge_out_shape(out.extents, a.out_a.extents, "out"));
   ATTNREF_RETURN_IF_ERROR(check_output_view(out, "out"));
   if (!lse.empty_view()) {
     ATTNREF_RETURN_IF_ERROR(detail::check_merge_lse_shape(lse.extents, a.rows(), a.heads(), "lse"));
