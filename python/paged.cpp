@@ -163,12 +163,16 @@ py::object paged_attention_py(py::handle q, py::handle k, py::handle v, py::hand
   const PagedInputs in =
       read_paged(q, k, v, lengths, page_indices, std::move(kwargs), true, "paged_attention");
   py::object out;
-  py::array lse = new_array(DType::kFloat32, {in.q.shape[0], in.q.shape[1]});
+  py::array lse;
   dispatch_q_kv(in.q, in.k, &in.v, [&](auto qtag, auto kvtag) {
     using Q = typename decltype(qtag)::type;
     using KV = typename decltype(kvtag)::type;
     PagedAttentionArgs<Q, KV, std::int64_t> a;
     const WideIndices idx = wide_args<Q, KV>(in, &a);
+    // The shapes before the outputs: a q of head_dim 0 holds nothing, whatever its batch and
+    // heads claim, and is refused (invalid_head_dim) rather than sized.
+    raise_if_error(check_paged_shapes(a, Profile::kReference));
+    lse = new_array(DType::kFloat32, {in.q.shape[0], in.q.shape[1]});
     QueryOutput<Q> q_out(in.q.shape);
     const auto out_view = q_out.template view<3>();
     const auto lse_view = output_view<float, 2>(lse);

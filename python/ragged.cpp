@@ -220,12 +220,16 @@ py::object ragged_attention_py(py::handle q, py::handle kv_pages, py::handle kv_
   const RaggedInputs in = read_ragged(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs,
                                       std::move(kwargs), true, "ragged_paged_attention");
   py::object out;
-  py::array lse = new_array(DType::kFloat32, {in.q.shape[0], in.q.shape[1]});
+  py::array lse;
   dispatch_q_kv(in.q, in.pages(), in.combined ? nullptr : &in.v, [&](auto qtag, auto kvtag) {
     using Q = typename decltype(qtag)::type;
     using KV = typename decltype(kvtag)::type;
     RaggedPagedAttentionArgs<Q, KV, std::int64_t> a;
     const WideIndices idx = wide_args<Q, KV>(in, &a);
+    // The shapes before the outputs: a q of head_dim 0 holds nothing, whatever its token rows
+    // and heads claim, and is refused (invalid_head_dim) rather than sized.
+    raise_if_error(check_ragged_shapes(a, Profile::kReference));
+    lse = new_array(DType::kFloat32, {in.q.shape[0], in.q.shape[1]});
     QueryOutput<Q> q_out(in.q.shape);
     const auto out_view = q_out.template view<3>();
     const auto lse_view = output_view<float, 2>(lse);

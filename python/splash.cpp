@@ -227,13 +227,16 @@ py::object splash_forward_py(py::handle q, py::handle k, py::handle v, py::kwarg
   SplashInputs in = read_splash(q, k, v, py::none(), std::move(kwargs), true, "splash_attention");
   const std::int64_t hq = in.q.shape[0], sq = in.q.shape[1], dv = in.v.shape.back();
   py::object out;
-  py::array lse = new_array(DType::kFloat32, {hq, sq});
+  py::array lse;
   dispatch_q(in.q, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const SplashAttentionArgs<T> a = make_args<T>(in);
     const MultiHeadMask mask = make_mask(in, {a.q_seq_len(), a.kv_seq_len()});
     SplashPlan<T> plan;
+    // The plan validates before the outputs are sized: a q of head_dim 0 holds nothing,
+    // whatever its heads and rows claim, and is refused (invalid_head_dim).
     raise_if_error(make_splash_plan(a, mask, &plan));
+    lse = new_array(DType::kFloat32, {hq, sq});
     QueryOutput<T> q_out({hq, sq, dv});
     const auto out_view = q_out.template view<3>();
     const auto lse_view = output_view<float, 2>(lse);

@@ -94,3 +94,27 @@ def test_random_calls_never_crash(seed):
     rng = np.random.default_rng(seed)
     for _ in range(int(os.environ.get("ATTNREF_HOSTILE_CALLS", "150"))):
         random_call(rng)
+
+
+def test_a_query_of_head_dim_zero_is_refused_before_outputs_are_sized():
+    # A q of head_dim 0 holds no element whatever its other extents claim: 2^18 x 2^18 rows
+    # and heads would size a 256 GiB logsumexp. Each call refuses it by its shape checks first.
+    big = 1 << 18
+    q = np.zeros((big, big, 0), np.float32)
+    pages = np.zeros((1, 4, 16, 8), np.float32)
+    kv = np.zeros((4, 16, 2, 8), np.float32)
+    kv_seq = np.zeros((1, 4, 8), np.float32)
+    lse = np.zeros((2, 3), np.float32)
+    calls = [
+        ("invalid_head_dim", lambda: attnref.paged_attention(
+            q, pages, pages, np.zeros(1, np.int32), np.zeros((1, 1), np.int32))),
+        ("head_dim_mismatch", lambda: attnref.ragged_paged_attention(
+            q, kv, np.zeros(1, np.int32), np.zeros((1, 1), np.int32), np.zeros(2, np.int32),
+            np.array([1], np.int32))),
+        ("head_dim_mismatch", lambda: attnref.splash_attention(q, kv_seq, kv_seq)),
+        ("shape_mismatch", lambda: attnref.merge_attention_states(q, lse, q, lse)),
+    ]
+    for code, call in calls:
+        with pytest.raises(attnref.ShapeError) as e:
+            call()
+        assert e.value.code == code
