@@ -170,7 +170,7 @@ py::object paged_attention_py(py::handle q, py::handle k, py::handle v, py::hand
     PagedAttentionArgs<Q, KV, std::int64_t> a;
     const WideIndices idx = wide_args<Q, KV>(in, &a);
     // The shapes before the outputs: a q of head_dim 0 holds nothing, whatever its batch and
-    // heads claim, and is refused (invalid_head_dim) rather than sized.
+    // heads claim, and is refused by a shape check rather than sized.
     raise_if_error(check_paged_shapes(a, Profile::kReference));
     lse = new_array(DType::kFloat32, {in.q.shape[0], in.q.shape[1]});
     QueryOutput<Q> q_out(in.q.shape);

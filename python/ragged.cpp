@@ -227,7 +227,7 @@ py::object ragged_attention_py(py::handle q, py::handle kv_pages, py::handle kv_
     RaggedPagedAttentionArgs<Q, KV, std::int64_t> a;
     const WideIndices idx = wide_args<Q, KV>(in, &a);
     // The shapes before the outputs: a q of head_dim 0 holds nothing, whatever its token rows
-    // and heads claim, and is refused (invalid_head_dim) rather than sized.
+    // and heads claim, and is refused by a shape check rather than sized.
     raise_if_error(check_ragged_shapes(a, Profile::kReference));
     lse = new_array(DType::kFloat32, {in.q.shape[0], in.q.shape[1]});
     QueryOutput<Q> q_out(in.q.shape);

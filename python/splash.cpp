@@ -234,7 +234,7 @@ py::object splash_forward_py(py::handle q, py::handle k, py::handle v, py::kwarg
     const MultiHeadMask mask = make_mask(in, {a.q_seq_len(), a.kv_seq_len()});
     SplashPlan<T> plan;
     // The plan validates before the outputs are sized: a q of head_dim 0 holds nothing,
-    // whatever its heads and rows claim, and is refused (invalid_head_dim).
+    // whatever its heads and rows claim, and is refused by a shape check.
     raise_if_error(make_splash_plan(a, mask, &plan));
     lse = new_array(DType::kFloat32, {hq, sq});
     QueryOutput<T> q_out({hq, sq, dv});
