@@ -517,6 +517,8 @@ TEST(MergeStates, InputsAreCheckedAloneBeforeOutputsAreSizedFromOutA) {
   m = good;
   m.out_b = {nullptr, {2, 3, 4}};
   EXPECT_EQ(attnref::check_merge_inputs(m).code(), ErrorCode::kNullData);
+  EXPECT_EQ(attnref::check_merge_inputs(m).message(),
+            "out_b has 24 elements but a null data pointer");
   m = good;
   m.lse_b = {a.lse.data(), {3, 2}};
   EXPECT_EQ(attnref::check_merge_inputs(m).message(),
