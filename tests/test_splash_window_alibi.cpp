@@ -223,6 +223,32 @@ TEST(SplashWindow, ARowThatSeesNoKeyGetsZeroAndItsSinkAsLogsumexp) {
   }
 }
 
+TEST(SplashWindow, AKvBlockOfInt64MaxStepsThroughTheWindowedColumnsWithoutOverflow) {
+  // A block of INT64_MAX keys is valid (reference profile) and holds all 12; with window 3 the
+  // second q block (rows 8..11) sees columns 6..11, so its column steps start at 6, and a step
+  // of the whole block from there overflowed (UBSan; found by fuzz_splash, 2026-12-04).
+  Case c(2, 1, 12, 12, 4, 60);
+  std::mt19937 rng(61);
+  c.add_sinks(rng);
+  c.p.window = 3;
+  SplashAttentionArgs<float> a = c.args();
+  a.block_sizes.block_q = 8;
+  a.block_sizes.block_kv = std::numeric_limits<std::int64_t>::max();
+  a.block_sizes.block_kv_compute = std::nullopt;
+  const FullMask mask{{12, 12}};
+  ASSERT_TRUE(attnref::check_splash(a, mask, attnref::Profile::kReference).ok());
+  const std::vector<double> dout = random_dout(c, 62);
+  const Result r = run(a, mask, dout);
+  const auto f = splash_ref::forward(c.p);
+  const auto b = splash_ref::backward(c.p, f, dout);
+  expect_close(r.out, f.out, 2e-5, "out");
+  expect_close(r.lse, f.lse, 2e-6, "lse");
+  expect_close(r.dq, b.dq, 1e-4, "dq");
+  expect_close(r.dk, b.dk, 1e-4, "dk");
+  expect_close(r.dv, b.dv, 1e-4, "dv");
+  expect_close(r.dsinks, b.dsinks, 1e-4, "dsinks");
+}
+
 // --- checks -----------------------------------------------------------------------------------
 
 TEST(SplashFeatureChecks, WindowAndSlopes) {

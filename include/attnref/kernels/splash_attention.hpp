@@ -67,6 +67,7 @@
 
 #include <Eigen/Core>
 
+#include "attnref/core/checked_math.hpp"
 #include "attnref/core/error.hpp"
 #include "attnref/core/executor.hpp"
 #include "attnref/core/profile.hpp"
@@ -381,9 +382,12 @@ void splash_forward_item(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& in
     // columns of a tile that no row of the block sees through the window.
     if (!any_tile(info, heads, kv, i, j)) continue;
     const KeyRange wc = window_cols(a, r0, rows, j * bkv, info.kv_cols(j));
-    for (std::int64_t c0 = wc.lo; c0 < wc.hi; c0 += bc) {
+    // Steps of bc columns up to wc.hi; c0 + bc may pass INT64_MAX (a block of that many keys
+    // is valid), so each step ends at advance_within's bound.
+    for (std::int64_t c0 = wc.lo, c1 = 0; c0 < wc.hi; c0 = c1) {
+      c1 = advance_within(c0, bc, wc.hi);
       const std::int64_t t0 = j * bkv + c0;
-      const std::int64_t n = std::min(bc, wc.hi - c0);
+      const std::int64_t n = c1 - c0;
       const SplashRows<Acc> kc = rows_view<Acc>(a.k, kv, t0, n, sc.kc);
       const SplashRows<Acc> vc = rows_view<Acc>(a.v, kv, t0, n, sc.vc);
       int v_state = -1;  // whether vc is all finite: -1 not yet known (asked only when needed)
