@@ -123,6 +123,18 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
   }
 }
 
+/// The kernel's forward and backward results against the float64 oracle of problem p.
+void expect_oracle(const Result& r, const splash_ref::Problem& p, const std::vector<double>& dout) {
+  const auto f = splash_ref::forward(p);
+  const auto b = splash_ref::backward(p, f, dout);
+  expect_close(r.out, f.out, 2e-5, "out");
+  expect_close(r.lse, f.lse, 2e-6, "lse");
+  expect_close(r.dq, b.dq, 1e-4, "dq");
+  expect_close(r.dk, b.dk, 1e-4, "dk");
+  expect_close(r.dv, b.dv, 1e-4, "dv");
+  expect_close(r.dsinks, b.dsinks, 1e-4, "dsinks");
+}
+
 std::vector<double> random_dout(const Case& c, unsigned seed) {
   std::mt19937 rng(seed);
   std::vector<double> d;
@@ -167,15 +179,7 @@ TEST(SplashWindowAlibi, MatchTheOracleForwardAndBackwardWithSinksCapAndGqa) {
     c.p.allowed = [](std::int64_t, std::int64_t r, std::int64_t t) { return t <= r + 2; };
     const LocalMask mask{{37, 41}, std::nullopt, 2, 0};
     const std::vector<double> dout = random_dout(c, seed);
-    const Result r = run(c.args(), mask, dout);
-    const auto f = splash_ref::forward(c.p);
-    const auto b = splash_ref::backward(c.p, f, dout);
-    expect_close(r.out, f.out, 2e-5, "out");
-    expect_close(r.lse, f.lse, 2e-6, "lse");
-    expect_close(r.dq, b.dq, 1e-4, "dq");
-    expect_close(r.dk, b.dk, 1e-4, "dk");
-    expect_close(r.dv, b.dv, 1e-4, "dv");
-    expect_close(r.dsinks, b.dsinks, 1e-4, "dsinks");
+    expect_oracle(run(c.args(), mask, dout), c.p, dout);
     if (HasFatalFailure()) return;
   }
 }
@@ -238,15 +242,7 @@ TEST(SplashWindow, AKvBlockOfInt64MaxStepsThroughTheWindowedColumnsWithoutOverfl
   const FullMask mask{{12, 12}};
   ASSERT_TRUE(attnref::check_splash(a, mask, attnref::Profile::kReference).ok());
   const std::vector<double> dout = random_dout(c, 62);
-  const Result r = run(a, mask, dout);
-  const auto f = splash_ref::forward(c.p);
-  const auto b = splash_ref::backward(c.p, f, dout);
-  expect_close(r.out, f.out, 2e-5, "out");
-  expect_close(r.lse, f.lse, 2e-6, "lse");
-  expect_close(r.dq, b.dq, 1e-4, "dq");
-  expect_close(r.dk, b.dk, 1e-4, "dk");
-  expect_close(r.dv, b.dv, 1e-4, "dv");
-  expect_close(r.dsinks, b.dsinks, 1e-4, "dsinks");
+  expect_oracle(run(a, mask, dout), c.p, dout);
 }
 
 // --- checks -----------------------------------------------------------------------------------
