@@ -20,6 +20,7 @@ import attnref
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oracle  # noqa: E402
+from oracle import bf16_bits, bf16_values  # noqa: E402
 
 
 def e4m3_values():
@@ -40,16 +41,6 @@ def e4m3_values():
 E4M3 = e4m3_values()
 
 
-def bf16_bits(x):
-    """float32 -> bfloat16 bits, rounded to nearest even."""
-    b = np.asarray(x, np.float32).view(np.uint32)
-    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def bf16_values(bits):
-    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-
-
 def kv_codes(rng, shape, dtype):
     """(the array's storage: float32, float16, bf16 bits, int8 or e4m3 codes; its float64 values
     before any scale)."""
@@ -61,7 +52,7 @@ def kv_codes(rng, shape, dtype):
         return h, h.astype(np.float64)
     if dtype == "bf16":
         b = bf16_bits(x)
-        return b, bf16_values(b)
+        return b, bf16_values(b).astype(np.float64)
     if dtype == "int8":
         i = rng.integers(-127, 128, size=shape).astype(np.int8)
         return i, i.astype(np.float64)
@@ -128,7 +119,7 @@ def paged_case(rng):
     q32 = rng.standard_normal((batch, hq, dim)).astype(np.float32)
     if q_dtype == "bf16":
         q_bits = bf16_bits(q32)
-        q, q_values = attnref.view_as(q_bits, "bfloat16"), bf16_values(q_bits)
+        q, q_values = attnref.view_as(q_bits, "bfloat16"), bf16_values(q_bits).astype(np.float64)
     else:
         q, q_values = q32, q32.astype(np.float64)
     sm_scale = dim ** -0.5 * float(rng.choice([0.5, 1.0, 3.0]))

@@ -4,6 +4,17 @@ C++ headers and docs/, independent of attnref's kernels (no blocking, no online 
 import numpy as np
 
 
+def bf16_bits(x):
+    """float32 -> bfloat16 bit patterns, rounding to nearest even (no NaN in the inputs)."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bf16_values(bits):
+    """The float32 value of each bfloat16 bit pattern (exact)."""
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
 def softmax_row(logits, sink=None):
     """(weights, lse) of one row of float64 logits; a sink is one more logit with no value.
     No logits and no sink: (empty, -inf)."""

@@ -10,21 +10,11 @@ import pytest
 
 import attnref
 import oracle
+from oracle import bf16_bits, bf16_values
 from conftest import paged_batch, ragged_batch
 
 # bfloat16 keeps 8 significant bits: rounding moves a value by at most 2^-9 of it.
 BF16_RTOL = 2.0 ** -8
-
-
-def bf16_bits(x):
-    """float32 -> bfloat16 bit patterns, rounding to nearest even (no NaN in these inputs)."""
-    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def bf16_values(bits):
-    """The float32 value of each bfloat16 bit pattern (exact)."""
-    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
 def assert_bf16_values(out):
