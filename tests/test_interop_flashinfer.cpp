@@ -9,6 +9,7 @@
 #include <attnref/kernels/ragged_paged_attention.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -126,6 +127,20 @@ TEST(FlashInferCsr, IndptrSizeMustBeBatchPlusOne) {
   csr.indptr = {0, 2, 5};
   expect_error(csr.check(), ErrorCode::kBatchMismatch,
                "kv_indptr has 3 entries; expected batch + 1 = 4 (kv_last_page_len has 3)");
+}
+
+// A stride-0 kv_last_page_len view may claim INT64_MAX sequences (a valid view: every entry is
+// the same element); batch + 1 then does not fit int64 (UBSan reported the overflow).
+TEST(FlashInferCsr, BatchOfInt64MaxHasNoIndptrSize) {
+  Csr csr;
+  auto t = csr.table();
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  const std::array<std::int64_t, 1> huge{kMax}, repeat{0};
+  t.kv_last_page_len = TensorView<const std::int32_t, 1>(csr.last.data(), huge, repeat);
+  t.kv_indptr = TensorView<const std::int32_t, 1>(csr.indptr.data(), huge, repeat);
+  expect_error(attnref::check_flashinfer_page_table(t, 4, 10), ErrorCode::kBatchMismatch,
+               "kv_last_page_len has 9223372036854775807 entries, so kv_indptr would need one "
+               "more than int64 holds");
 }
 
 TEST(FlashInferCsr, SeqLensSizeMustBeBatch) {
@@ -300,6 +315,26 @@ TEST(FlashInferCsr, CallerOutputsMustHaveOneRowPerSequence) {
                ErrorCode::kBatchMismatch,
                "output lengths has 2 entries and page_indices 2 rows; the CSR table has 3 "
                "sequences");
+}
+
+// Caller storage is an output: two entries at one address, or lengths inside the table, would
+// make one write overwrite another. Nothing is written.
+TEST(FlashInferCsr, CallerOutputsMustNotOverlap) {
+  Csr csr;
+  std::vector<std::int32_t> lengths(3, 99), table(3 * 3, 99);
+  // Row b starts at entry b: rows overlap.
+  const TensorView<std::int32_t, 2> rows_alias(table.data(), std::array<std::int64_t, 2>{3, 3},
+                                               std::array<std::int64_t, 2>{1, 1});
+  expect_error(attnref::flashinfer_to_dense<std::int32_t>(csr.table(), 4, 10, {lengths.data(), {3}},
+                                                          rows_alias),
+               ErrorCode::kOverlappingOutput,
+               "page_indices: dimension 1 (stride 1) overlaps the elements of faster "
+               "dimensions, which span 3 elements");
+  expect_error(attnref::flashinfer_to_dense<std::int32_t>(csr.table(), 4, 10, {table.data(), {3}},
+                                                          {table.data(), {3, 3}}),
+               ErrorCode::kOverlappingOutput, "page_indices and lengths share memory");
+  EXPECT_EQ(lengths, std::vector<std::int32_t>(3, 99));
+  EXPECT_EQ(table, std::vector<std::int32_t>(9, 99));
 }
 
 // --- differential: FlashInfer description vs JAX description of one batch ---

@@ -88,11 +88,20 @@ Status check_flashinfer_page_table(const FlashInferPageTable<Index>& t, std::int
   if (has_seq_lens) ATTNREF_RETURN_IF_ERROR(check_view(t.seq_lens, "seq_lens"));
   const std::int64_t batch = t.batch();
   const std::int64_t nnz = t.kv_indices.extents[0];
-  if (t.kv_indptr.extents[0] != batch + 1) {
+  // batch + 1 is checked: a stride-0 kv_last_page_len view may claim INT64_MAX sequences.
+  std::int64_t indptr_len = 0;
+  if (!checked_add(batch, 1, &indptr_len)) {
+    return Status(ErrorCode::kBatchMismatch, "",
+                  "kv_last_page_len has {0} entries, so kv_indptr would need one more than int64 "
+                  "holds",
+                  "a batch is a real number of sequences; check kv_last_page_len's view", {batch},
+                  {}, "kv_last_page_len");
+  }
+  if (t.kv_indptr.extents[0] != indptr_len) {
     return Status(ErrorCode::kBatchMismatch, "",
                   "kv_indptr has {0} entries; expected batch + 1 = {1} (kv_last_page_len has {2})",
                   "kv_indptr holds a leading 0 and one running page count per sequence",
-                  {t.kv_indptr.extents[0], batch + 1, batch}, {}, "kv_indptr");
+                  {t.kv_indptr.extents[0], indptr_len, batch}, {}, "kv_indptr");
   }
   if (has_seq_lens && t.seq_lens.extents[0] != batch) {
     return Status(ErrorCode::kBatchMismatch, "",
@@ -209,16 +218,19 @@ Status check_flashinfer_page_table(const FlashInferPageTable<Index>& t, std::int
 
 /// Converts a CSR table into caller-provided storage: `lengths` `[batch]` and `page_indices`
 /// `[batch, width]`. Row b gets the pages of sequence b, then `pad_value` up to `width`. Checks
-/// the table (`check_flashinfer_page_table`), both output views, and that `width` holds the
-/// longest sequence (`kPageTableTooNarrow`). Writes nothing on error.
+/// the table (`check_flashinfer_page_table`), both output views (`check_output_view`: valid, no
+/// two elements at one address) and that they share no memory (`kOverlappingOutput`), and that
+/// `width` holds the longest sequence (`kPageTableTooNarrow`). Writes nothing on error.
 template <class Index>
 Status flashinfer_to_dense(const FlashInferPageTable<Index>& t, std::int64_t page_size,
                            std::int64_t total_pages, TensorView<Index, 1> lengths,
                            TensorView<Index, 2> page_indices, Index pad_value = 0) {
   std::int64_t widest = 0;
   ATTNREF_RETURN_IF_ERROR(check_flashinfer_page_table(t, page_size, total_pages, &widest));
-  ATTNREF_RETURN_IF_ERROR(check_view(lengths, "lengths"));
-  ATTNREF_RETURN_IF_ERROR(check_view(page_indices, "page_indices"));
+  ATTNREF_RETURN_IF_ERROR(check_output_view(lengths, "lengths"));
+  ATTNREF_RETURN_IF_ERROR(check_output_view(page_indices, "page_indices"));
+  ATTNREF_RETURN_IF_ERROR(check_disjoint_outputs(lengths, page_indices, "page_indices",
+                                                 "{f} and lengths share memory"));
   const std::int64_t batch = t.batch();
   if (lengths.extents[0] != batch || page_indices.extents[0] != batch) {
     return Status(ErrorCode::kBatchMismatch, "",
