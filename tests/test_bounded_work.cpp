@@ -497,6 +497,32 @@ TEST(BoundedWork, RaggedPrefillWindowAtTheEndOfAHugePage) {
   }
 }
 
+// --- merging attention states
+// ------------------------------------------------------------------
+
+// Nothing to write, nothing sized or walked: no heads under a head_dim of 2^40 (the merge sized
+// three rows of 2^40 floats as scratch; found by fuzz_interop), and 2^40 rows of broadcast
+// (stride-0) logsumexps with head_dim 0 and no lse output (the merge walked every row).
+TEST(BoundedWork, MergeWithNoHeadsOrNoHeadDim) {
+  float dummy[8] = {};
+  for (const bool no_heads : {true, false}) {
+    const std::int64_t rows = no_heads ? 1 : kP40, heads = no_heads ? 0 : 1;
+    const std::int64_t dim = no_heads ? kP40 : 0;
+    attnref::MergeStatesArgs<float> m;
+    m.out_a = {dummy, {rows, heads, dim}, 0};
+    m.out_b = m.out_a;
+    m.lse_a = TensorView<const float, 2>(dummy, {rows, heads}, {0, 0}, 1);
+    m.lse_b = m.lse_a;
+    Status run;
+    const Usage u = measure([&] {
+      run = attnref::try_merge_attention_states(
+          m, TensorView<float, 3>(dummy + 4, {rows, heads, dim}, 0));
+    });
+    EXPECT_TRUE(run.ok()) << run.message();
+    expect_bounded(u, 0, no_heads ? "merge without heads" : "merge of head_dim 0");
+  }
+}
+
 // --- attnref-run
 // ----------------------------------------------------------------------------------
 #ifdef ATTNREF_RUN_PATH

@@ -225,12 +225,19 @@ void merge_attention_states_unchecked(const MergeStatesArgs<T>& a, TensorView<T,
   using Acc = detail::AccumulatorOf<T, T>;
   const std::int64_t heads = a.heads(), dim = a.head_dim();
   const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
+  // Nothing to write (no heads, or head_dim 0 and no lse): return before anything is sized or
+  // walked by extents that no element backs (head_dim 2^40 with no heads; 2^40 rows of
+  // broadcast logsumexps with head_dim 0). Past this, `out` or `lse` holds distinct elements
+  // for every row and head, and `out` for every d.
+  if (heads == 0 || (dim == 0 && lse.empty_view())) return;
   executor.parallel_for(a.rows(), [&](std::int64_t n) {
-    thread_local std::vector<Acc> buf;  // out_a row, out_b row, merged row
-    buf.resize(static_cast<size_t>(3 * dim));
-    Acc* row_a = buf.data();
-    Acc* row_b = row_a + dim;
-    Acc* merged = row_b + dim;
+    thread_local std::vector<Acc> row_a_buf, row_b_buf, merged_buf;
+    row_a_buf.resize(static_cast<size_t>(dim));
+    row_b_buf.resize(static_cast<size_t>(dim));
+    merged_buf.resize(static_cast<size_t>(dim));
+    Acc* row_a = row_a_buf.data();
+    Acc* row_b = row_b_buf.data();
+    Acc* merged = merged_buf.data();
     for (std::int64_t h = 0; h < heads; ++h) {
       const Acc la = static_cast<Acc>(a.lse_a(n, h)), lb = static_cast<Acc>(a.lse_b(n, h));
       // Read every input of (n, h) before writing: `out` or `lse` may be an input's own view.
