@@ -121,6 +121,23 @@ TEST(VllmCache, BlockFirstViewsHaveTwiceTheDenseBlockStride) {
   EXPECT_EQ(r.v.buffer_size, 640 - 32);
 }
 
+// An empty combined cache (no blocks) may carry any K/V stride, 2^62 too: its V view starts
+// where K does, not 2^62 elements past the buffer (that address overflowed: UBSan's
+// pointer-overflow report), and keeps the cache's buffer size.
+TEST(VllmCache, EmptyCombinedCacheWithAHugeKvStride) {
+  Cache cache;
+  VllmKvCache<float> c = cache.combined(VllmKvLayout::kKvFirst);
+  c.num_kv_heads = c.block_size = c.head_size = -1;
+  c.kv_cache = TensorView<const float, 5>(
+      cache.kv.data(), std::array<std::int64_t, 5>{2, 0, kBs, kH, kD},
+      std::array<std::int64_t, 5>{std::int64_t{1} << 62, 32, 8, 4, 1}, 2 * kPool);
+  const Views r = views_of(c);
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  EXPECT_EQ(r.k.extents, (Strides{kH, 0, kBs, kD}));
+  EXPECT_EQ(r.v.data, cache.kv.data());
+  EXPECT_EQ(r.v.buffer_size, 2 * kPool);
+}
+
 TEST(VllmCache, HndStrideOrderKeepsTheLogicalShape) {
   // vLLM's FlashAttention backend with an HND stride order: logical [2, nb, bs, H, D] over
   // physical [2, nb, H, bs, D].

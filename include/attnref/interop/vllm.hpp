@@ -240,9 +240,13 @@ Status vllm_kv_views(const VllmKvCache<T>& c, TensorView<const T, 4>* k_pages,
     k_strides = {s[3], s[block_dim], s[2], s[4]};
     v_strides = k_strides;
     k_data = c.kv_cache.data;
-    v_data = c.kv_cache.data == nullptr ? nullptr : c.kv_cache.data + s[kv_dim];
     k_buffer = c.kv_cache.buffer_size;
-    v_buffer = k_buffer < 0 ? -1 : k_buffer - s[kv_dim];
+    // V starts one K/V stride in, which check_view proved lies inside a cache that holds
+    // elements. An empty cache's stride was never bounded (2^62 is valid there), so its V view,
+    // empty too, starts where K does instead of at an address past the buffer.
+    const bool holds_elements = c.kv_cache.numel_or_zero() > 0;
+    v_data = holds_elements ? k_data + s[kv_dim] : k_data;
+    v_buffer = k_buffer < 0 || !holds_elements ? k_buffer : k_buffer - s[kv_dim];
   }
   const std::array<std::int64_t, 4> logical{heads, num_blocks, block_size, dim};
   const TensorView<const T, 4> k(k_data, logical, k_strides, k_buffer);
