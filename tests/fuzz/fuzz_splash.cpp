@@ -403,6 +403,14 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
       }
       if (t.kind == kChunked) t.chunk = r.flag() ? past_int32(r) : special_int(r, 4);
       if (r.flag()) t.shard_count = r.flag() ? past_int32(r) : special_int(r, 2);
+      // Repeats share the changed head's AnyMask (with_mask below), so their specs, which the
+      // oracle reads, change with it (they were copies of the old spec: a wrong expected row).
+      for (MaskSpec& copy : heads)
+        if (copy.repeat_of >= 0 && &heads[static_cast<size_t>(copy.repeat_of)] == &m) {
+          const std::int64_t src = copy.repeat_of;
+          copy = m;
+          copy.repeat_of = src;
+        }
     }
   }
 
