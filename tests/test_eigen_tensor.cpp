@@ -3,6 +3,11 @@
 
 #include <attnref/interop/eigen_tensor.hpp>
 
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
 namespace {
 
 TEST(EigenTensorView, RowMajorTensor) {
@@ -37,6 +42,23 @@ TEST(EigenTensorView, ConstTensorMapGivesAConstView) {
   static_assert(
       std::is_same<decltype(attnref::view_of(ct)), attnref::TensorView<const float, 1>>::value,
       "a const tensor gives a const view");
+}
+
+// A map of (0, 2^40, 2^40) holds no element, but its dense outer stride would be 2^80: the
+// strides saturate at INT64_MAX instead of overflowing (UBSan reported the product), and the
+// view is valid, as no element is reached. ColMajor's strides run the other way.
+TEST(EigenTensorView, EmptyMapWithHugeExtentsHasSaturatedStrides) {
+  float x = 0.0f;
+  const Eigen::Index big = Eigen::Index{1} << 40;
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  Eigen::TensorMap<Eigen::Tensor<float, 3, Eigen::RowMajor>> row_major(&x, 0, big, big);
+  const auto r = attnref::view_of(row_major);
+  EXPECT_EQ(r.strides, (std::array<std::int64_t, 3>{kMax, big, 1}));
+  EXPECT_TRUE(attnref::check_view(r, "r").ok());
+  Eigen::TensorMap<Eigen::Tensor<float, 3>> col_major(&x, 0, big, big);
+  const auto c = attnref::view_of(col_major);
+  EXPECT_EQ(c.strides, (std::array<std::int64_t, 3>{1, 1, big}));
+  EXPECT_TRUE(attnref::check_view(c, "c").ok());
 }
 
 }  // namespace

@@ -35,18 +35,17 @@ auto view_of(EigenTensor& tensor) {
   constexpr bool kRowMajor = static_cast<int>(Plain::Layout) == static_cast<int>(Eigen::RowMajor);
   std::array<std::int64_t, kRank> extents{};
   for (size_t i = 0; i < kRank; ++i) extents[i] = static_cast<std::int64_t>(tensor.dimensions()[i]);
+  // Dense strides, saturating where they pass int64 (a map of (2^40, 2^40, 0) holds no element
+  // but its outer stride would be 2^80; check_view accepts it, as no element is reached).
+  // ColMajor: the row-major strides of the reversed extents, reversed.
   std::array<std::int64_t, kRank> strides{};
-  std::int64_t s = 1;
   if (kRowMajor) {
-    for (size_t i = kRank; i-- > 0;) {
-      strides[i] = s;
-      s *= extents[i] > 0 ? extents[i] : 1;
-    }
+    strides = row_major_strides<kRank>(extents);
   } else {
-    for (size_t i = 0; i < kRank; ++i) {
-      strides[i] = s;
-      s *= extents[i] > 0 ? extents[i] : 1;
-    }
+    std::array<std::int64_t, kRank> reversed{};
+    for (size_t i = 0; i < kRank; ++i) reversed[i] = extents[kRank - 1 - i];
+    const std::array<std::int64_t, kRank> r = row_major_strides<kRank>(reversed);
+    for (size_t i = 0; i < kRank; ++i) strides[i] = r[kRank - 1 - i];
   }
   return TensorView<Scalar, kRank>(tensor.data(), extents, strides,
                                    static_cast<std::int64_t>(tensor.size()));
