@@ -97,6 +97,14 @@ std::int64_t hostile_meta(Reader& r, const Wide& w, std::int64_t near) {
   return hostile_int(r, near);
 }
 
+/// One entry of `v` (if any) becomes a metadata value near `near`, or near its own value.
+inline void hostile_entry(Reader& r, const Wide& w, std::int64_t near,
+                          std::vector<std::int64_t>* v) {
+  if (v->empty()) return;
+  std::int64_t& x = (*v)[static_cast<size_t>(r.range(0, static_cast<std::int64_t>(v->size()) - 1))];
+  x = hostile_meta(r, w, r.flag() ? near : x);
+}
+
 /// A 1-D view that claims `n` entries of one element (stride 0): huge valid views.
 template <class Index>
 void repeated_view(std::int64_t n, Index value, Buffer<Index, 1>* b) {
@@ -201,24 +209,18 @@ void csr_case(Reader& r, Rng& rng, const Wide& w) {
   const int mutations = r.chance(160) ? r.range(1, 3) : 0;
   bool hostile_views[4] = {false, false, false, false};
   for (int m = 0; m < mutations; ++m) {
-    // One entry of `v` becomes a value near `near` (or near its own value).
-    auto pick = [&](std::vector<std::int64_t>& v, std::int64_t near) {
-      if (v.empty()) return;
-      auto& x = v[static_cast<size_t>(r.range(0, static_cast<std::int64_t>(v.size()) - 1))];
-      x = hostile_meta(r, w, r.flag() ? near : x);
-    };
     switch (r.u8() % 8) {
       case 0:
-        pick(indptr, static_cast<std::int64_t>(indices.size()));
+        hostile_entry(r, w, static_cast<std::int64_t>(indices.size()), &indptr);
         break;
       case 1:
-        pick(indices, total_pages);
+        hostile_entry(r, w, total_pages, &indices);
         break;
       case 2:
-        pick(last, page_size);
+        hostile_entry(r, w, page_size, &last);
         break;
       case 3:
-        pick(seq_lens, page_size);
+        hostile_entry(r, w, page_size, &seq_lens);
         break;
       case 4:
         page_size = hostile_meta(r, w, page_size);
@@ -423,14 +425,10 @@ void block_table_case(Reader& r, Rng& rng, const Wide& w) {
   for (int m = 0; m < mutations; ++m) {
     switch (r.u8() % 6) {
       case 0:
-        if (!table.empty())
-          table[static_cast<size_t>(r.range(0, static_cast<std::int64_t>(table.size()) - 1))] =
-              hostile_meta(r, w, num_blocks);
+        hostile_entry(r, w, num_blocks, &table);
         break;
       case 1:  // near the table's capacity, or near a page boundary
-        if (!lens.empty())
-          lens[static_cast<size_t>(r.range(0, batch - 1))] =
-              hostile_meta(r, w, r.flag() ? sat_mul(width, block_size) : block_size);
+        hostile_entry(r, w, r.flag() ? sat_mul(width, block_size) : block_size, &lens);
         break;
       case 2:
         block_size = hostile_meta(r, w, block_size);

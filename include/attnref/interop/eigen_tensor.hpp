@@ -35,7 +35,7 @@ auto view_of(EigenTensor& tensor) {
   constexpr bool kRowMajor = static_cast<int>(Plain::Layout) == static_cast<int>(Eigen::RowMajor);
   std::array<std::int64_t, kRank> extents{};
   for (size_t i = 0; i < kRank; ++i) extents[i] = static_cast<std::int64_t>(tensor.dimensions()[i]);
-  // Dense strides, saturating where they pass int64 (a map of (2^40, 2^40, 0) holds no element
+  // Dense strides, saturating where they pass int64 (a map of (0, 2^40, 2^40) holds no element
   // but its outer stride would be 2^80; check_view accepts it, as no element is reached).
   // ColMajor: the row-major strides of the reversed extents, reversed.
   std::array<std::int64_t, kRank> strides{};
