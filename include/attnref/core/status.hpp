@@ -217,7 +217,9 @@ class Status {
   /// Success.
   constexpr Status() noexcept = default;
 
-  /// An error. Format strings must be string literals (they are stored, not copied).
+  /// An error. Format strings must be string literals, and `field` must outlive the Status: all
+  /// three are stored, not copied (string literals do; a caller's own name needs `to_string()`
+  /// or `message()` before it goes).
   constexpr Status(ErrorCode code, const char* jax_check, const char* message_format,
                    const char* hint_format, Ints ints = {}, Reals reals = {},
                    const char* field = "") noexcept

@@ -125,7 +125,8 @@ struct TensorView {
 
 /// Validates a view: extents and strides non-negative, element count and largest offset within
 /// int64, data non-null when elements exist, and (when `buffer_size >= 0`) every element
-/// inside the buffer. `name` names the tensor in the message.
+/// inside the buffer. `name` names the tensor in the message; the returned Status keeps the
+/// pointer, so `name` must outlive it (string literals do).
 template <class T, size_t Rank>
 constexpr Status check_view(const TensorView<T, Rank>& v, const char* name) noexcept {
   std::int64_t numel = 1;

@@ -66,6 +66,7 @@ constexpr DType dtype_from_dlpack(DLDataType t) noexcept {
 ///    non-null data when elements exist.
 /// A NULL `strides` means compact row-major; strides are in elements, as in attnref. The buffer
 /// size is unknown to DLPack, so `out->buffer_size` is -1. `*out` is written only on success.
+/// `name` names the tensor in messages and must outlive the returned Status (string literals do).
 template <class T, size_t Rank>
 Status view_from_dlpack(const DLTensor& t, TensorView<T, Rank>* out, const char* name = "tensor") {
   if (t.ndim != static_cast<int>(Rank)) {
