@@ -5,8 +5,28 @@
 #include <attnref/core/executor.hpp>
 #include <attnref/kernels/detail/work_order.hpp>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <string>
+#include <system_error>
 #include <vector>
+
+// Sanitizer runtimes reserve terabytes of address space, so a limit on it cannot be tested there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ATTNREF_UNDER_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define ATTNREF_UNDER_SANITIZER 1
+#endif
+#endif
+#ifndef ATTNREF_UNDER_SANITIZER
+#define ATTNREF_UNDER_SANITIZER 0
+#endif
 
 namespace {
 
@@ -47,6 +67,69 @@ TEST(Executor, ExternalAdapterForwardsToTheEnginesParallelFor) {
   expect_each_index_once(external, 10);
   EXPECT_EQ(calls, 1);
 }
+
+#if defined(__cpp_exceptions) && !ATTNREF_UNDER_SANITIZER  // also built with -fno-exceptions
+// The process's virtual memory, in bytes (VmSize), or -1.
+long long virtual_memory_bytes() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  long long kib = -1;
+  while (std::fgets(line, sizeof line, f) != nullptr)
+    if (std::sscanf(line, "VmSize: %lld kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib < 0 ? -1 : kib * 1024;
+}
+
+// A pool the system cannot start: a child process limits its address space to 64 MiB more
+// than it uses, so only a few 1023 thread stacks fit. The constructor must throw, join the
+// workers it started, and leave the process able to start a pool again; a half-built pool
+// used to hang in its destructor (the child then never exits and is killed).
+TEST(Executor, ThreadPoolTheSystemCannotStartThrowsAndLeavesNoThreadBehind) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const long long used = virtual_memory_bytes();
+    rlimit limit{};
+    if (used < 0 || getrlimit(RLIMIT_AS, &limit) != 0) _exit(10);
+    const rlimit old = limit;
+    limit.rlim_cur = static_cast<rlim_t>(used + (64ll << 20));
+    if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(11);
+    int code = 12;  // no exception
+    try {
+      attnref::ThreadPoolExecutor pool(1024);
+    } catch (const std::system_error& e) {
+      const std::string what = e.what();
+      code = what.find("attnref::ThreadPoolExecutor(1024): the system started ") == 0 &&
+                     what.find(" of its 1023 worker threads; ask for fewer threads") !=
+                         std::string::npos &&
+                     e.code().value() != 0
+                 ? 0
+                 : 13;
+    }
+    if (setrlimit(RLIMIT_AS, &old) != 0) _exit(14);
+    attnref::ThreadPoolExecutor again(2);
+    std::atomic<int> ran{0};
+    again.parallel_for(8, [&](std::int64_t) { ++ran; });
+    _exit(code == 0 && ran.load() == 8 ? 0 : code == 0 ? 15 : code);
+  }
+  int status = 0;
+  pid_t done = 0;
+  for (int waited_ms = 0; waited_ms < 60000 && done == 0; waited_ms += 10) {
+    done = waitpid(child, &status, WNOHANG);
+    if (done == 0) usleep(10000);
+  }
+  if (done == 0) {
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+    FAIL() << "the child hung for 60 s";
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "10-11: could not set the limit; 12: no exception; 13: wrong message or code; "
+         "14: could not lift the limit; 15: the next pool did not run every item";
+}
+#endif
 
 TEST(WorkOrder, LongestFirstWithTiesInIndexOrderOnlyWhenThereIsAPoolToBalance) {
   const std::vector<double> costs = {1, 5, 3, 5, 0, 3};

@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Every error code a Python caller can reach raises attnref.ShapeError with that code, the
 library's message and hint; the codes it cannot reach are listed with the reason."""
+import os
 import pathlib
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -227,3 +230,37 @@ def test_index_dtypes_come_after_jax_shape_checks():
     with pytest.raises(attnref.ShapeError) as e:  # mixed dtypes: reference profile too
         attnref.ragged_paged_attention(rq, kv, kv_lens, rpi.astype(np.int64), cu, n)
     assert e.value.code == "dtype_not_supported"
+
+
+# In a child whose address space is capped a little above what it uses, 1024 thread stacks do
+# not fit: the call must raise and leave the module usable, not hang (a pool the system refused
+# used to wait forever in its own destructor). Not under the ASan run, whose runtime reserves
+# terabytes of address space.
+POOL_REFUSED = """
+import resource, numpy as np, attnref
+from conftest import paged_batch
+q, k, v, lengths, pi = paged_batch()
+used = int(next(l for l in open("/proc/self/status") if l.startswith("VmSize")).split()[1]) * 1024
+soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+resource.setrlimit(resource.RLIMIT_AS, (used + (64 << 20), hard))
+try:
+    attnref.paged_attention(q, k, v, lengths, pi, num_threads=1024)
+    print("no error")
+except RuntimeError as e:
+    print(e)
+resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+expected = attnref.paged_attention(q, k, v, lengths, pi)
+print("again equal:", np.array_equal(attnref.paged_attention(q, k, v, lengths, pi, num_threads=2),
+                                     expected))
+"""
+
+
+@pytest.mark.skipif("asan" in os.environ.get("LD_PRELOAD", ""), reason="ASan reserves the space")
+def test_a_thread_pool_the_system_refuses_raises_instead_of_hanging():
+    done = subprocess.run([sys.executable, "-c", POOL_REFUSED], capture_output=True, text=True,
+                          timeout=60, cwd=pathlib.Path(__file__).parent)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert re.fullmatch(r"attnref::ThreadPoolExecutor\(1024\): the system started \d+ of its 1023 "
+                        r"worker threads; ask for fewer threads: .+", lines[0]), lines
+    assert lines[1] == "again equal: True"

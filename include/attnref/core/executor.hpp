@@ -27,10 +27,13 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -96,23 +99,35 @@ inline bool inside_pool(const void* pool) noexcept {
 /// blocking pools, that can deadlock.
 ///
 /// Exceptions: the first exception thrown by `fn` stops handing out items; `parallel_for`
-/// rethrows it once the items already running have finished.
+/// rethrows it once the items already running have finished. When the system refuses a worker
+/// thread (a process or memory limit), the constructor joins the workers it started (they wait
+/// on the pool's members, so none may outlive it) and throws std::system_error saying how many
+/// it got.
 class ThreadPoolExecutor {
  public:
   explicit ThreadPoolExecutor(int threads) : threads_(threads > 1 ? threads : 1) {
-    for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
+#if defined(__cpp_exceptions) || defined(__EXCEPTIONS) || defined(_CPPUNWIND)
+    try {
+      start_workers();
+    } catch (const std::system_error& e) {
+      const std::size_t started = workers_.size();
+      stop_workers();
+      throw std::system_error(e.code(), "attnref::ThreadPoolExecutor(" + std::to_string(threads_) +
+                                            "): the system started " + std::to_string(started) +
+                                            " of its " + std::to_string(threads_ - 1) +
+                                            " worker threads; ask for fewer threads");
+    } catch (...) {
+      stop_workers();
+      throw;
+    }
+#else
+    start_workers();
+#endif
   }
   ThreadPoolExecutor(const ThreadPoolExecutor&) = delete;
   ThreadPoolExecutor& operator=(const ThreadPoolExecutor&) = delete;
   /// Joins the workers. No `parallel_for` may be running or start.
-  ~ThreadPoolExecutor() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (std::thread& t : workers_) t.join();
-  }
+  ~ThreadPoolExecutor() { stop_workers(); }
 
   int concurrency() const noexcept { return threads_; }
 
@@ -150,6 +165,20 @@ class ThreadPoolExecutor {
   }
 
  private:
+  void start_workers() {
+    workers_.reserve(static_cast<std::size_t>(threads_ - 1));
+    for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
+  }
+
+  void stop_workers() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : workers_) t.join();
+  }
+
   void drain(const std::function<void(std::int64_t)>& job, std::int64_t n) {
     for (std::int64_t i = next_.fetch_add(1); i < n; i = next_.fetch_add(1)) {
 #if defined(__cpp_exceptions) || defined(__EXCEPTIONS) || defined(_CPPUNWIND)
