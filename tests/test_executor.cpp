@@ -84,7 +84,7 @@ long long virtual_memory_bytes() {
 // A pool the system cannot start: a child process limits its address space to 64 MiB more
 // than it uses, so only a few of 1023 thread stacks fit. The constructor must throw, join the
 // workers it started, and leave the process able to start a pool again; a half-built pool
-// used to hang in its destructor (the child then never exits and is killed).
+// used to hang destroying its condition variable (the child then never exits and is killed).
 TEST(Executor, ThreadPoolTheSystemCannotStartThrowsAndLeavesNoThreadBehind) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);

@@ -234,7 +234,7 @@ def test_index_dtypes_come_after_jax_shape_checks():
 
 # In a child whose address space is capped a little above what it uses, 1024 thread stacks do
 # not fit: the call must raise and leave the module usable, not hang (a pool the system refused
-# used to wait forever in its own destructor). Not under the ASan run, whose runtime reserves
+# used to hang destroying its condition variable). Not under the ASan run, whose runtime reserves
 # terabytes of address space.
 POOL_REFUSED = """
 import resource, numpy as np, attnref
