@@ -10,9 +10,10 @@
 //                  of 3), the machine's single-thread matmul throughput
 //   frac_probe     useful_GFLOPs / probe_GFLOPs
 //
-// The default run covers Sq = Skv = 1024, and f32 causal at 2048 and 4096 (issue 15's targets,
-// repeated as the command line asks). Set ATTNREF_BENCH_SPLASH_LONG=1 to add every case at 2048
-// and 4096 (slow on a small machine: a full-mask f32 forward at 4096 is ~69 GFLOP).
+// The default run covers Sq = Skv = 1024, and f32 causal at 2048 and 4096 (the prefill targets
+// of bench/targets.py, repeated as the command line asks). Set ATTNREF_BENCH_SPLASH_LONG=1 to
+// add every case at 2048 and 4096 (slow on a small machine: a full-mask f32 forward at 4096 is
+// ~69 GFLOP).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -209,7 +210,7 @@ const bool kSplashRegistered = [] {
   if (long_run) lengths.insert(lengths.end(), {2048, 4096});
   register_splash<float>("f32", lengths);
   register_splash<Eigen::bfloat16>("bf16", lengths);
-  // Issue 15's prefill targets (bench/targets.py): f32, causal, S = 2048 and 4096, in every run,
+  // The prefill targets (bench/targets.py): f32, causal, S = 2048 and 4096, in every run,
   // repeated for medians.
   if (!long_run)
     for (bool backward : {false, true})

@@ -2,7 +2,7 @@
 """Turns Google Benchmark JSON from attnref's benchmarks into a markdown table and PNG charts.
 
 Usage:
-  bench/report.py --out-dir docs results.json [more.json ...]
+  bench/report.py --out-dir docs/benchmarks results.json [more.json ...]
 
 Writes <out-dir>/benchmark-tables.md (raw tables) and, when matplotlib is installed
 (Debian: python3-matplotlib), <out-dir>/paged_decode.png: achieved GB/s against context length per
@@ -219,7 +219,7 @@ def splash_chart(results, path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out-dir", default="docs")
+    parser.add_argument("--out-dir", default="docs/benchmarks")
     parser.add_argument("json", nargs="+")
     args = parser.parse_args()
     results, context = load(args.json)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Reproduces the benchmark tables and charts of docs/: builds the release preset, runs every
-# benchmark 3 times (medians are reported) and writes docs/benchmark-tables.md, the PNGs and
-# docs/benchmark-targets.md (issue 15's targets, met or not).
+# Reproduces the benchmark tables and charts of docs/benchmarks/: builds the release preset, runs
+# every benchmark 3 times (medians are reported) and writes docs/benchmarks/benchmark-tables.md,
+# the PNGs and docs/benchmarks/benchmark-targets.md (the performance targets, met or not).
 # Usage: bench/run_all.sh [extra Google Benchmark flags, e.g. --benchmark_filter=...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +19,6 @@ for b in build/release/bench/bench_*; do
 done
 # Debian's python3 has python3-matplotlib; a pyenv python3 earlier on PATH may not.
 py=python3; [ -x /usr/bin/python3 ] && py=/usr/bin/python3
-"$py" bench/report.py --out-dir docs "$out"/*.json
-"$py" bench/targets.py --out-dir docs "$out"/bench_paged.json "$out"/bench_ragged.json \
+"$py" bench/report.py --out-dir docs/benchmarks "$out"/*.json
+"$py" bench/targets.py --out-dir docs/benchmarks "$out"/bench_paged.json "$out"/bench_ragged.json \
     "$out"/bench_splash.json

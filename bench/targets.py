@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Prints issue 15's performance targets with the ratios measured in one bench/run_all.sh run, and
-"met" or "not met" for each; writes the same tables to <out-dir>/benchmark-targets.md.
+"""Prints the decode and prefill performance targets with the ratios measured in one
+bench/run_all.sh run, and "met" or "not met" for each; writes the same tables to
+<out-dir>/benchmark-targets.md.
 
 Usage:
-  bench/targets.py --out-dir docs build/release/bench-results/bench_paged.json \
+  bench/targets.py --out-dir docs/benchmarks build/release/bench-results/bench_paged.json \
       [build/release/bench-results/bench_ragged.json] [build/release/bench-results/bench_splash.json]
 
-Paged decode (items 1 and 2): the grouped runs at the reference shape (BM_PagedDecode/grouped/
+Paged decode: the grouped runs at the reference shape (BM_PagedDecode/grouped/
 <dtype>/B:8/Hq:32/Hkv:8/D:128/page:<16|4096>/ctx:4096/threads:<1|2>; medians over repetitions).
 Every ratio is between runs of the same process: a dtype's speed-up is f32's median time over its
 own at the same page size and thread count; "of probe" is the kernel's K/V bytes per second over
@@ -18,11 +19,11 @@ times 256 is the reference shape's; halved for 2 threads). When that bound is be
 the target needs fewer instructions per byte, not a faster memory path. Without those runs the
 bound is the FMA probe's (the multiply-adds alone at the same-run FMA rate).
 
-Ragged decode rows (item 3): BM_Ragged/decode_only/<grouped|grouped_pool>/<dtype>, each against
+Ragged decode rows: BM_Ragged/decode_only/<grouped|grouped_pool>/<dtype>, each against
 the fraction of its own same-run probe (over a pool of at least 256 MiB, as paged's) that paged
 must reach (f32 0.60, as paged with pages of 16; 16-bit and 8-bit 0.55).
 
-Splash prefill (item 4): BM_Splash<Forward|Backward>/f32/S:<2048|4096>/Hkv:<8|2>/causal, useful
+Splash prefill: BM_Splash<Forward|Backward>/f32/S:<2048|4096>/Hkv:<8|2>/causal, useful
 GFLOP/s over the same-run sgemm probe: forward at least 0.70, backward at least 0.50.
 
 Under the tables: the decode cases whose pools were not wholly on transparent huge pages (the
@@ -185,13 +186,13 @@ def main():
     rows = rows_of(runs, in_l2_ms(paged[0]))
     met = sum(1 for r in rows if r[-1])
     total = len(rows)
-    lines = ["## Paged decode (items 1 and 2)", "",
+    lines = ["## Paged decode", "",
              "| paged decode, B=8 Hq=32 Hkv=8 D=128 ctx=4096 | target | measured | kernel vs FMA probe | |",
              "|---|---|---|---|---|"]
     lines += ["| {} | {} | {} | {} | {} |".format(w, t, m, c, "met" if ok else "not met")
               for w, t, m, c, ok in rows]
-    for title, path, make in (("Ragged decode rows (item 3)", ragged, ragged_rows),
-                              ("Splash prefill (item 4)", splash, splash_rows)):
+    for title, path, make in (("Ragged decode rows", ragged, ragged_rows),
+                              ("Splash prefill", splash, splash_rows)):
         lines += ["", "## " + title, ""]
         extra = make(path[0]) if path else []
         if not extra:
@@ -211,7 +212,7 @@ def main():
     print(text)
     if args.out_dir:
         with open(os.path.join(args.out_dir, "benchmark-targets.md"), "w") as f:
-            f.write("# Issue 15's targets, one bench/run_all.sh run\n\n" + text + "\n")
+            f.write("# Performance targets, one bench/run_all.sh run\n\n" + text + "\n")
 
 
 if __name__ == "__main__":

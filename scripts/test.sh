@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Quick start 2: checks the formatting, then builds and runs the whole test suite in every
+# Quick start 2: checks the formatting and the docs (scripts/check_docs.sh: no history
+# narration, no broken links), then builds and runs the whole test suite in every
 # configuration CI checks: Release (with benchmarks and examples built), C++20, ASan+UBSan (a
 # Debug build: it stands in for a plain Debug run, which would repeat the same tests), TSan (the
 # executor and concurrent kernel tests), then a short fuzz run of every harness.
@@ -27,6 +28,9 @@ end_stage deps
 echo "=== attnref: format ==="
 scripts/format.sh
 end_stage format
+echo "=== attnref: docs ==="
+scripts/check_docs.sh
+end_stage docs
 presets=("$@")
 [ ${#presets[@]} -gt 0 ] || presets=(release cxx20 asan tsan)
 for preset in "${presets[@]}"; do
@@ -37,6 +41,6 @@ for preset in "${presets[@]}"; do
   ctest --preset "$preset"
   end_stage "$preset-test"
 done
-# Fuzz smoke runs (issue 7): every libFuzzer harness 45 s on its corpus, when clang++ is here.
+# Fuzz smoke runs: every libFuzzer harness 45 s on its corpus, when clang++ is here.
 if command -v clang++ >/dev/null; then tests/fuzz/run_smoke.sh 45; fi
 end_stage fuzz

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// attnref-run and hostile files and values (issue 16, items 3, 5, 6, 7 and 9): metadata whose
+// attnref-run and hostile files and values: metadata whose
 // value only an int64 holds, FIFOs and devices named as inputs or outputs, outputs written all
 // or nothing (a write past `ulimit -f` leaves the old file), outputs that name an input, and
 // float options outside float32's range. Each test runs the built program and checks the exit

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Work bounded by the bytes of the inputs and outputs (issue 16, item 1): an extent with no data
+// Work bounded by the bytes of the inputs and outputs: an extent with no data
 // behind it (2^40 query heads of 0 rows, a batch of 0 over 2^40 heads, a mask of 2^20 heads over
 // empty sequences) must size neither memory nor loops. Each case runs an entry point with the
 // global operator new replaced by a counting one and asserts the status, that the peak of the
@@ -214,9 +214,9 @@ struct SplashShape {
 
 class BoundedSplash : public ::testing::TestWithParam<SplashShape> {};
 
-// attnref-run splash's shapes of issue 16: q (2^24, 0, 8) over k/v (1, 0, 8) took 1.25 GiB
-// (through the mask file, below); (2^34, 0, 8) asked for 1.3 TB; (2^40, 0, 8) everywhere looped
-// 2^40 times over KV heads in the backward.
+// Shapes that attnref-run splash once mishandled: q (2^24, 0, 8) over k/v (1, 0, 8) took
+// 1.25 GiB (through the mask file, below); (2^34, 0, 8) asked for 1.3 TB; (2^40, 0, 8)
+// everywhere looped 2^40 times over KV heads in the backward.
 TEST_P(BoundedSplash, ForwardPlanDataTierAndBackwardRunInConstantWork) {
   const SplashShape shape = GetParam();
   EmptySplash c(shape.hq, shape.hkv);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// One ThreadPoolExecutor shared by several caller threads (issue 16, item 8): concurrent
+// One ThreadPoolExecutor shared by several caller threads: concurrent
 // parallel_for calls take turns, a nested call from an item runs inline, exceptions come back to
 // the caller, and paged and ragged kernels run concurrently on one pool give the same output as
 // alone. Run under ThreadSanitizer by the `tsan` preset.

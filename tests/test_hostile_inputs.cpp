@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Hostile inputs (issue 7): one table, input -> expected error code (and a message substring).
+// Hostile inputs: one table, input -> expected error code (and a message substring).
 // Every row builds a small, otherwise valid call, breaks one thing, and runs the entry point a
 // user would call (try_paged_attention, check_paged_data, check_ragged, parse_npy, check_view).
 // The same table is in docs/hostile-inputs.md; the last test keeps the two in
@@ -680,7 +680,7 @@ TEST(HostileInputs, HugeHeadCountHintRendersQuickly) {
 
 namespace {
 
-// Regression (fuzz/audit finding, issue 7): the paged kernel used to size its scratch from
+// Regression (fuzz/audit finding): the paged kernel used to size its scratch from
 // page_size * head_dim. A pool with no pages holds no elements, so check_view cannot bound
 // page_size; with every length 0 the call is valid, and the kernel asked for 2^43 floats. Scratch
 // is now bounded by one chunk of kChunkTokens tokens, whatever the page size.
@@ -703,7 +703,7 @@ TEST(HostileInputs, PoolWithoutPagesAndHugePageSizeRunsWithoutAllocating) {
 
 namespace {
 
-// Regression (fuzz finding, issue 7): with 2^20 query heads on one KV head and head_dim 1, the
+// Regression (fuzz finding): with 2^20 query heads on one KV head and head_dim 1, the
 // kernel's score tile was [G, 128] floats (512 MiB) for a 4 MiB q. The softmax chunk now shrinks
 // with G, so scratch stays proportional to the inputs; the result is checked by hand: with one
 // token per sequence every head's output is that token's V row.

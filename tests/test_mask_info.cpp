@@ -389,7 +389,7 @@ void expect_same_info(const MaskInfo& a, const MaskInfo& b) {
   EXPECT_TRUE(a.partial_blocks == b.partial_blocks);
 }
 
-// Head deduplication (issue 16): heads that are one object, equal built-in masks, equal content
+// Head deduplication: heads that are one object, equal built-in masks, equal content
 // in different buffers, or distinct, in runs and interleaved, give exactly the MaskInfo of the
 // obvious per-head classification.
 TEST(MaskInfo, DeduplicatedHeadsMatchPerHeadClassification) {
@@ -454,7 +454,7 @@ TEST(MaskInfo, DeduplicatedHeadsMatchPerHeadClassification) {
   }
 }
 
-// Regression (issue 16): 131,072 distinct 1x1 head masks (attnref-run splash --mask) took about
+// Regression: 131,072 distinct 1x1 head masks (attnref-run splash --mask) took about
 // a minute, each head compared with every other; heads are now classified once each and
 // deduplicated by a hash of their rows. No timing assertion: a quadratic build would time out.
 TEST(MaskInfo, ManyDistinctHeadMasksBuildInLinearTime) {

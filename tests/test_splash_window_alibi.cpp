@@ -230,7 +230,7 @@ TEST(SplashWindow, ARowThatSeesNoKeyGetsZeroAndItsSinkAsLogsumexp) {
 TEST(SplashWindow, AKvBlockOfInt64MaxStepsThroughTheWindowedColumnsWithoutOverflow) {
   // A block of INT64_MAX keys is valid (reference profile) and holds all 12; with window 3 the
   // second q block (rows 8..11) sees columns 6..11, so its column steps start at 6, and a step
-  // of the whole block from there overflowed (UBSan; found by fuzz_splash, 2026-12-04).
+  // of the whole block from there overflowed (UBSan; found by fuzz_splash).
   Case c(2, 1, 12, 12, 4, 60);
   std::mt19937 rng(61);
   c.add_sinks(rng);

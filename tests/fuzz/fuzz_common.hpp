@@ -198,10 +198,9 @@ class Rng {
   std::uint64_t s_;
 };
 
-/// Which widened draws an input asks for (issue 16 item 10). Each is a bit of the "wide" byte
-/// that follows the case byte and the seed; 0 decodes exactly as the harnesses did before the
-/// byte existed, so the committed corpora keep their meaning (they were converted by inserting
-/// a 0 there).
+/// Which widened draws an input asks for. Each is a bit of the "wide" byte that follows the case
+/// byte and the seed; 0 turns them all off, so a corpus input with a 0 there decodes as a plain
+/// draw.
 struct Wide {
   std::uint8_t bits = 0;
   /// Huge extents (past int32, up to 2^40 and beyond) next to a zero-size dimension, so every

@@ -115,8 +115,8 @@ struct TensorView {
  private:
   // One scalar multiply-add per index, from registers. A loop over an array of the indices let
   // GCC 12 vectorise it on AVX-512DQ: the indices went through the stack into one 4-lane load
-  // (a failed store forward) and a vpmullq, and 35-68% of the samples of the per-page helpers
-  // of 8-bit decode with pages of 16 sat on that multiply (int8 went 14.7-15.7 -> 12.7-13.6 ms).
+  // (a failed store forward) and a vpmullq, which dominated the per-page helpers of 8-bit
+  // decode with pages of 16.
   template <std::size_t... K, class... I>
   constexpr std::int64_t offset_of(std::index_sequence<K...>, I... idx) const noexcept {
     return (std::int64_t{0} + ... + (idx * strides[K]));

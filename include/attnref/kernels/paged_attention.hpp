@@ -307,11 +307,9 @@ bool chunks_listable(const PagedAttentionArgs<Q, KV, Index>& a, bool round_kv, s
 }
 
 /// Whether a listable call lists chunk [t0, t1) (`list_chunk`): one that spans pages, and with
-/// rows read in place any chunk. Within one page, listed f32 rows measured faster on the
-/// AVX-512 Xeon than one strided piece (reference shape, one page per sequence, 3 alternations,
-/// medians of 3: 1 thread 24.5-24.7 -> 23.7-24.0 ms, 2 threads 12.1-12.5 -> 11.8-12.2; with K
-/// and V in L2 0.0273 -> 0.0270 ms), and widened rows slower (in L2 bf16 0.0250 -> 0.0258, int8
-/// 0.0261-0.0264 -> 0.0274-0.0275, which also gathers its scales).
+/// rows read in place any chunk. Within one page, listed f32 rows are faster than one strided
+/// piece (about 3% at the reference shape), and listed widened rows slower (3-5% in L2; int8
+/// also gathers its scales).
 template <class Acc, class KV>
 bool lists_chunk(std::int64_t t0, std::int64_t t1, std::int64_t page_size) noexcept {
   return kRowsInPlace<Acc, KV> || t0 / page_size != (t1 - 1) / page_size;
@@ -497,11 +495,7 @@ void listed_values(PagedScratch<Acc>& s, const ChunkRows& c, const Acc* probs, s
 /// before it arrive long before it ends. 2 for rows of 4-byte elements or wider, whose decode
 /// waits on memory; 1 (the step after the whole P·V) for 16-bit and 8-bit rows, which their
 /// arithmetic bounds on the AVX-512 Xeon, where each cut costs a reload of the P·V
-/// accumulators. Measured there, reference shape, 1 thread, old and new binaries alternated 3
-/// times, medians of 3: f32 pages of 16 25.3-25.9 -> 24.2-24.4 ms, one page per sequence
-/// 25.6-25.9 -> 24.8-25.1; 2 runs cost f32 3% with K and V in L2 (0.0264 -> 0.0273-0.0279 ms)
-/// and int8 2% at the reference shape with pages of 16; with 1 run, 16-bit and 8-bit in L2
-/// stay within 1%; 4 runs were no faster than 2.
+/// accumulators. Two runs take 3-4% off f32 decode from memory; 4 are no faster than 2.
 template <class KV>
 constexpr std::int64_t value_runs(std::int64_t group) noexcept {
   return sizeof(KV) >= 4 ? std::min<std::int64_t>(group, 2) : 1;

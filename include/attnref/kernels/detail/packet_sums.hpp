@@ -3,7 +3,7 @@
 /// Two register-level helpers of the tile products, each with a portable path:
 ///  - `in_register`: GCC folds a packet load into every multiply-add that uses it, so a K
 ///    or V packet shared by 4 query rows was loaded 4 times, and the loads, not the
-///    multiply-adds, bounded the products (measured on AVX2: P.V 44 -> 80 GFLOP/s in L1 with the
+///    multiply-adds, bounded the products (on AVX2, P.V in L1 ran nearly twice as fast with the
 ///    packet held in a register);
 ///  - `sum_lanes`: the horizontal sums of 8 or 16 accumulators at once by transposing adds (21
 ///    instructions for 8 on AVX, 45 for 16 on AVX-512, 9 per 4 on SSE), instead of separate

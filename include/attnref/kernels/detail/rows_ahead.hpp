@@ -36,47 +36,34 @@ inline constexpr std::int64_t kCacheLineBytes = 64;
 #define ATTNREF_PREFETCH(p) ATTNREF_PREFETCH_INTO(p, 3)
 #define ATTNREF_PREFETCH_L2(p) ATTNREF_PREFETCH_INTO(p, 2)
 
+// The distances and levels below are measured choices; the measurements are in
+// docs/benchmarks.md ("Prefetch distances").
+
 /// How far ahead of the rows it reads a kernel asks for rows into L1: 8 KiB of the stream (64
-/// tokens of int8 K at D = 128). Measured on AMD Zen 3, one decode query of 4 heads over 64 Ki
-/// tokens of random 16-token pages, GFLOP/s of 3 runs against 4, 16 and 32 KiB ahead: f32 18-20
-/// (4 KiB: 11-13; 16 KiB: 16-22; 32 KiB: 16-17), bf16 28-31, half 32-34, int8 23-25; without
-/// prefetch f32 10-12 and bf16 14-19. On the AVX-512 Xeon, int8 at 16 KiB was up to 5% slower.
+/// tokens of int8 K at D = 128), the fastest of 4, 8, 16 and 32 KiB.
 inline constexpr std::int64_t kAheadBytes = 8192;
 
 /// How far ahead rows asked into L2 only are (`ahead_into_l1` false): 16 KiB (32 tokens of f32 K
-/// at D = 128, 64 of bf16): L2 (2 MiB a core on the Xeon) has room for them. Measured on the
-/// AVX-512 Xeon, reference shape, 1 thread, against 8 KiB: bf16 and half with one page per
-/// sequence 15.6-15.8 ms against 17.1-18.1; f32 and pages of 16 within noise.
+/// at D = 128, 64 of bf16), which L2 has room for and which beat 8 KiB for 16-bit rows.
 inline constexpr std::int64_t kAheadBytesL2 = 16384;
 
 /// Whether rows of `element_bytes`-byte elements are asked into L1, or into L2 only (x86
-/// prefetcht1: the line waits in L2 without taking an L1 line). Measured on the AVX-512 Xeon,
-/// reference shape, 1 thread, three paired runs: into L2, f32 with pages of 16 took 31.3-33.2 ms
-/// against 33.1-35.0 into L1, 16-bit 0-5% less, one page per sequence the same; int8 and e4m3
-/// with one page per sequence took up to 5% more (10.8-11.3 against 9.9-10.8 ms), so 8-bit rows
-/// still go into L1.
+/// prefetcht1: the line waits in L2 without taking an L1 line): L2 suits f32 and 16-bit rows,
+/// while 8-bit rows, bound by arithmetic, run faster from L1.
 constexpr bool ahead_into_l1(std::int64_t element_bytes) noexcept { return element_bytes == 1; }
 
 /// Tokens ahead for a kernel that reads the rows of every KV head of a page in turn before it
 /// moves on (ragged decode): one page of 16 tokens, whatever the row size. The other heads' rows
 /// are read between the prefetch and the read, so 16 tokens are time enough, and a short
-/// sequence (a decode batch holds many) is covered from its second page on; at the byte
-/// distances (32-64 tokens) the first 2-4 pages of every sequence went unasked. Measured on the
-/// AVX-512 Xeon, ragged decode-only (16 sequences of 18-1328 tokens, pages of 16), old and new
-/// binaries alternated twice, 1 thread: bf16 2.17 / 2.18 -> 2.08 / 2.00 ms, half 2.28 / 2.11 ->
-/// 2.01 / 2.02, int8 1.81 / 1.79 -> 1.72 / 1.72, e4m3 2.06 / 2.09 -> 1.91 / 1.90, f32 within
-/// noise; 8 or 32 tokens gained less or nothing; prefill and mixed batches within noise.
+/// sequence (a decode batch holds many) is covered from its second page on, where the byte
+/// distances (32-64 tokens) would leave its first 2-4 pages unasked.
 inline constexpr std::int64_t kTokensAheadHeadsInTurn = 16;
 
 /// Whether such a kernel (ragged decode) asks for the rows of `element_bytes`-byte elements in
 /// two streams: a head's rows a page on all at once into L2 before it reads the head's rows of
 /// this page, and the next head's rows of this page into L1 as it reads; or in one stream, the
-/// head's rows a page on as it reads. Measured on AMD Zen 5 (the Xeon was not at hand), ragged
-/// decode-only from memory, medians of 3 alternated runs, one stream -> two: 1 thread f32 3.38
-/// -> 3.03 ms, int8 1.24 -> 1.05, e4m3 1.55 -> 1.21; 2 threads f32 1.86 -> 1.64. 16-bit rows
-/// keep one stream: with two, bf16 took 1.69 ms against 1.66, half 1.71 against 1.64, and bf16
-/// over one 8192-token sequence 1.60 against 1.36 (a head's 16 bf16 rows are 64 lines asked for at
-/// once, and the burst stalled on the full L2 miss queue).
+/// head's rows a page on as it reads. 16-bit rows keep one stream: a head's 16 bf16 rows are 64
+/// lines asked for at once, and that burst stalls on a full L2 miss queue.
 constexpr bool two_streams_ahead(std::int64_t element_bytes) noexcept { return element_bytes != 2; }
 
 /// Tokens ahead for rows of `row_bytes` bytes of `element_bytes`-byte elements: kAheadBytes of
@@ -140,10 +127,8 @@ RowsAhead page_rows_ahead(const TensorView<const T, 4>& pages, std::int64_t h, s
 /// of a page in turn), up to n of them within one page, before token `end`: none past it, so
 /// only pages the kernel itself reads are looked up. Rows of long pages are asked for too, although
 /// the hardware prefetchers follow a page's stream once trained: they run only a few lines ahead,
-/// so the stream stalls while the tile products compute. Measured on the AVX-512 Xeon, reference
-/// shape, f32 with one page per sequence, alternated twice: leaving rows past 32 KiB into a page
-/// to the hardware took 28.3-28.5 ms (1 thread) and 15.1-15.2 ms (2 threads), asking for them
-/// 26.9-27.1 and 13.7-14.1; pages of 16 the same.
+/// so the stream stalls while the tile products compute (docs/benchmarks.md, "Prefetch
+/// distances").
 template <class T, class PageOf>
 RowsAhead sequence_rows_ahead(const TensorView<const T, 4>& pages, std::int64_t h, std::int64_t t,
                               std::int64_t n, std::int64_t end, PageOf&& page_of,
