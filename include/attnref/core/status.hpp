@@ -84,6 +84,9 @@ enum class ErrorCode : int {
   kInvalidPageStride,   ///< pages overlap, or are not dense where dense pages were declared
   kDeviceNotSupported,  ///< a DLPack tensor does not live in CPU memory
   kMisalignedOffset,    ///< a DLPack byte_offset or pointer is not aligned to the element type
+  // Engine targets (validate/engines/).
+  kEngineRule,           ///< a configuration breaks a rule of an engine's kernel (FlashInfer, ...)
+  kUnknownEngineTarget,  ///< an engine kernel, GPU architecture or version attnref does not know
   // Data tier.
   kNonFiniteData,  ///< NaN or Inf in the region the kernel reads
   // Files and command line (attnref-run).
@@ -195,6 +198,10 @@ constexpr const char* error_code_name(ErrorCode c) noexcept {
       return "device_not_supported";
     case ErrorCode::kMisalignedOffset:
       return "misaligned_offset";
+    case ErrorCode::kEngineRule:
+      return "engine_rule";
+    case ErrorCode::kUnknownEngineTarget:
+      return "unknown_engine_target";
     case ErrorCode::kNonFiniteData:
       return "non_finite_data";
     case ErrorCode::kBadFile:

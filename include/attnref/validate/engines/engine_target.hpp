@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file engine_target.hpp
+/// What an engine check is asked about: an engine kernel with its context (GPU architecture,
+/// engine version, build flags) and a model's attention configuration. Everything is a literal
+/// type, so a constant configuration is checked by `static_assert` (see check_engine.hpp).
+///
+/// Example:
+/// @code
+///   constexpr attnref::EngineConfig kQwen2_7b{28, 4, 128};        // bf16 q and K/V
+///   constexpr attnref::EngineTarget kDecode{attnref::EngineKernel::kFlashInferDecode, 90};
+/// @endcode
+#pragma once
+
+#include <cstdint>
+
+#include "attnref/core/dtype.hpp"
+
+namespace attnref {
+
+/// An engine's attention kernel, as a caller reaches it.
+enum class EngineKernel : int {
+  kFlashInferDecode,             ///< FlashInfer batch decode, CUDA cores (use_tensor_cores=False)
+  kFlashInferDecodeTensorCores,  ///< FlashInfer batch decode on the fa2 prefill kernels
+  kFlashInferPrefillFa2,         ///< FlashInfer batch prefill, paged or ragged, backend fa2
+  kFlashInferPrefillFa3,         ///< FlashInfer batch prefill, paged or ragged, backend fa3
+  kVllmPagedAttentionV1,         ///< vLLM's paged_attention_v1 CUDA kernel
+  kVllmPagedAttentionV2,         ///< vLLM's paged_attention_v2 CUDA kernel
+  kVllmFlashAttn,                ///< vLLM's FLASH_ATTN backend (its FlashAttention fork)
+  kFlashAttention2,              ///< FlashAttention-2 upstream: varlen, paged KV, kvcache
+  kFlashAttention3,              ///< FlashAttention-3 upstream (hopper/)
+  kFlashMlaDecode,               ///< FlashMLA dense decode
+};
+
+/// Every engine kernel, in the order tables and reports list them.
+inline constexpr EngineKernel kEngineKernels[] = {
+    EngineKernel::kFlashInferDecode,     EngineKernel::kFlashInferDecodeTensorCores,
+    EngineKernel::kFlashInferPrefillFa2, EngineKernel::kFlashInferPrefillFa3,
+    EngineKernel::kVllmPagedAttentionV1, EngineKernel::kVllmPagedAttentionV2,
+    EngineKernel::kVllmFlashAttn,        EngineKernel::kFlashAttention2,
+    EngineKernel::kFlashAttention3,      EngineKernel::kFlashMlaDecode,
+};
+
+/// Stable name of a kernel: "flashinfer.decode", "vllm.paged_attention_v1", ...
+constexpr const char* engine_kernel_name(EngineKernel k) noexcept {
+  switch (k) {
+    case EngineKernel::kFlashInferDecode:
+      return "flashinfer.decode";
+    case EngineKernel::kFlashInferDecodeTensorCores:
+      return "flashinfer.decode.tensor_cores";
+    case EngineKernel::kFlashInferPrefillFa2:
+      return "flashinfer.prefill.fa2";
+    case EngineKernel::kFlashInferPrefillFa3:
+      return "flashinfer.prefill.fa3";
+    case EngineKernel::kVllmPagedAttentionV1:
+      return "vllm.paged_attention_v1";
+    case EngineKernel::kVllmPagedAttentionV2:
+      return "vllm.paged_attention_v2";
+    case EngineKernel::kVllmFlashAttn:
+      return "vllm.flash_attn";
+    case EngineKernel::kFlashAttention2:
+      return "flash_attn2";
+    case EngineKernel::kFlashAttention3:
+      return "flash_attn3";
+    case EngineKernel::kFlashMlaDecode:
+      return "flashmla.decode";
+  }
+  return "unknown";
+}
+
+/// An engine release, compared component by component. {0, 0, 0} stands for "the pinned one".
+struct EngineVersion {
+  int major = 0;
+  int minor = 0;
+  int patch = 0;
+};
+
+constexpr bool operator<(const EngineVersion& a, const EngineVersion& b) noexcept {
+  if (a.major != b.major) return a.major < b.major;
+  if (a.minor != b.minor) return a.minor < b.minor;
+  return a.patch < b.patch;
+}
+constexpr bool operator==(const EngineVersion& a, const EngineVersion& b) noexcept {
+  return a.major == b.major && a.minor == b.minor && a.patch == b.patch;
+}
+
+/// The release whose source the kernel's rules were read from (docs/engines.md lists the
+/// commits); a target with version {0, 0, 0} is checked as this one.
+constexpr EngineVersion pinned_engine_version(EngineKernel k) noexcept {
+  switch (k) {
+    case EngineKernel::kFlashInferDecode:
+    case EngineKernel::kFlashInferDecodeTensorCores:
+    case EngineKernel::kFlashInferPrefillFa2:
+    case EngineKernel::kFlashInferPrefillFa3:
+      return {0, 6, 18};
+    case EngineKernel::kFlashAttention2:
+    case EngineKernel::kFlashAttention3:
+      return {2, 8, 3};
+    default:
+      return {0, 0, 0};  // rules read at one commit, no version ranges
+  }
+}
+
+/// Build options that change an engine's rules.
+enum EngineBuildFlag : std::uint32_t {
+  /// FlashAttention-2 built with FLASHATTENTION_DISABLE_UNEVEN_K (vLLM's FA2 wheels of 2025).
+  kFa2DisableUnevenK = 1u << 0,
+};
+
+/// The GPU architectures a target may name, as compute capability x 10 (sm90 is 90).
+inline constexpr int kEngineArchs[] = {80, 86, 89, 90, 100, 120};
+
+/// An engine kernel in its context. The architecture is given, never detected.
+struct EngineTarget {
+  EngineKernel kernel = EngineKernel::kFlashInferDecode;
+  int arch = 90;                  ///< compute capability x 10: 80, 86, 89, 90, 100 or 120
+  EngineVersion version{};        ///< {0, 0, 0}: the pinned version
+  std::uint32_t build_flags = 0;  ///< EngineBuildFlag bits
+};
+
+/// The version a target is checked as.
+constexpr EngineVersion effective_version(const EngineTarget& t) noexcept {
+  return t.version == EngineVersion{} ? pinned_engine_version(t.kernel) : t.version;
+}
+
+/// One attention layer as the engines see it, in attnref's conventions (design.md): a sliding
+/// window of W keys sees `p - W < t <= p`; the soft cap is `c * tanh(x / c)`; ALiBi adds
+/// `slope * (key_pos - query_pos)`; a sink is one extra logit per query head.
+struct EngineConfig {
+  std::int64_t num_q_heads = 0;
+  std::int64_t num_kv_heads = 0;
+  std::int64_t head_dim = 0;    ///< q and K head_dim
+  std::int64_t head_dim_v = 0;  ///< V head_dim; 0 means "same as head_dim"
+  std::int64_t page_size = 0;   ///< tokens per KV page; 0 means "not paged"
+  DType q_dtype = DType::kBFloat16;
+  DType kv_dtype = DType::kBFloat16;
+  std::int64_t sliding_window = 0;  ///< W; 0 means none
+  bool soft_cap = false;
+  bool alibi = false;
+  bool sinks = false;
+  std::int64_t q_len = 1;  ///< query tokens per request in one call (1 for decode)
+};
+
+/// V's head_dim with the default resolved.
+constexpr std::int64_t value_head_dim(const EngineConfig& c) noexcept {
+  return c.head_dim_v == 0 ? c.head_dim : c.head_dim_v;
+}
+
+constexpr bool is_fp8(DType t) noexcept {
+  return t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2;
+}
+
+constexpr bool is_16_bit_float(DType t) noexcept {
+  return t == DType::kFloat16 || t == DType::kBFloat16;
+}
+
+}  // namespace attnref

@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file vllm_rules.hpp
+/// vLLM's paged_attention_v1/v2 CUDA kernels and its FLASH_ATTN backend as rule tables, read
+/// from vllm-project/vllm one file at a time (each row names its file's commit) and from
+/// vllm-project/flash-attention at 617264c1c795 (the fork's sink limits).
+#pragma once
+
+#include "attnref/validate/engines/engine_rule.hpp"
+
+namespace attnref {
+namespace detail {
+
+constexpr bool vl_pa_head_size(const EngineConfig& c, const EngineTarget&) noexcept {
+  const std::int64_t d = c.head_dim;
+  return d == 32 || d == 64 || d == 80 || d == 96 || d == 112 || d == 120 || d == 128 || d == 192 ||
+         d == 256;
+}
+constexpr bool vl_pa_block_size(const EngineConfig& c, const EngineTarget&) noexcept {
+  return c.page_size == 8 || c.page_size == 16 || c.page_size == 32;
+}
+constexpr bool vl_pa_q_dtype(const EngineConfig& c, const EngineTarget&) noexcept {
+  return c.q_dtype == DType::kFloat32 || is_16_bit_float(c.q_dtype);
+}
+constexpr bool vl_kv_same_or_fp8(const EngineConfig& c, const EngineTarget&) noexcept {
+  return c.kv_dtype == c.q_dtype || is_fp8(c.kv_dtype);
+}
+constexpr bool vl_equal_head_dims(const EngineConfig& c, const EngineTarget&) noexcept {
+  return value_head_dim(c) == c.head_dim;
+}
+constexpr bool vl_fa_head_size(const EngineConfig& c, const EngineTarget&) noexcept {
+  return c.head_dim % 8 == 0 && c.head_dim <= 256;
+}
+constexpr bool vl_fa_block_size(const EngineConfig& c, const EngineTarget&) noexcept {
+  return c.page_size > 0 && c.page_size % 16 == 0;
+}
+constexpr bool vl_fa_fp8_kv_arch(const EngineConfig& c, const EngineTarget& t) noexcept {
+  return c.kv_dtype != DType::kFloat8E4M3FN || t.arch == 90;
+}
+constexpr bool vl_fa_not_e5m2(const EngineConfig& c, const EngineTarget&) noexcept {
+  return c.kv_dtype != DType::kFloat8E5M2;
+}
+constexpr bool vl_fa_sinks_arch(const EngineConfig& c, const EngineTarget& t) noexcept {
+  return !c.sinks || t.arch == 90;
+}
+constexpr bool vl_fa_sinks_heads(const EngineConfig& c, const EngineTarget&) noexcept {
+  return !c.sinks || c.num_q_heads <= 64;
+}
+constexpr bool vl_fa_sinks_bf16(const EngineConfig& c, const EngineTarget&) noexcept {
+  return !c.sinks || c.q_dtype == DType::kBFloat16;
+}
+constexpr bool vl_fa_alibi_on_fa3(const EngineConfig& c, const EngineTarget& t) noexcept {
+  return !c.alibi || t.arch != 90;
+}
+
+}  // namespace detail
+
+// --- paged_attention_v1 / v2 --------------------------------------------------------------
+
+inline constexpr EngineRule kVllmPagedHeadSize{
+    "vllm.paged_attention.head_size",
+    Severity::kRejects,
+    detail::vl_pa_head_size,
+    "Unsupported head size: {2}",
+    "paged_attention is compiled for head sizes 32, 64, 80, 96, 112, 120, 128, 192 and 256",
+    "a head_dim in 32, 64, 80, 96, 112, 120, 128, 192, 256, or the FLASH_ATTN backend",
+    "vllm-project/vllm csrc/attention/paged_attention_v1.cu@03f861174cf6 and "
+    "paged_attention_v2.cu@0e60ae8f paged_attention_v{1,2}_launcher"};
+
+inline constexpr EngineRule kVllmPagedBlockSize{
+    "vllm.paged_attention.block_size",
+    Severity::kRejects,
+    detail::vl_pa_block_size,
+    "Unsupported block size: {4}",
+    "paged_attention is compiled for pages of 8, 16 or 32 tokens",
+    "a page_size of 8, 16 or 32",
+    "vllm-project/vllm csrc/attention/paged_attention_v1.cu@03f861174cf6 "
+    "CALL_V1_LAUNCHER_BLOCK_SIZE (v2: CALL_V2_LAUNCHER_BLOCK_SIZE)"};
+
+inline constexpr EngineRule kVllmPagedQueryDtype{
+    "vllm.paged_attention.q_dtype",
+    Severity::kRejects,
+    detail::vl_pa_q_dtype,
+    "Unsupported input type of kv cache: {d6}",
+    "paged_attention takes a float32, float16 or bfloat16 query (torch names the dtype its own "
+    "way, e.g. Double for float64)",
+    "a float32, float16 or bfloat16 query",
+    "vllm-project/vllm@03476e5c1184 csrc/quantization/fp8/nvidia/quant_utils.cuh "
+    "DISPATCH_BY_KV_CACHE_DTYPE"};
+
+inline constexpr EngineRule kVllmPagedKvDtype{
+    "vllm.paged_attention.kv_dtype",
+    Severity::kRejects,
+    detail::vl_kv_same_or_fp8,
+    "",
+    "K/V pages are read in the query's dtype (kv_cache_dtype 'auto') or as fp8 ('fp8', "
+    "'fp8_e5m2'); no kv_cache_dtype names int8 pages",
+    "K/V in the query's dtype or in fp8",
+    "vllm-project/vllm@03476e5c1184 csrc/quantization/fp8/nvidia/quant_utils.cuh "
+    "DISPATCH_BY_KV_CACHE_DTYPE"};
+
+inline constexpr EngineRule kVllmPagedHeadDimV{
+    "vllm.paged_attention.head_dim_v",
+    Severity::kSilentlyWrong,
+    detail::vl_equal_head_dims,
+    "",
+    "paged_attention reads V with the query's head_size ({2}); a V head_dim of {3} is read "
+    "with the wrong extent",
+    "a kernel that takes a separate V head_dim (FlashMLA, FlashInfer tensor-core decode)",
+    "vllm-project/vllm csrc/attention/attention_kernels.cuh@04d1abd3 paged_attention_kernel"};
+
+inline constexpr EngineRule kVllmPagedNoSlidingWindow{
+    "vllm.paged_attention.sliding_window",
+    Severity::kSilentlyWrong,
+    detail::no_sliding_window,
+    "",
+    "paged_attention has no sliding-window parameter: it attends to the whole context",
+    "the FLASH_ATTN or TRITON_ATTN backend (they take window_size)",
+    "vllm-project/vllm vllm/attention/ops/paged_attn.py@5da3a322 forward_decode"};
+
+inline constexpr EngineRule kVllmPagedNoSoftCap{
+    "vllm.paged_attention.soft_cap",
+    Severity::kSilentlyWrong,
+    detail::no_soft_cap,
+    "",
+    "paged_attention has no soft-cap parameter: the logits are not capped",
+    "the FLASH_ATTN, FLASHINFER or TRITON_ATTN backend (they take logits_soft_cap)",
+    "vllm-project/vllm vllm/attention/ops/paged_attn.py@5da3a322 forward_decode"};
+
+inline constexpr EngineRule kVllmPagedNoSinks{
+    "vllm.paged_attention.sinks",
+    Severity::kSilentlyWrong,
+    detail::no_sinks,
+    "",
+    "paged_attention has no sinks parameter: the softmax runs without the sink logits",
+    "the TRITON_ATTN backend, or FLASH_ATTN on sm90",
+    "vllm-project/vllm vllm/attention/ops/paged_attn.py@5da3a322 forward_decode"};
+
+// --- FLASH_ATTN backend -------------------------------------------------------------------
+
+inline constexpr EngineRule kVllmFlashAttnHeadSize{
+    "vllm.flash_attn.head_size",
+    Severity::kRejects,
+    detail::vl_fa_head_size,
+    "head_size not supported",
+    "the FLASH_ATTN backend takes head sizes that are multiples of 8 up to 256",
+    "a head_dim that is a multiple of 8 and at most 256, or the TRITON_ATTN backend",
+    "vllm-project/vllm vllm/v1/attention/backends/flash_attn.py@5704f34f supports_head_size"};
+
+inline constexpr EngineRule kVllmFlashAttnBlockSize{
+    "vllm.flash_attn.block_size",
+    Severity::kRejects,
+    detail::vl_fa_block_size,
+    "Block size must be a multiple of 16.",
+    "the FLASH_ATTN backend's KV cache pages hold a multiple of 16 tokens",
+    "a page_size that is a multiple of 16",
+    "vllm-project/vllm vllm/v1/attention/backends/flash_attn.py@5704f34f get_kv_cache_shape"};
+
+inline constexpr EngineRule kVllmFlashAttnDtype{
+    "vllm.flash_attn.dtype",
+    Severity::kRejects,
+    detail::q_is_16_bit,
+    "dtype not supported",
+    "the FLASH_ATTN backend runs float16 and bfloat16 models",
+    "dtype float16 or bfloat16",
+    "vllm-project/vllm vllm/v1/attention/backends/flash_attn.py@5704f34f supported_dtypes"};
+
+inline constexpr EngineRule kVllmFlashAttnKvDtype{
+    "vllm.flash_attn.kv_dtype",
+    Severity::kRejects,
+    detail::vl_kv_same_or_fp8,
+    "kv_cache_dtype not supported",
+    "the FLASH_ATTN backend stores K/V in the model's dtype or in fp8",
+    "kv_cache_dtype 'auto' (the model's dtype) or fp8 on sm90",
+    "vllm-project/vllm vllm/v1/attention/backends/flash_attn.py@5704f34f "
+    "supports_kv_cache_dtype"};
+
+inline constexpr EngineRule kVllmFlashAttnFp8KvArch{
+    "vllm.flash_attn.fp8_kv_arch",
+    Severity::kRejects,
+    detail::vl_fa_fp8_kv_arch,
+    "FlashAttention does not support fp8 kv-cache on this device.",
+    "fp8 K/V runs on FlashAttention 3, which vLLM uses on sm90 only",
+    "kv_cache_dtype 'auto' on this GPU, or an sm90 GPU",
+    "vllm-project/vllm vllm/v1/attention/backends/flash_attn.py@5704f34f "
+    "FlashAttentionImpl.__init__ (flash_attn_supports_fp8)"};
+
+inline constexpr EngineRule kVllmFlashAttnFp8E5m2{
+    "vllm.flash_attn.fp8_e5m2",
+    Severity::kRejects,
+    detail::vl_fa_not_e5m2,
+    "Unrecognized FP8 dtype: fp8_e5m2",
+    "fp8_e5m2 passes the backend's kv_cache_dtype check, then fails when the kernel's fp8 type "
+    "is chosen",
+    "kv_cache_dtype fp8 (e4m3)",
+    "vllm-project/vllm vllm/v1/attention/backends/flash_attn.py@5704f34f "
+    "get_fp8_dtype_for_flashattn"};
+
+inline constexpr EngineRule kVllmFlashAttnSinksArch{
+    "vllm.flash_attn.sinks_arch",
+    Severity::kRejects,
+    detail::vl_fa_sinks_arch,
+    "Sinks are only supported in FlashAttention 3",
+    "sinks run on FlashAttention 3, which vLLM uses on sm90 only",
+    "the TRITON_ATTN backend (it takes sinks on any GPU), or an sm90 GPU",
+    "vllm-project/vllm vllm/v1/attention/backends/flash_attn.py@5704f34f "
+    "FlashAttentionImpl.__init__"};
+
+inline constexpr EngineRule kVllmFlashAttnSinksHeads{
+    "vllm.flash_attn.sinks_q_heads",
+    Severity::kRejects,
+    detail::vl_fa_sinks_heads,
+    "We only support query heads <= 64 with S aux",
+    "the fork's FlashAttention 3 takes sinks for at most 64 query heads per GPU ({0} here)",
+    "tensor parallelism that leaves at most 64 query heads per GPU, or the TRITON_ATTN backend",
+    "vllm-project/flash-attention@617264c1c795 hopper/flash_api.cpp mha_fwd"};
+
+inline constexpr EngineRule kVllmFlashAttnSinksBf16{
+    "vllm.flash_attn.sinks_bf16",
+    Severity::kRejects,
+    detail::vl_fa_sinks_bf16,
+    "We only support bf16 dtype for S aux.",
+    "the fork's FlashAttention 3 takes sinks with a bfloat16 model only",
+    "dtype bfloat16, or the TRITON_ATTN backend",
+    "vllm-project/flash-attention@617264c1c795 hopper/flash_api.cpp mha_fwd"};
+
+inline constexpr EngineRule kVllmFlashAttnAlibiFa2{
+    "vllm.flash_attn.alibi_fa2",
+    Severity::kFallsBack,
+    detail::vl_fa_alibi_on_fa3,
+    "Cannot use FA version 3 with ALiBi, defaulting to FA version 2.",
+    "FlashAttention 3 has no ALiBi: vLLM runs FlashAttention 2 on this sm90 GPU",
+    "nothing to change for correctness; FA2 is the slower kernel on sm90",
+    "vllm-project/vllm vllm/v1/attention/backends/fa_utils.py@7283494f get_flash_attn_version"};
+
+/// The rules of each vLLM kernel (v1 and v2 share theirs).
+inline constexpr const EngineRule* kVllmPagedAttentionRules[] = {
+    &kVllmPagedHeadSize, &kVllmPagedBlockSize,       &kVllmPagedQueryDtype, &kVllmPagedKvDtype,
+    &kVllmPagedHeadDimV, &kVllmPagedNoSlidingWindow, &kVllmPagedNoSoftCap,  &kVllmPagedNoSinks,
+};
+inline constexpr const EngineRule* kVllmFlashAttnRules[] = {
+    &kVllmFlashAttnHeadSize,  &kVllmFlashAttnBlockSize,  &kVllmFlashAttnDtype,
+    &kVllmFlashAttnKvDtype,   &kVllmFlashAttnFp8KvArch,  &kVllmFlashAttnFp8E5m2,
+    &kVllmFlashAttnSinksArch, &kVllmFlashAttnSinksHeads, &kVllmFlashAttnSinksBf16,
+    &kVllmFlashAttnAlibiFa2,
+};
+
+}  // namespace attnref

@@ -1,0 +1,961 @@
+// Engine targets: every rule tripped alone (severity, id, the engine's exact message or
+// attnref's explanation), accepted configurations per kernel, reports sorted worst first,
+// unknown names, and docs/engines.md generated from the rule tables.
+#include <gtest/gtest.h>
+
+#include <attnref/validate/engines.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using attnref::DType;
+using attnref::EngineConfig;
+using attnref::EngineKernel;
+using attnref::EngineTarget;
+using attnref::Severity;
+
+constexpr EngineConfig kLlama3_8b{32, 8, 128, 0, 16};  // bf16, pages of 16
+constexpr EngineConfig kLlama3_8bPages256{32, 8, 128, 0, 256};
+constexpr EngineConfig kDeepSeekV3Mla{128, 1, 576, 512, 64};  // MLA latent cache
+constexpr EngineTarget kFiDecode{EngineKernel::kFlashInferDecode, 90};
+constexpr EngineTarget kFiFa2{EngineKernel::kFlashInferPrefillFa2, 90};
+constexpr EngineTarget kFiFa3{EngineKernel::kFlashInferPrefillFa3, 90};
+
+static_assert(attnref::engine_finding_count(kLlama3_8b, kFiDecode) == 0, "Llama-3-8B decodes");
+static_assert(attnref::engine_finding_count({28, 4, 128, 0, 16}, kFiDecode) == 1,
+              "Qwen2-7B: 7 query heads per KV head has no CUDA-core decode kernel");
+static_assert(attnref::engine_finding_count({28, 4, 128, 0, 16},
+                                            {EngineKernel::kFlashInferDecodeTensorCores, 90}) == 0,
+              "Qwen2-7B on the tensor-core decode path");
+static_assert(attnref::engine_finding_count({0, 8, 128}, kFiDecode) == -1, "invalid config");
+
+struct RuleCase {
+  EngineKernel kernel;
+  int arch;
+  attnref::EngineVersion version;
+  std::uint32_t flags;
+  EngineConfig config;
+  const char* id;
+  Severity severity;
+  const char* message;  // the finding's Status message: upstream text, else the explanation
+};
+
+EngineConfig heads(EngineConfig c, std::int64_t hq, std::int64_t hkv) {
+  c.num_q_heads = hq;
+  c.num_kv_heads = hkv;
+  return c;
+}
+EngineConfig dims(EngineConfig c, std::int64_t d, std::int64_t dv = 0) {
+  c.head_dim = d;
+  c.head_dim_v = dv;
+  return c;
+}
+EngineConfig dtypes(EngineConfig c, DType q, DType kv) {
+  c.q_dtype = q;
+  c.kv_dtype = kv;
+  return c;
+}
+EngineConfig page(EngineConfig c, std::int64_t s) {
+  c.page_size = s;
+  return c;
+}
+EngineConfig sinks(EngineConfig c) {
+  c.sinks = true;
+  return c;
+}
+EngineConfig alibi(EngineConfig c) {
+  c.alibi = true;
+  return c;
+}
+EngineConfig soft_cap(EngineConfig c) {
+  c.soft_cap = true;
+  return c;
+}
+EngineConfig window(EngineConfig c, std::int64_t w) {
+  c.sliding_window = w;
+  return c;
+}
+EngineConfig q_len(EngineConfig c, std::int64_t n) {
+  c.q_len = n;
+  return c;
+}
+
+constexpr DType kBf16 = DType::kBFloat16;
+constexpr DType kF16 = DType::kFloat16;
+constexpr DType kF32 = DType::kFloat32;
+constexpr DType kE4m3 = DType::kFloat8E4M3FN;
+constexpr DType kE5m2 = DType::kFloat8E5M2;
+constexpr EngineKernel kFiDec = EngineKernel::kFlashInferDecode;
+constexpr EngineKernel kFa2Pf = EngineKernel::kFlashInferPrefillFa2;
+constexpr EngineKernel kFa3Pf = EngineKernel::kFlashInferPrefillFa3;
+constexpr EngineKernel kVlV1 = EngineKernel::kVllmPagedAttentionV1;
+constexpr EngineKernel kVlV2 = EngineKernel::kVllmPagedAttentionV2;
+constexpr EngineKernel kVlFa = EngineKernel::kVllmFlashAttn;
+constexpr EngineKernel kFa2 = EngineKernel::kFlashAttention2;
+constexpr EngineKernel kFa3 = EngineKernel::kFlashAttention3;
+constexpr EngineKernel kMla = EngineKernel::kFlashMlaDecode;
+constexpr std::uint32_t kUnevenOff = attnref::kFa2DisableUnevenK;
+
+std::vector<RuleCase> rule_cases() {
+  const EngineConfig L = kLlama3_8b;
+  const EngineConfig P = kLlama3_8bPages256;
+  const EngineConfig M = kDeepSeekV3Mla;
+  return {
+      // FlashInfer batch decode, CUDA cores.
+      {kFiDec,
+       90,
+       {},
+       0,
+       heads(L, 40, 8),
+       "flashinfer.decode.group_size",
+       Severity::kRejects,
+       "Unsupported group_size: 5"},
+      {kFiDec,
+       90,
+       {0, 6, 17},
+       0,
+       heads(L, 48, 8),
+       "flashinfer.decode.group_size",
+       Severity::kRejects,
+       "Unsupported group_size: 6"},
+      {kFiDec,
+       90,
+       {0, 1, 6},
+       0,
+       heads(L, 24, 8),
+       "flashinfer.decode.group_size",
+       Severity::kRejects,
+       "Unsupported group_size: 3"},
+      {kFiDec,
+       90,
+       {},
+       0,
+       heads(L, 36, 8),
+       "flashinfer.decode.heads_divisible",
+       Severity::kSilentlyWrong,
+       "batch decode never checks that num_qo_heads (36) is a multiple of num_kv_heads (8): it "
+       "runs with 4 query heads per KV head, so some query heads read the wrong KV head or are "
+       "never written"},
+      {kFiDec,
+       90,
+       {},
+       0,
+       dims(L, 128, 64),
+       "flashinfer.decode.head_dim_vo",
+       Severity::kRejects,
+       "CUDA cores template only supports equal head dim for QK and VO, please use tensor cores "
+       "template for different head dim"},
+      {kFiDec,
+       90,
+       {},
+       0,
+       q_len(L, 4),
+       "flashinfer.decode.q_len",
+       Severity::kRejects,
+       "q implies q_len_per_req=4, but the non-tensor-core decode kernel only supports "
+       "q_len_per_req=1."},
+      {kFiDec,
+       90,
+       {},
+       0,
+       sinks(L),
+       "flashinfer.decode.sinks_ignored",
+       Severity::kSilentlyWrong,
+       "sinks= is dropped on the CUDA-core decode path: the softmax runs without the sink "
+       "logits"},
+      // FlashInfer prefill fa2 (and tensor-core decode).
+      {kFa2Pf,
+       90,
+       {},
+       0,
+       heads(L, 12, 5),
+       "flashinfer.prefill.heads_divisible",
+       Severity::kRejects,
+       "num_qo_heads 12 should be divisible by num_kv_heads 5"},
+      {kFa2Pf,
+       90,
+       {},
+       0,
+       dims(L, 128, 32),
+       "flashinfer.prefill.fa2_head_dim_min",
+       Severity::kRejects,
+       "FlashInfer Internal Error: Invalid configuration : NUM_MMA_Q=…"},
+      {kFa2Pf,
+       90,
+       {},
+       0,
+       dims(L, 72),
+       "flashinfer.prefill.head_dim_16",
+       Severity::kSilentlyWrong,
+       "the prefill kernels tile head_dim by 16 and never check it: head dims 72 and 72 are cut "
+       "to a multiple of 16 and the rest of each head is ignored"},
+      {kFa2Pf,
+       90,
+       {},
+       0,
+       dims(L, 96),
+       "flashinfer.prefill.head_dim_64",
+       Severity::kOutOfBounds,
+       "the prefill kernels never check head_dim: head dims 96 and 96, multiples of 16 but not "
+       "of 64, make an illegal memory access"},
+      {kFa2Pf,
+       90,
+       {},
+       0,
+       dtypes(L, kE4m3, kE4m3),
+       "flashinfer.prefill.fa2_fp8_q",
+       Severity::kRejects,
+       "fp8 tensor core is not supported in fa2 backend"},
+      {kFa2Pf,
+       90,
+       {},
+       0,
+       dtypes(dims(L, 512), kBf16, kE4m3),
+       "flashinfer.prefill.large_head_arch",
+       Severity::kFailsToBuild,
+       "fp8 K/V with a head_dim above 256 is built for sm100 and later only"},
+      {kFa2Pf,
+       90,
+       {},
+       0,
+       sinks(L),
+       "flashinfer.prefill.sinks_ignored",
+       Severity::kSilentlyWrong,
+       "sinks= reaches paged_run but only backend trtllm-gen uses it: on fa2 and fa3 the softmax "
+       "runs without the sink logits"},
+      // FlashInfer prefill fa3.
+      {kFa3Pf,
+       80,
+       {},
+       0,
+       L,
+       "flashinfer.prefill.fa3_arch",
+       Severity::kFallsBack,
+       "the fa3 kernels exist for sm90a only; backend='auto' runs fa2 on this GPU"},
+      {kFa3Pf,
+       90,
+       {},
+       0,
+       dims(L, 96),
+       "flashinfer.prefill.fa3_head_dim",
+       Severity::kFailsToBuild,
+       "static_assert(HEAD_DIM_VO == 64 || HEAD_DIM_VO == 128 || HEAD_DIM_VO == 256)"},
+      {kFa3Pf,
+       90,
+       {},
+       0,
+       dtypes(L, kBf16, kE4m3),
+       "flashinfer.prefill.fa3_fp8_kv",
+       Severity::kFallsBack,
+       "fa3 takes fp8 K/V only with an fp8 query; backend='auto' runs fa2 instead"},
+      {kFa3Pf,
+       90,
+       {},
+       0,
+       alibi(L),
+       "flashinfer.prefill.fa3_alibi_ignored",
+       Severity::kSilentlyWrong,
+       "with backend='fa3' forced, paged_run and ragged_run never pass ALiBi slopes to the "
+       "kernel"},
+      {kFa3Pf,
+       90,
+       {},
+       0,
+       soft_cap(dtypes(L, kE4m3, kE4m3)),
+       "flashinfer.prefill.fa3_fp8_soft_cap_ignored",
+       Severity::kSilentlyWrong,
+       "the fp8 fa3 variant has no logits_soft_cap parameter: the cap is not applied"},
+      {kFa3Pf,
+       90,
+       {},
+       0,
+       heads(L, 12, 5),
+       "flashinfer.prefill.heads_divisible",
+       Severity::kRejects,
+       "num_qo_heads 12 should be divisible by num_kv_heads 5"},
+      {kFa3Pf,
+       90,
+       {},
+       0,
+       sinks(L),
+       "flashinfer.prefill.sinks_ignored",
+       Severity::kSilentlyWrong,
+       "sinks= reaches paged_run but only backend trtllm-gen uses it: on fa2 and fa3 the softmax "
+       "runs without the sink logits"},
+      // vLLM paged_attention_v1 / v2.
+      {kVlV1,
+       90,
+       {},
+       0,
+       dims(L, 72),
+       "vllm.paged_attention.head_size",
+       Severity::kRejects,
+       "Unsupported head size: 72"},
+      {kVlV2,
+       90,
+       {},
+       0,
+       page(L, 64),
+       "vllm.paged_attention.block_size",
+       Severity::kRejects,
+       "Unsupported block size: 64"},
+      {kVlV1,
+       90,
+       {},
+       0,
+       dtypes(L, DType::kFloat64, DType::kFloat64),
+       "vllm.paged_attention.q_dtype",
+       Severity::kRejects,
+       "Unsupported input type of kv cache: float64"},
+      {kVlV1,
+       90,
+       {},
+       0,
+       dtypes(L, kBf16, DType::kInt8),
+       "vllm.paged_attention.kv_dtype",
+       Severity::kRejects,
+       "K/V pages are read in the query's dtype (kv_cache_dtype 'auto') or as fp8 ('fp8', "
+       "'fp8_e5m2'); no kv_cache_dtype names int8 pages"},
+      {kVlV1,
+       90,
+       {},
+       0,
+       dims(L, 128, 64),
+       "vllm.paged_attention.head_dim_v",
+       Severity::kSilentlyWrong,
+       "paged_attention reads V with the query's head_size (128); a V head_dim of 64 is read "
+       "with the wrong extent"},
+      {kVlV2,
+       90,
+       {},
+       0,
+       window(L, 4096),
+       "vllm.paged_attention.sliding_window",
+       Severity::kSilentlyWrong,
+       "paged_attention has no sliding-window parameter: it attends to the whole context"},
+      {kVlV1,
+       90,
+       {},
+       0,
+       soft_cap(L),
+       "vllm.paged_attention.soft_cap",
+       Severity::kSilentlyWrong,
+       "paged_attention has no soft-cap parameter: the logits are not capped"},
+      {kVlV1,
+       90,
+       {},
+       0,
+       sinks(L),
+       "vllm.paged_attention.sinks",
+       Severity::kSilentlyWrong,
+       "paged_attention has no sinks parameter: the softmax runs without the sink logits"},
+      // vLLM FLASH_ATTN backend.
+      {kVlFa,
+       90,
+       {},
+       0,
+       dims(L, 100),
+       "vllm.flash_attn.head_size",
+       Severity::kRejects,
+       "head_size not supported"},
+      {kVlFa,
+       90,
+       {},
+       0,
+       page(L, 8),
+       "vllm.flash_attn.block_size",
+       Severity::kRejects,
+       "Block size must be a multiple of 16."},
+      {kVlFa,
+       90,
+       {},
+       0,
+       dtypes(L, kF32, kF32),
+       "vllm.flash_attn.dtype",
+       Severity::kRejects,
+       "dtype not supported"},
+      {kVlFa,
+       90,
+       {},
+       0,
+       dtypes(L, kBf16, DType::kInt8),
+       "vllm.flash_attn.kv_dtype",
+       Severity::kRejects,
+       "kv_cache_dtype not supported"},
+      {kVlFa,
+       80,
+       {},
+       0,
+       dtypes(L, kBf16, kE4m3),
+       "vllm.flash_attn.fp8_kv_arch",
+       Severity::kRejects,
+       "FlashAttention does not support fp8 kv-cache on this device."},
+      {kVlFa,
+       90,
+       {},
+       0,
+       dtypes(L, kBf16, kE5m2),
+       "vllm.flash_attn.fp8_e5m2",
+       Severity::kRejects,
+       "Unrecognized FP8 dtype: fp8_e5m2"},
+      {kVlFa,
+       80,
+       {},
+       0,
+       sinks(L),
+       "vllm.flash_attn.sinks_arch",
+       Severity::kRejects,
+       "Sinks are only supported in FlashAttention 3"},
+      {kVlFa,
+       90,
+       {},
+       0,
+       sinks(heads(L, 128, 8)),
+       "vllm.flash_attn.sinks_q_heads",
+       Severity::kRejects,
+       "We only support query heads <= 64 with S aux"},
+      {kVlFa,
+       90,
+       {},
+       0,
+       sinks(dtypes(L, kF16, kF16)),
+       "vllm.flash_attn.sinks_bf16",
+       Severity::kRejects,
+       "We only support bf16 dtype for S aux."},
+      {kVlFa,
+       90,
+       {},
+       0,
+       alibi(L),
+       "vllm.flash_attn.alibi_fa2",
+       Severity::kFallsBack,
+       "Cannot use FA version 3 with ALiBi, defaulting to FA version 2."},
+      // FlashAttention-2.
+      {kFa2,
+       90,
+       {},
+       0,
+       dtypes(P, kF32, kF32),
+       "flash_attn2.dtype",
+       Severity::kRejects,
+       "FlashAttention only support fp16 and bf16 data type"},
+      {kFa2,
+       90,
+       {},
+       0,
+       dtypes(P, kBf16, kE4m3),
+       "flash_attn2.kv_dtype",
+       Severity::kRejects,
+       "query and key must have the same dtype"},
+      {kFa2,
+       90,
+       {},
+       0,
+       dims(P, 512),
+       "flash_attn2.head_dim_max",
+       Severity::kRejects,
+       "FlashAttention forward only supports head dimension at most 256"},
+      {kFa2,
+       90,
+       {},
+       0,
+       dims(P, 100),
+       "flash_attn2.head_dim_multiple_of_8",
+       Severity::kRejects,
+       "query, key, value, and out_ must have a head_size that is a multiple of 8"},
+      {kFa2,
+       90,
+       {},
+       kUnevenOff,
+       dims(P, 80),
+       "flash_attn2.uneven_k",
+       Severity::kRejects,
+       "This flash attention build does not support headdim not being a multiple of 32."},
+      {kFa2,
+       90,
+       {},
+       0,
+       heads(P, 12, 5),
+       "flash_attn2.heads",
+       Severity::kRejects,
+       "Number of heads in key/value must divide number of heads in query"},
+      {kFa2,
+       90,
+       {},
+       0,
+       page(P, 16),
+       "flash_attn2.page_size",
+       Severity::kRejects,
+       "Paged KV cache block size must be divisible by 256"},
+      {kFa2,
+       90,
+       {},
+       0,
+       dims(P, 128, 64),
+       "flash_attn2.head_dim_v",
+       Severity::kRejects,
+       "v must have shape (num_blocks, page_block_size, num_heads_k, head_size)"},
+      {kFa2,
+       90,
+       {},
+       0,
+       sinks(P),
+       "flash_attn2.sinks",
+       Severity::kSilentlyWrong,
+       "FlashAttention-2 has no sinks parameter: the softmax runs without the sink logits"},
+      // FlashAttention-3.
+      {kFa3,
+       90,
+       {},
+       0,
+       dtypes(L, kF32, kF32),
+       "flash_attn3.dtype",
+       Severity::kRejects,
+       "FlashAttention only supports fp16, bf16, and fp8_e4m3 data type"},
+      {kFa3,
+       80,
+       {},
+       0,
+       dtypes(L, kE4m3, kE4m3),
+       "flash_attn3.fp8_arch",
+       Severity::kRejects,
+       "FlashAttention on Ampere/Ada cards only supports fp16 and bf16 data type"},
+      {kFa3,
+       90,
+       {},
+       0,
+       dtypes(L, kBf16, kE4m3),
+       "flash_attn3.kv_dtype",
+       Severity::kRejects,
+       "query and key must have the same dtype"},
+      {kFa3,
+       90,
+       {},
+       0,
+       dims(L, 512),
+       "flash_attn3.head_dim_max",
+       Severity::kRejects,
+       "FlashAttention forward only supports head dimension at most 256"},
+      {kFa3,
+       90,
+       {},
+       0,
+       dims(L, 60, 64),
+       "flash_attn3.head_dim_multiple_of_8",
+       Severity::kRejects,
+       "head_size should be a multiple of 8"},
+      {kFa3,
+       90,
+       {},
+       0,
+       dtypes(dims(L, 56, 64), kE4m3, kE4m3),
+       "flash_attn3.head_dim_multiple_of_16",
+       Severity::kRejects,
+       "head_size should be a multiple of 16"},
+      {kFa3,
+       90,
+       {},
+       0,
+       dims(L, 64, 100),
+       "flash_attn3.head_dim_v_multiple_of_8",
+       Severity::kRejects,
+       "head_size_v should be a multiple of 8"},
+      {kFa3,
+       90,
+       {},
+       0,
+       dtypes(dims(L, 64, 72), kE4m3, kE4m3),
+       "flash_attn3.head_dim_v_multiple_of_16",
+       Severity::kRejects,
+       "head_size_v should be a multiple of 16"},
+      {kFa3,
+       90,
+       {},
+       0,
+       dims(L, 128, 64),
+       "flash_attn3.head_dim_v_pair",
+       Severity::kRejects,
+       "If V headdim is different from Q/K dim, we only support Q/K headdim in (128, 192] and V "
+       "headdim in (96, 128], or (Q/K <= 64 and V <= 512)."},
+      {kFa3,
+       80,
+       {},
+       0,
+       dims(L, 192, 128),
+       "flash_attn3.head_dim_v_arch",
+       Severity::kRejects,
+       "Only Hopper supports different V headdim"},
+      {kFa3,
+       90,
+       {},
+       0,
+       heads(L, 12, 5),
+       "flash_attn3.heads",
+       Severity::kRejects,
+       "Number of heads in key/value must divide number of heads in query"},
+      {kFa3,
+       90,
+       {},
+       0,
+       alibi(L),
+       "flash_attn3.alibi",
+       Severity::kSilentlyWrong,
+       "FlashAttention-3 has no ALiBi parameter: the bias is not added"},
+      {kFa3,
+       90,
+       {},
+       0,
+       sinks(L),
+       "flash_attn3.sinks",
+       Severity::kSilentlyWrong,
+       "upstream FlashAttention-3 has no sinks parameter: the softmax runs without the sink "
+       "logits"},
+      // FlashMLA dense decode.
+      {kMla,
+       80,
+       {},
+       0,
+       M,
+       "flashmla.decode.arch",
+       Severity::kRejects,
+       "Dense decode MLA is only supported on SM90a architecture"},
+      {kMla,
+       90,
+       {},
+       0,
+       dtypes(M, kF32, kF32),
+       "flashmla.decode.dtype",
+       Severity::kRejects,
+       "Expected q_dtype == torch::kBFloat16 || q_dtype == torch::kHalf to be true, but got "
+       "false."},
+      {kMla,
+       90,
+       {},
+       0,
+       dtypes(M, kBf16, kE4m3),
+       "flashmla.decode.kv_dtype",
+       Severity::kRejects,
+       "query and key must have the same dtype"},
+      {kMla,
+       90,
+       {},
+       0,
+       dims(M, 256, 512),
+       "flashmla.decode.head_dim",
+       Severity::kRejects,
+       "Only head_size_k == 576 or 512 is supported"},
+      {kMla,
+       90,
+       {},
+       0,
+       dims(M, 576, 0),
+       "flashmla.decode.head_dim_v",
+       Severity::kRejects,
+       "Only head_size_v == 576 is supported"},
+      {kMla,
+       90,
+       {},
+       0,
+       page(M, 16),
+       "flashmla.decode.page_size",
+       Severity::kRejects,
+       "Currently page_block_size must be 64"},
+      {kMla,
+       90,
+       {},
+       0,
+       heads(M, 128, 3),
+       "flashmla.decode.heads",
+       Severity::kRejects,
+       "Number of heads in key/value must divide number of heads in query"},
+      {kMla,
+       90,
+       {},
+       0,
+       window(M, 4096),
+       "flashmla.decode.sliding_window",
+       Severity::kSilentlyWrong,
+       "the dense decode kernel has no sliding-window parameter: it attends to the whole "
+       "context"},
+      {kMla,
+       90,
+       {},
+       0,
+       soft_cap(M),
+       "flashmla.decode.soft_cap",
+       Severity::kSilentlyWrong,
+       "the dense decode kernel has no soft-cap parameter: the logits are not capped"},
+      {kMla,
+       90,
+       {},
+       0,
+       alibi(M),
+       "flashmla.decode.alibi",
+       Severity::kSilentlyWrong,
+       "the dense decode kernel has no ALiBi parameter: the bias is not added"},
+      {kMla,
+       90,
+       {},
+       0,
+       sinks(M),
+       "flashmla.decode.sinks",
+       Severity::kSilentlyWrong,
+       "the dense decode kernel has no sinks parameter: the softmax runs without the sink "
+       "logits"},
+  };
+}
+
+std::string describe(const RuleCase& c) {
+  return std::string(attnref::engine_kernel_name(c.kernel)) + " " + c.id;
+}
+
+TEST(EngineRules, EveryRuleTrippedAloneGivesItsSeverityIdAndMessage) {
+  for (const RuleCase& c : rule_cases()) {
+    const EngineTarget target{c.kernel, c.arch, c.version, c.flags};
+    const attnref::EngineReport r = attnref::check_engine(c.config, target);
+    ASSERT_TRUE(r.status.ok()) << describe(c) << ": " << r.status.to_string();
+    ASSERT_EQ(r.findings.size(), 1u) << describe(c);
+    const attnref::EngineFinding& f = r.findings[0];
+    EXPECT_STREQ(f.id(), c.id);
+    EXPECT_EQ(f.severity(), c.severity) << describe(c);
+    EXPECT_EQ(f.status().message(), c.message) << describe(c);
+    EXPECT_EQ(f.status().code(), attnref::ErrorCode::kEngineRule);
+    EXPECT_STREQ(f.status().field(), c.id);
+    EXPECT_FALSE(f.hint().empty()) << describe(c);
+    EXPECT_FALSE(f.explanation().empty()) << describe(c);
+    EXPECT_EQ(attnref::engine_finding_count(c.config, target), 1) << describe(c);
+  }
+}
+
+TEST(EngineRules, EveryRuleOfEveryTableIsTrippedByACase) {
+  std::set<std::string> tripped;
+  for (const RuleCase& c : rule_cases()) tripped.insert(describe(c));
+  for (EngineKernel k : attnref::kEngineKernels) {
+    if (k == EngineKernel::kFlashInferDecodeTensorCores) continue;  // fa2's table, tested there
+    for (const attnref::EngineRule* rule : attnref::engine_rules(k)) {
+      const std::string key = std::string(attnref::engine_kernel_name(k)) + " " + rule->id;
+      const bool v1_or_v2 =
+          k == EngineKernel::kVllmPagedAttentionV1 || k == EngineKernel::kVllmPagedAttentionV2;
+      if (v1_or_v2) {
+        const std::string v1 = std::string("vllm.paged_attention_v1 ") + rule->id;
+        const std::string v2 = std::string("vllm.paged_attention_v2 ") + rule->id;
+        EXPECT_TRUE(tripped.count(v1) || tripped.count(v2)) << key;
+      } else {
+        EXPECT_TRUE(tripped.count(key)) << key;
+      }
+    }
+  }
+}
+
+TEST(EngineRules, RulesNameASourceAtAPinnedCommitAndAFix) {
+  for (EngineKernel k : attnref::kEngineKernels) {
+    for (const attnref::EngineRule* rule : attnref::engine_rules(k)) {
+      EXPECT_NE(std::string(rule->source).find('@'), std::string::npos) << rule->id;
+      EXPECT_NE(rule->fix[0], '\0') << rule->id;
+      EXPECT_NE(rule->explanation[0], '\0') << rule->id;
+      const bool silent =
+          rule->severity == Severity::kSilentlyWrong || rule->severity == Severity::kOutOfBounds;
+      if (silent) {
+        EXPECT_EQ(rule->upstream[0], '\0') << rule->id << ": an engine that says it";
+      }
+    }
+  }
+}
+
+struct Accepted {
+  EngineKernel kernel;
+  int arch;
+  EngineConfig config;
+  const char* what;
+};
+
+TEST(EngineRules, ConfigurationsEachKernelTakesPass) {
+  const EngineConfig gemma2_9b = soft_cap(window(heads(dims(kLlama3_8b, 256), 16, 8), 4096));
+  const Accepted cases[] = {
+      {EngineKernel::kFlashInferDecode, 90, kLlama3_8b, "Llama-3-8B"},
+      {EngineKernel::kFlashInferDecode, 80, heads(kLlama3_8b, 48, 8), "group 6 at v0.6.18"},
+      {EngineKernel::kFlashInferDecode, 89, dtypes(kLlama3_8b, kF16, kE5m2), "fp8 K/V"},
+      {EngineKernel::kFlashInferDecodeTensorCores, 90, heads(kLlama3_8b, 28, 4), "Qwen2-7B"},
+      {EngineKernel::kFlashInferDecodeTensorCores, 90, kDeepSeekV3Mla, "MLA head dims"},
+      {EngineKernel::kFlashInferPrefillFa2, 86, gemma2_9b, "Gemma-2-9B"},
+      {EngineKernel::kFlashInferPrefillFa3, 90, dims(kLlama3_8b, 192, 128), "(192, 128)"},
+      {EngineKernel::kVllmPagedAttentionV1, 80, alibi(kLlama3_8b), "ALiBi"},
+      {EngineKernel::kVllmPagedAttentionV2, 120, dtypes(kLlama3_8b, kF32, kE4m3), "fp8 pages"},
+      {EngineKernel::kVllmFlashAttn, 90, sinks(kLlama3_8b), "gpt-oss style sinks on sm90"},
+      {EngineKernel::kVllmFlashAttn, 100, gemma2_9b, "Gemma-2-9B"},
+      {EngineKernel::kFlashAttention2, 80, alibi(kLlama3_8bPages256), "ALiBi, pages of 256"},
+      {EngineKernel::kFlashAttention2, 90, page(kLlama3_8b, 0), "not paged"},
+      {EngineKernel::kFlashAttention3, 90, dtypes(kLlama3_8b, kE4m3, kE4m3), "fp8 on sm90"},
+      {EngineKernel::kFlashAttention3, 90, dims(kLlama3_8b, 64, 512), "V up to 512"},
+      {EngineKernel::kFlashMlaDecode, 90, kDeepSeekV3Mla, "DeepSeek-V3"},
+      {EngineKernel::kFlashMlaDecode, 90, dtypes(dims(kDeepSeekV3Mla, 512, 512), kF16, kF16),
+       "512 latent, float16"},
+  };
+  for (const Accepted& c : cases) {
+    const attnref::EngineReport r = attnref::check_engine(c.config, {c.kernel, c.arch});
+    EXPECT_TRUE(r.ok()) << attnref::engine_kernel_name(c.kernel) << " " << c.what << ": "
+                        << (r.findings.empty() ? r.status.to_string() : r.findings[0].to_string());
+  }
+}
+
+TEST(EngineRules, AReportListsEveryBrokenRuleWorstFirst) {
+  // 12 query heads over 5 KV heads, head_dim 96, sinks: three rules of fa2 prefill break.
+  const EngineConfig c = sinks(dims(heads(kLlama3_8b, 12, 5), 96));
+  const attnref::EngineReport r = attnref::check_engine(c, kFiFa2);
+  ASSERT_EQ(r.findings.size(), 3u);
+  EXPECT_STREQ(r.findings[0].id(), "flashinfer.prefill.head_dim_64");
+  EXPECT_STREQ(r.findings[1].id(), "flashinfer.prefill.sinks_ignored");
+  EXPECT_STREQ(r.findings[2].id(), "flashinfer.prefill.heads_divisible");
+  EXPECT_EQ(r.findings[2].hint(), "valid num_kv_heads for 12 query heads: 1, 2, 3, 4, 6, 12");
+  EXPECT_EQ(r.findings[2].to_string(),
+            "flashinfer.prefill.fa2 flashinfer.prefill.heads_divisible (rejects): num_qo_heads "
+            "12 should be divisible by num_kv_heads 5 (hint: valid num_kv_heads for 12 query "
+            "heads: 1, 2, 3, 4, 6, 12)");
+  EXPECT_EQ(attnref::engine_finding_count(c, kFiFa2), 3);
+}
+
+TEST(EngineRules, VersionsSelectTheGroupSizesOfTheirRelease) {
+  const EngineConfig group6 = heads(kLlama3_8b, 48, 8);
+  EXPECT_TRUE(attnref::check_engine(group6, kFiDecode).ok());  // pinned v0.6.18
+  EXPECT_TRUE(attnref::check_engine(group6, {kFiDec, 90, {0, 7, 0}}).ok());
+  EXPECT_FALSE(attnref::check_engine(group6, {kFiDec, 90, {0, 6, 17}}).ok());
+  const EngineConfig group3 = heads(kLlama3_8b, 24, 8);
+  EXPECT_TRUE(attnref::check_engine(group3, {kFiDec, 90, {0, 2, 0}}).ok());
+  EXPECT_FALSE(attnref::check_engine(group3, {kFiDec, 90, {0, 1, 9}}).ok());
+}
+
+TEST(EngineRules, AFamilyCallFeedsTheDecodeKernels) {
+  std::vector<attnref::float8_e4m3fn> pool(8 * 4 * 16 * 128);
+  std::vector<float> q(2 * 40 * 128);
+  std::vector<std::int32_t> lengths{3, 5}, pages{0, 1, 2, 3};
+  attnref::PagedAttentionArgs<float, attnref::float8_e4m3fn> args;
+  args.q = {q.data(), {2, 40, 128}};
+  args.k_pages = {pool.data(), {8, 4, 16, 128}};
+  args.v_pages = {pool.data(), {8, 4, 16, 128}};
+  args.lengths = {lengths.data(), {2}};
+  args.page_indices = {pages.data(), {2, 2}};
+  const EngineConfig c = attnref::engine_config_of(args);
+  EXPECT_EQ(c.num_q_heads, 40);
+  EXPECT_EQ(c.num_kv_heads, 8);
+  EXPECT_EQ(c.page_size, 16);
+  EXPECT_EQ(c.q_dtype, kF32);
+  EXPECT_EQ(c.kv_dtype, kE4m3);
+  const attnref::EngineReport r = attnref::check_engine(c, kFiDecode);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].upstream_message(), "Unsupported group_size: 5");
+}
+
+TEST(EngineTargets, UnknownNamesListTheKnownOnes) {
+  EngineKernel k{};
+  EXPECT_TRUE(attnref::parse_engine_kernel("vllm.flash_attn", &k).ok());
+  EXPECT_EQ(k, EngineKernel::kVllmFlashAttn);
+  const attnref::Status s = attnref::parse_engine_kernel("flashinfer.decod", &k);
+  EXPECT_EQ(s.code(), attnref::ErrorCode::kUnknownEngineTarget);
+  EXPECT_NE(s.hint().find("flashinfer.decode, flashinfer.decode.tensor_cores"), std::string::npos);
+  int arch = 0;
+  EXPECT_TRUE(attnref::parse_engine_arch("sm120", &arch).ok());
+  EXPECT_EQ(arch, 120);
+  for (const char* bad : {"sm75", "90", "sm", "sm9x", "sm900000"}) {
+    const attnref::Status a = attnref::parse_engine_arch(bad, &arch);
+    EXPECT_EQ(a.code(), attnref::ErrorCode::kUnknownEngineTarget) << bad;
+    EXPECT_EQ(a.hint(), "known architectures: sm80, sm86, sm89, sm90, sm100, sm120") << bad;
+  }
+  attnref::EngineVersion v;
+  EXPECT_TRUE(attnref::parse_engine_version("0.6.17", &v).ok());
+  EXPECT_TRUE((v == attnref::EngineVersion{0, 6, 17}));
+  EXPECT_TRUE(attnref::parse_engine_version("2.8", &v).ok());
+  EXPECT_TRUE((v == attnref::EngineVersion{2, 8, 0}));
+  for (const char* bad : {"", "1", "1.", ".1", "1..2", "1.2.3.4", "a.b", "99999.1"}) {
+    EXPECT_FALSE(attnref::parse_engine_version(bad, &v).ok()) << bad;
+  }
+  const attnref::Status t = attnref::check_engine(kLlama3_8b, {kFiDec, 75}).status;
+  EXPECT_EQ(t.message(), "attnref has no rules for GPU architecture sm75.");
+  const attnref::Status c = attnref::check_engine(dims(kLlama3_8b, 0), kFiDecode).status;
+  EXPECT_EQ(c.code(), attnref::ErrorCode::kInvalidHeadDim);
+}
+
+// docs/engines.md: its rule tables are rendered from the constexpr tables here; run this test
+// with ATTNREF_UPDATE_ENGINES_DOC=1 to rewrite them after changing a rule.
+std::string markdown_cell(const std::string& s) {
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"{0}", "{num_q_heads}"}, {"{1}", "{num_kv_heads}"}, {"{2}", "{head_dim}"},
+      {"{3}", "{head_dim_v}"},  {"{4}", "{page_size}"},    {"{5}", "{group_size}"},
+      {"{d6}", "{q_dtype}"},    {"{7}", "{q_len}"},        {"{k0}", "{divisors of num_q_heads}"}};
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    bool named = false;
+    for (const auto& [placeholder, name] : kNames) {
+      if (s.compare(i, std::string(placeholder).size(), placeholder) == 0) {
+        out += name;
+        i += std::string(placeholder).size() - 1;
+        named = true;
+        break;
+      }
+    }
+    if (!named) out += s[i] == '|' ? std::string("\\|") : std::string(1, s[i]);
+  }
+  return out;
+}
+
+std::string rule_tables_markdown() {
+  std::ostringstream md;
+  for (EngineKernel k : attnref::kEngineKernels) {
+    md << "### `" << attnref::engine_kernel_name(k) << "`\n\n";
+    md << "| id | severity | upstream message | source | fix |\n|---|---|---|---|---|\n";
+    for (const attnref::EngineRule* rule : attnref::engine_rules(k)) {
+      std::string id = rule->id;
+      if (!(rule->from == attnref::EngineVersion{}) || !(rule->until == attnref::EngineVersion{})) {
+        const auto ver = [](attnref::EngineVersion v) {
+          return std::to_string(v.major) + "." + std::to_string(v.minor) + "." +
+                 std::to_string(v.patch);
+        };
+        id += " (";
+        if (!(rule->from == attnref::EngineVersion{})) id += "from " + ver(rule->from);
+        if (!(rule->from == attnref::EngineVersion{}) && !(rule->until == attnref::EngineVersion{}))
+          id += ", ";
+        if (!(rule->until == attnref::EngineVersion{})) id += "before " + ver(rule->until);
+        id += ")";
+      }
+      const std::string message = rule->upstream[0] != '\0'
+                                      ? "`" + std::string(rule->upstream) + "`"
+                                      : "— (" + std::string(rule->explanation) + ")";
+      md << "| `" << markdown_cell(id) << "` | " << attnref::severity_name(rule->severity) << " | "
+         << markdown_cell(message) << " | " << markdown_cell(rule->source) << " | "
+         << markdown_cell(rule->fix) << " |\n";
+    }
+    md << "\n";
+  }
+  return md.str();
+}
+
+TEST(EnginesDoc, RuleTablesMatchTheConstexprTables) {
+  const std::string path = std::string(ATTNREF_SOURCE_DIR) + "/docs/engines.md";
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string doc = text.str();
+  const std::string begin = "<!-- rule tables: generated by test_engine_rules -->\n";
+  const std::string end = "<!-- end of rule tables -->";
+  const auto b = doc.find(begin);
+  const auto e = doc.find(end);
+  ASSERT_NE(b, std::string::npos);
+  ASSERT_NE(e, std::string::npos);
+  const std::string current = doc.substr(b + begin.size(), e - b - begin.size());
+  const std::string wanted = rule_tables_markdown();
+  if (std::getenv("ATTNREF_UPDATE_ENGINES_DOC") != nullptr && current != wanted) {
+    doc.replace(b + begin.size(), e - b - begin.size(), wanted);
+    std::ofstream(path) << doc;
+    return;
+  }
+  EXPECT_EQ(current, wanted) << "docs/engines.md is out of date: run test_engine_rules with "
+                                "ATTNREF_UPDATE_ENGINES_DOC=1";
+}
+
+}  // namespace
