@@ -25,7 +25,6 @@ constexpr EngineConfig kLlama3_8bPages256{32, 8, 128, 0, 256};
 constexpr EngineConfig kDeepSeekV3Mla{128, 1, 576, 512, 64};  // MLA latent cache
 constexpr EngineTarget kFiDecode{EngineKernel::kFlashInferDecode, 90};
 constexpr EngineTarget kFiFa2{EngineKernel::kFlashInferPrefillFa2, 90};
-constexpr EngineTarget kFiFa3{EngineKernel::kFlashInferPrefillFa3, 90};
 
 static_assert(attnref::engine_finding_count(kLlama3_8b, kFiDecode) == 0, "Llama-3-8B decodes");
 static_assert(attnref::engine_finding_count({28, 4, 128, 0, 16}, kFiDecode) == 1,

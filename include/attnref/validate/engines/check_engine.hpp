@@ -74,7 +74,7 @@ constexpr EngineRuleTable engine_rules(EngineKernel kernel) noexcept {
 constexpr bool engine_rule_fails(const EngineRule& rule, const EngineConfig& config,
                                  const EngineTarget& target) noexcept {
   if (!rule_in_version(rule, target)) return false;
-  if (rule.applies != nullptr && !rule.applies(config, target)) return false;
+  if (!rule.applies(config, target)) return false;
   return !rule.holds(config, target);
 }
 

@@ -43,6 +43,11 @@ constexpr const char* severity_name(Severity s) noexcept {
 /// A predicate over a configuration in its target's context.
 using EngineRulePredicate = bool (*)(const EngineConfig&, const EngineTarget&);
 
+/// The `applies` of a rule that holds for every configuration of its kernel.
+constexpr bool every_configuration(const EngineConfig&, const EngineTarget&) noexcept {
+  return true;
+}
+
 /// One rule. The three texts are `Status` format strings over the configuration's values:
 /// `{0}` num_q_heads, `{1}` num_kv_heads, `{2}` head_dim, `{3}` V's head_dim, `{4}` page_size,
 /// `{5}` num_q_heads / num_kv_heads as the engine divides (integer quotient), `{d6}` q's dtype,
@@ -57,7 +62,7 @@ struct EngineRule {
   const char* source;         ///< "repo@commit path function"
   EngineVersion from{};       ///< first version the rule holds for ({} : every earlier one)
   EngineVersion until{};      ///< first version it no longer holds for ({} : still holds)
-  EngineRulePredicate applies = nullptr;  ///< nullptr: every configuration of the kernel
+  EngineRulePredicate applies = every_configuration;  ///< which configurations it covers
 };
 
 /// Whether `rule` is in force for `target`'s version.
