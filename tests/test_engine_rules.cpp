@@ -168,6 +168,15 @@ std::vector<RuleCase> rule_cases() {
        Severity::kSilentlyWrong,
        "sinks= is dropped on the CUDA-core decode path: the softmax runs without the sink "
        "logits"},
+      {kFiDec,
+       90,
+       {},
+       0,
+       soft_cap(alibi(L)),
+       "flashinfer.alibi_soft_cap_scale",
+       Severity::kSilentlyWrong,
+       "with both ALiBi and a soft cap, DefaultAttention scales the logits by sm_scale twice: c * "
+       "tanh((s * sm_scale + bias) * sm_scale / c)"},
       // FlashInfer prefill fa2 (and tensor-core decode).
       {kFa2Pf,
        90,
@@ -228,6 +237,10 @@ std::vector<RuleCase> rule_cases() {
        Severity::kSilentlyWrong,
        "sinks= reaches paged_run but only backend trtllm-gen uses it: on fa2 and fa3 the softmax "
        "runs without the sink logits"},
+      {kFa2Pf, 80, {}, 0, soft_cap(alibi(L)), "flashinfer.alibi_soft_cap_scale",
+       Severity::kSilentlyWrong,
+       "with both ALiBi and a soft cap, DefaultAttention scales the logits by sm_scale twice: c * "
+       "tanh((s * sm_scale + bias) * sm_scale / c)"},
       // FlashInfer prefill fa3.
       {kFa3Pf,
        80,
@@ -817,6 +830,44 @@ TEST(EngineRules, AReportListsEveryBrokenRuleWorstFirst) {
             "12 should be divisible by num_kv_heads 5 (hint: valid num_kv_heads for 12 query "
             "heads: 1, 2, 3, 4, 6, 12)");
   EXPECT_EQ(attnref::engine_finding_count(c, kFiFa2), 3);
+}
+
+TEST(EngineConventions, MismatchesSayWhatToConvert) {
+  const EngineConfig gemma = soft_cap(window(heads(dims(kLlama3_8b, 256), 16, 8), 4096));
+  const attnref::EngineReport fi = attnref::check_engine(gemma, kFiDecode);
+  ASSERT_EQ(fi.conventions.size(), 1u);
+  EXPECT_STREQ(fi.conventions[0].convention, "window");
+  EXPECT_EQ(fi.conventions[0].what,
+            "the kernel's window counts the keys left of the query (W + 1 keys in all); this "
+            "configuration's sliding_window 4096 counts the query's own key too");
+  EXPECT_EQ(fi.conventions[0].conversion, "pass window_left 4095 for the same keys");
+  EXPECT_TRUE(attnref::check_engine(gemma, {kVlFa, 90}).conventions.empty());  // takes W
+
+  EngineConfig left = gemma;
+  left.sliding_window = 4095;
+  left.conventions.window = attnref::WindowConvention::kKeysLeftOfQuery;
+  const attnref::EngineReport vl = attnref::check_engine(left, {kVlFa, 90});
+  ASSERT_EQ(vl.conventions.size(), 1u);
+  EXPECT_EQ(vl.conventions[0].conversion, "pass sliding_window 4096 for the same keys");
+  EXPECT_TRUE(attnref::check_engine(left, kFiDecode).conventions.empty());
+  EXPECT_TRUE(attnref::check_engine(left, {kVlV1, 90}).conventions.empty());  // no window at all
+
+  EngineConfig bidirectional = alibi(kLlama3_8bPages256);
+  EXPECT_TRUE(attnref::check_engine(bidirectional, {kFa2, 90}).conventions.empty());  // causal
+  bidirectional.causal = false;
+  const attnref::EngineReport fa2 = attnref::check_engine(bidirectional, {kFa2, 90});
+  ASSERT_EQ(fa2.conventions.size(), 1u);
+  EXPECT_STREQ(fa2.conventions[0].convention, "alibi");
+  EXPECT_TRUE(attnref::check_engine(bidirectional, kFiFa2).conventions.empty());  // signed too
+
+  const EngineConfig capped = soft_cap(alibi(kLlama3_8b));
+  const attnref::EngineReport order = attnref::check_engine(capped, kFiFa2);
+  ASSERT_EQ(order.conventions.size(), 1u);
+  EXPECT_STREQ(order.conventions[0].convention, "soft_cap_order");
+  EXPECT_EQ(order.conventions[0].what,
+            "the kernel adds ALiBi, then caps: c * tanh((s + bias) / c)");
+  EXPECT_TRUE(
+      attnref::check_engine(soft_cap(alibi(kLlama3_8bPages256)), {kFa2, 90}).conventions.empty());
 }
 
 TEST(EngineRules, VersionsSelectTheGroupSizesOfTheirRelease) {

@@ -6,6 +6,7 @@
 
 #include "attnref/validate/engines/check_engine.hpp"
 #include "attnref/validate/engines/engine_config_of.hpp"
+#include "attnref/validate/engines/engine_conventions.hpp"
 #include "attnref/validate/engines/engine_matrix.hpp"
 #include "attnref/validate/engines/engine_rule.hpp"
 #include "attnref/validate/engines/engine_target.hpp"

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "attnref/core/status.hpp"
+#include "attnref/validate/engines/engine_conventions.hpp"
 #include "attnref/validate/engines/engine_rule.hpp"
 #include "attnref/validate/engines/engine_target.hpp"
 #include "attnref/validate/engines/flash_attention_rules.hpp"
@@ -132,10 +133,11 @@ constexpr int engine_finding_count(const EngineConfig& config,
 }
 
 /// What `check_engine` found: an invalid configuration or target (`status`), or every broken
-/// rule, worst severity first (ties in table order).
+/// rule, worst severity first (ties in table order), and the conventions to convert.
 struct EngineReport {
   Status status;
   std::vector<EngineFinding> findings;
+  std::vector<ConventionMismatch> conventions;
   /// True when the configuration is valid and breaks no rule.
   bool ok() const noexcept { return status.ok() && findings.empty(); }
 };
@@ -155,6 +157,7 @@ inline EngineReport check_engine(const EngineConfig& config, const EngineTarget&
                    [](const EngineFinding& a, const EngineFinding& b) {
                      return static_cast<int>(a.severity()) < static_cast<int>(b.severity());
                    });
+  report.conventions = convention_mismatches(config, target.kernel);
   return report;
 }
 

@@ -58,6 +58,7 @@ struct EngineMatrixRow {
   EngineTarget target;
   EngineVerdict verdict = EngineVerdict::kAccepts;
   std::vector<EngineFinding> findings;
+  std::vector<ConventionMismatch> conventions;  ///< values to convert when calling the kernel
   bool has_nearest = false;
   EngineConfig nearest;
   std::vector<EngineConfigChange> changes;
@@ -162,6 +163,7 @@ inline std::vector<EngineMatrixRow> engine_matrix(const EngineConfig& config, in
     EngineReport report = check_engine(config, row.target);
     if (!report.status.ok()) return {};
     row.findings = std::move(report.findings);
+    row.conventions = std::move(report.conventions);
     row.verdict = verdict_of(row.findings);
     if (row.verdict != EngineVerdict::kAccepts) detail::find_nearest(config, row);
     rows.push_back(std::move(row));

@@ -122,9 +122,35 @@ constexpr EngineVersion effective_version(const EngineTarget& t) noexcept {
   return t.version == EngineVersion{} ? pinned_engine_version(t.kernel) : t.version;
 }
 
-/// One attention layer as the engines see it, in attnref's conventions (design.md): a sliding
-/// window of W keys sees `p - W < t <= p`; the soft cap is `c * tanh(x / c)`; ALiBi adds
-/// `slope * (key_pos - query_pos)`; a sink is one extra logit per query head.
+/// What a sliding-window number counts.
+enum class WindowConvention : int {
+  kKeys,             ///< W keys including the query's own: `p - W < t <= p` (attnref, JAX, HF)
+  kKeysLeftOfQuery,  ///< W keys left of the query, W + 1 in all (FlashInfer window_left, FA)
+};
+
+/// How ALiBi biases a logit.
+enum class AlibiConvention : int {
+  kSigned,    ///< `slope * (key_pos - query_pos)` (attnref, FlashInfer, vLLM paged)
+  kAbsolute,  ///< `-slope * |key_pos - query_pos|` (FlashAttention-2, non-causal)
+};
+
+/// Which comes first when a layer has both a soft cap and ALiBi.
+enum class SoftCapOrder : int {
+  kCapThenAlibi,  ///< `c * tanh(s / c) + bias` (attnref, FlashAttention-2)
+  kAlibiThenCap,  ///< `c * tanh((s + bias) / c)` (FlashInfer's DefaultAttention)
+};
+
+/// The meaning of a configuration's numbers and features.
+struct AttentionConventions {
+  WindowConvention window = WindowConvention::kKeys;
+  AlibiConvention alibi = AlibiConvention::kSigned;
+  SoftCapOrder soft_cap_order = SoftCapOrder::kCapThenAlibi;
+};
+
+/// One attention layer as the engines see it. Its numbers mean what `conventions` says
+/// (attnref's by default: a window of W keys sees `p - W < t <= p`; the soft cap is
+/// `c * tanh(x / c)`, then ALiBi adds `slope * (key_pos - query_pos)`); a sink is one extra
+/// logit per query head.
 struct EngineConfig {
   std::int64_t num_q_heads = 0;
   std::int64_t num_kv_heads = 0;
@@ -137,7 +163,9 @@ struct EngineConfig {
   bool soft_cap = false;
   bool alibi = false;
   bool sinks = false;
-  std::int64_t q_len = 1;  ///< query tokens per request in one call (1 for decode)
+  std::int64_t q_len = 1;              ///< query tokens per request in one call (1 for decode)
+  bool causal = true;                  ///< a decoder's causal mask (bottom-right aligned)
+  AttentionConventions conventions{};  ///< what sliding_window and the features mean here
 };
 
 /// V's head_dim with the default resolved.

@@ -66,7 +66,24 @@ constexpr bool fi_fa3_fp8_q_soft_cap(const EngineConfig& c, const EngineTarget&)
   return !(is_fp8(c.q_dtype) && c.soft_cap);
 }
 
+constexpr bool fi_not_alibi_and_soft_cap(const EngineConfig& c, const EngineTarget&) noexcept {
+  return !(c.alibi && c.soft_cap);
+}
+
 }  // namespace detail
+
+// --- both paths: DefaultAttention ------------------------------------------------------------
+
+inline constexpr EngineRule kFlashInferAlibiSoftCapScale{
+    "flashinfer.alibi_soft_cap_scale",
+    Severity::kSilentlyWrong,
+    detail::fi_not_alibi_and_soft_cap,
+    "",
+    "with both ALiBi and a soft cap, DefaultAttention scales the logits by sm_scale twice: "
+    "c * tanh((s * sm_scale + bias) * sm_scale / c)",
+    "sm_scale 1 with the scale folded into q, or a custom attention variant",
+    "flashinfer-ai/flashinfer@fb28d7242b35 include/flashinfer/attention/variants.cuh "
+    "DefaultAttention (LogitsTransform)"};
 
 // --- batch decode, CUDA cores ---------------------------------------------------------------
 
@@ -286,7 +303,7 @@ inline constexpr const EngineRule* kFlashInferDecodeRules[] = {
     &kFlashInferDecodeGroupSize,     &kFlashInferDecodeGroupSizeV0_2,
     &kFlashInferDecodeGroupSizeV0_1, &kFlashInferDecodeHeadsDivisible,
     &kFlashInferDecodeEqualHeadDims, &kFlashInferDecodeQueryLength,
-    &kFlashInferDecodeSinksDropped,
+    &kFlashInferDecodeSinksDropped,  &kFlashInferAlibiSoftCapScale,
 };
 inline constexpr const EngineRule* kFlashInferFa2Rules[] = {
     &kFlashInferPrefillHeadsDivisible,
@@ -296,6 +313,7 @@ inline constexpr const EngineRule* kFlashInferFa2Rules[] = {
     &kFlashInferFa2Fp8Query,
     &kFlashInferLargeHeadFp8Arch,
     &kFlashInferPrefillSinksDropped,
+    &kFlashInferAlibiSoftCapScale,
 };
 inline constexpr const EngineRule* kFlashInferFa3Rules[] = {
     &kFlashInferPrefillHeadsDivisible, &kFlashInferFa3Arch,
