@@ -4,20 +4,24 @@
 // layout.
 #include "binding.hpp"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <numeric>
 
+#include "attnref/core/checked_math.hpp"
 #include "attnref/validate/options.hpp"
 
 namespace attnref {
 namespace python {
 namespace {
 
-/// Element types only an explicit `attnref.view_as(array, name)` tags: bit patterns numpy has
-/// no dtype for. One line per name: (name, DType, bytes per element).
+/// Element types numpy has no dtype of its own for: `attnref.view_as(array, name)` tags raw
+/// codes as one, and ml_dtypes' arrays of the same name are read as they are. One line per
+/// name: (name, DType, bytes per element).
 struct ExplicitDtype {
   const char* name;
   DType dtype;
@@ -35,11 +39,26 @@ struct TypedArray {
   std::string dtype;
 };
 
-DType dtype_of_numpy(const py::dtype& d) {
-  const char order = d.byteorder();
-  if (order == '>') return DType::kUnknown;  // attnref reads native little-endian data
-  const auto size = d.itemsize();
-  switch (d.kind()) {
+/// A numpy dtype's facts, read through its Python attributes: pybind11's struct accessors
+/// assume numpy 1's descriptor layout, which numpy 2 changed.
+struct NumpyDtype {
+  explicit NumpyDtype(const py::dtype& d)
+      : kind(py::str(d.attr("kind")).cast<std::string>()[0]),
+        byteorder(py::str(d.attr("byteorder")).cast<std::string>()[0]),
+        itemsize(d.attr("itemsize").cast<std::int64_t>()),
+        name(py::str(d.attr("name")).cast<std::string>()) {}
+  char kind, byteorder;
+  std::int64_t itemsize;
+  std::string name;
+};
+
+DType dtype_of_numpy(const NumpyDtype& d) {
+  if (d.byteorder == '>') return DType::kUnknown;  // attnref reads native little-endian data
+  const auto size = d.itemsize;
+  // ml_dtypes' arrays of these types (kind 'V', or 'f' for some), read as they are.
+  for (const ExplicitDtype& e : explicit_dtypes)
+    if ((d.kind == 'V' || d.kind == 'f') && d.name == e.name && size == e.itemsize) return e.dtype;
+  switch (d.kind) {
     case 'f':
       return size == 2   ? DType::kFloat16
              : size == 4 ? DType::kFloat32
@@ -59,14 +78,45 @@ DType dtype_of_numpy(const py::dtype& d) {
   }
 }
 
+/// What attnref reads, for the message of a dtype it does not.
+const char* const kReadDtypes =
+    "attnref reads float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2, int8, int32, "
+    "int64 and bool in native byte order (the function's docstring says which each argument "
+    "takes)";
+
+/// ShapeError (dtype_not_supported) naming `described`, a dtype attnref does not read.
+[[noreturn]] void raise_unread_dtype(const std::string& described, const char* name) {
+  const Status s(ErrorCode::kDtypeNotSupported, "", "{f} has a dtype attnref does not read",
+                 kReadDtypes, {}, {}, name);
+  throw StatusError(
+      s, std::string(name) + " has dtype " + described + ", which attnref does not read");
+}
+
+/// numpy's name of `d`, with "big-endian" for a non-native byte order.
+std::string describe_numpy_dtype(const NumpyDtype& d) {
+  std::string out = d.name;
+  if (d.byteorder == '>') out += " (big-endian)";
+  return out;
+}
+
+/// A DLPack dtype as numpy would name it ("uint32", "complex64"; lanes as "x4").
+std::string describe_dlpack_dtype(DLDataType t) {
+  const char* kinds[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+  std::string out = t.code < 7 ? kinds[t.code] : "code " + std::to_string(t.code) + " ";
+  out += std::to_string(t.bits);
+  if (t.lanes != 1) out += "x" + std::to_string(t.lanes);
+  return out;
+}
+
 Array read_numpy(const py::array& arr, const char* name, const ExplicitDtype* as) {
   Array a;
   a.name = name;
   a.owner = arr;
-  a.dtype = dtype_of_numpy(arr.dtype());
-  const auto itemsize = static_cast<std::int64_t>(arr.itemsize());
+  const NumpyDtype dtype(arr.dtype());
+  a.dtype = dtype_of_numpy(dtype);
+  const std::int64_t itemsize = dtype.itemsize;
   if (as != nullptr) {
-    const bool bits = arr.dtype().kind() == 'u' && itemsize == as->itemsize;
+    const bool bits = dtype.kind == 'u' && itemsize == as->itemsize;
     if (!bits) {
       throw StatusError(Status(ErrorCode::kDtypeNotSupported, "",
                                "{f}: view_as takes an unsigned integer array of {0}-byte elements "
@@ -76,6 +126,7 @@ Array read_numpy(const py::array& arr, const char* name, const ExplicitDtype* as
     }
     a.dtype = as->dtype;
   }
+  if (a.dtype == DType::kUnknown) raise_unread_dtype(describe_numpy_dtype(dtype), name);
   a.data = arr.data();
   if (reinterpret_cast<std::uintptr_t>(a.data) % static_cast<std::uintptr_t>(itemsize) != 0) {
     throw StatusError(Status(ErrorCode::kMisalignedOffset, "",
@@ -110,6 +161,13 @@ Array read_dlpack(py::handle obj, const char* name) {
                                {device.first, device.second}, {}, name));
     }
   }
+  // A lazily negated torch tensor (x.conj().imag) exports its memory without the negation.
+  if (py::hasattr(obj, "is_neg") && obj.attr("is_neg")().cast<bool>()) {
+    throw StatusError(Status(ErrorCode::kDtypeNotSupported, "",
+                             "{f} is a tensor with its negative bit set (a lazy negation); "
+                             "DLPack exports its memory without the negation",
+                             "materialize it first: tensor.resolve_neg()", {}, {}, name));
+  }
   Array a;
   a.name = name;
   py::capsule capsule = obj.attr("__dlpack__")();
@@ -121,6 +179,7 @@ Array read_dlpack(py::handle obj, const char* name) {
   const DLTensor& t = managed->dl_tensor;
   a.dl_tensor = &t;
   a.dtype = dtype_from_dlpack(t.dtype);
+  if (a.dtype == DType::kUnknown) raise_unread_dtype(describe_dlpack_dtype(t.dtype), name);
   if (t.shape == nullptr && t.ndim > 0) {
     throw StatusError(Status(ErrorCode::kNullData, "", "DLPack {f} has ndim {0} but a null shape",
                              "a producer must fill DLTensor::shape", {t.ndim}, {}, name));
@@ -159,8 +218,9 @@ Array read_array(py::handle obj, const char* name, bool optional) {
   if (py::isinstance<py::array>(obj))
     return read_numpy(py::reinterpret_borrow<py::array>(obj), name, nullptr);
   if (py::hasattr(obj, "__dlpack__")) return read_dlpack(obj, name);
-  // Lists, tuples and scalars: numpy converts them (a copy the caller asked for).
-  return read_numpy(py::array::ensure(obj), name, nullptr);
+  // Lists, tuples and scalars: numpy converts them (a copy the caller asked for); an error of
+  // the conversion (an __array__ that raises, a MemoryError) propagates as raised.
+  return read_numpy(py::module_::import("numpy").attr("asarray")(obj), name, nullptr);
 }
 
 Status check_rank(const Array& a, std::int64_t rank, const char* hint) {
@@ -205,9 +265,27 @@ std::vector<std::int64_t> widen_indices(const Array& a) {
   return out;
 }
 
+bool PendingSignal::operator()() {
+  if (std::this_thread::get_id() != caller_) return false;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_) return false;
+  next_ = now + std::chrono::milliseconds(50);
+  py::gil_scoped_acquire gil;
+  return PyErr_CheckSignals() != 0;
+}
+
 py::array new_array(DType t, const std::vector<std::int64_t>& shape) {
-  std::vector<py::ssize_t> s(shape.begin(), shape.end());
-  return py::array(numpy_dtype(t), s);
+  const py::dtype dtype = numpy_dtype(t);
+  // C-order strides from the dtype's Python itemsize (pybind11's own assume numpy 1's layout).
+  const auto itemsize = dtype.attr("itemsize").cast<py::ssize_t>();
+  std::vector<py::ssize_t> s(shape.begin(), shape.end()), strides(shape.size(), itemsize);
+  std::int64_t stride = itemsize;  // saturates: numpy then refuses the size itself
+  for (size_t i = shape.size(); i-- > 1;) {
+    if (!checked_mul(stride, std::max<std::int64_t>(shape[i], 1), &stride))
+      stride = std::numeric_limits<std::int64_t>::max();
+    strides[i - 1] = static_cast<py::ssize_t>(stride);
+  }
+  return py::array(dtype, s, strides);
 }
 
 Kwargs::Kwargs(py::kwargs kwargs, const char* function)
@@ -231,19 +309,20 @@ std::optional<double> Kwargs::take_float(const char* key) {
   return py::float_(v).cast<double>();
 }
 
+std::int64_t to_int64(py::handle v, const std::string& what) {
+  if (py::isinstance<py::bool_>(v) || !py::hasattr(v, "__index__"))
+    throw py::type_error(what + " must be an int");
+  py::int_ i(py::reinterpret_borrow<py::object>(v));
+  int overflow = 0;
+  const long long value = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+  if (overflow != 0) throw py::value_error(what + " does not fit in int64");
+  return static_cast<std::int64_t>(value);
+}
+
 std::optional<std::int64_t> Kwargs::take_int(const char* key) {
   py::object v = take_object(key);
   if (v.is_none()) return std::nullopt;
-  if (py::isinstance<py::bool_>(v) || !py::hasattr(v, "__index__")) {
-    throw py::type_error(std::string(function_) + "(): " + key + " must be an int");
-  }
-  py::int_ i(v);
-  int overflow = 0;
-  const long long value = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
-  if (overflow != 0) {
-    throw py::value_error(std::string(function_) + "(): " + key + " does not fit in int64");
-  }
-  return static_cast<std::int64_t>(value);
+  return to_int64(v, std::string(function_) + "(): " + key);
 }
 
 std::optional<bool> Kwargs::take_bool(const char* key) {
@@ -284,7 +363,7 @@ Float32Vector read_float32_vector(py::handle obj, const char* name) {
   out.array = read_array(obj, name, true);
   if (!out.present()) return out;
   raise_if_error(check_rank(out.array, 1, "one value per query head: [num_q_heads]"));
-  const bool found = dispatch(FloatTypes{}, out.array.dtype, [&](auto tag) {
+  const bool found = dispatch(AnyFloatTypes{}, out.array.dtype, [&](auto tag) {
     using S = typename decltype(tag)::type;
     const auto view = view_of<S, 1>(out.array);
     for (std::int64_t i = 0; i < view.extents[0]; ++i) {
@@ -307,10 +386,13 @@ namespace {
 std::vector<double> read_doubles(py::handle obj, const char* name,
                                  std::vector<std::int64_t>* shape) {
   const Array a = read_array(obj, name);
-  require_float(a, "a float dtype (float16, float32 or float64)");
+  // An ml_dtypes bfloat16 array converts as it is; bits tagged by view_as do not.
+  if (!(a.dtype == DType::kBFloat16 && py::isinstance<py::array>(obj)))
+    require_float(a, "a float dtype (float16, float32 or float64)");
   *shape = a.shape;
-  const auto c = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(obj);
-  if (!c) throw py::type_error(std::string(name) + " must convert to a float64 numpy array");
+  const py::module_ np = py::module_::import("numpy");
+  // numpy's conversion error (a MemoryError, say) propagates as raised.
+  const auto c = np.attr("ascontiguousarray")(obj, np.attr("float64")).cast<py::array_t<double>>();
   return std::vector<double>(c.data(), c.data() + c.size());
 }
 

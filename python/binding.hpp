@@ -26,10 +26,12 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -62,6 +64,12 @@ struct StatusError {
         field(s.field()) {
     for (int i = 0; i < 8; ++i) values[static_cast<size_t>(i)] = s.value(i);
     for (int i = 0; i < 2; ++i) reals[static_cast<size_t>(i)] = s.real(i);
+  }
+  /// `s` with its message replaced by `message` (a value a Status cannot carry, such as a
+  /// numpy dtype's name).
+  StatusError(const Status& s, const std::string& message_) : StatusError(s) {
+    message = message_;
+    text = "error[" + code + "] " + message + (hint.empty() ? "" : " (hint: " + hint + ")");
   }
   std::string code, jax_check, text, message, hint, field;
   std::array<std::int64_t, 8> values{};
@@ -192,6 +200,46 @@ TensorView<const T, 4> view_permuted(const Array& a,
 /// run with int64 indices, so each (q, K/V) pair is one instantiation.
 std::vector<std::int64_t> widen_indices(const Array& a);
 
+/// An int32/int64 index array of rank `Rank` widened to int64, keeping each dimension of stride
+/// 0 at stride 0 (one copy of its values): a broadcast table that claims 2^31 entries copies
+/// what it holds, not what it claims. The caller validates `a` first.
+template <size_t Rank>
+struct WideIndex {
+  std::vector<std::int64_t> values;
+  TensorView<const std::int64_t, Rank> view;
+};
+
+template <size_t Rank>
+WideIndex<Rank> widen_index(const Array& a) {
+  WideIndex<Rank> w;
+  dispatch(IndexTypes{}, a.dtype, [&](auto tag) {
+    using I = typename decltype(tag)::type;
+    const TensorView<const I, Rank> src = view_of<I, Rank>(a);
+    std::array<std::int64_t, Rank> held{};  // the extents the copy holds
+    for (size_t i = 0; i < Rank; ++i) held[i] = src.strides[i] == 0 ? 1 : src.extents[i];
+    if (src.holds_no_elements()) held.fill(0);
+    w.view.extents = src.extents;
+    w.view.strides = row_major_strides(held);
+    std::int64_t count = 1;
+    for (size_t i = 0; i < Rank; ++i) {
+      count *= held[i];
+      if (held[i] == 1) w.view.strides[i] = 0;
+    }
+    w.values.resize(static_cast<size_t>(count));
+    for (std::int64_t flat = 0; flat < count; ++flat) {
+      std::int64_t rest = flat, at = 0;
+      for (size_t i = Rank; i-- > 0;) {
+        at += (rest % held[i]) * src.strides[i];
+        rest /= held[i];
+      }
+      w.values[static_cast<size_t>(flat)] = static_cast<std::int64_t>(src.data[at]);
+    }
+    w.view.data = w.values.data();
+    w.view.buffer_size = count;
+  });
+  return w;
+}
+
 /// dtype_not_supported unless `a` has a dtype of FloatTypes.
 inline void require_float(const Array& a, const char* hint) {
   if (!dispatch(FloatTypes{}, a.dtype, [](auto) {})) raise_if_error(dtype_error(a, hint));
@@ -261,6 +309,10 @@ TensorView<T, Rank> output_view(py::array& out) {
 }
 
 // ---- options --------------------------------------------------------------------------------
+
+/// `v` (an int or an object with __index__, not a bool) as int64: TypeError "<what> must be an
+/// int", ValueError "<what> does not fit in int64".
+std::int64_t to_int64(py::handle v, const std::string& what);
 
 /// The keyword arguments of one call; `take_*` removes what it reads, `finish` rejects the rest.
 class Kwargs {
@@ -362,13 +414,32 @@ Status check_compare_shapes(const CompareInputs& c, const std::vector<std::int64
 /// text (attnref-run's report).
 py::dict report_dict(const compare::Report& r);
 
+/// Whether Python has a pending signal (Ctrl-C): asked between work items, it takes the GIL
+/// on the calling thread (where Python runs signal handlers) at most every 50 ms. When the
+/// handler raised, the exception stays set for `run_released` to raise.
+class PendingSignal {
+ public:
+  bool operator()();
+
+ private:
+  std::thread::id caller_ = std::this_thread::get_id();
+  std::chrono::steady_clock::time_point next_ = std::chrono::steady_clock::now();
+};
+
 /// Runs `fn(executor)` with the GIL released on a pool of `num_threads` threads (1: the
-/// calling thread only).
+/// calling thread only). A signal whose handler raises (Ctrl-C: KeyboardInterrupt) stops the
+/// work between items and is raised here; the outputs the call was writing are never returned.
 template <class Fn>
 void run_released(int num_threads, Fn&& fn) {
-  py::gil_scoped_release release;
-  ThreadPoolExecutor executor(num_threads);
-  fn(executor);
+  bool stopped = false;
+  {
+    py::gil_scoped_release release;
+    ThreadPoolExecutor pool(num_threads);
+    StoppableExecutor<ThreadPoolExecutor, PendingSignal> executor(pool, PendingSignal{});
+    fn(executor);
+    stopped = executor.stopped();
+  }
+  if (stopped) throw py::error_already_set();
 }
 
 // ---- family registration ---------------------------------------------------------------------

@@ -39,7 +39,10 @@ PagedInputs read_paged(py::handle q, py::handle k, py::handle v, py::handle leng
     } else if (*mode == "batch") {
       in.megacore_mode = MegacoreMode::kBatch;
     } else {
-      throw py::value_error("megacore_mode must be None, 'kv_head' or 'batch'");
+      // JAX's P10, whose text names the accepted values.
+      throw StatusError(Status(ErrorCode::kInvalidMegacoreMode, "P10",
+                               "megacore_mode must be one of ['kv_head', 'batch', None]",
+                               "pass None, 'kv_head' or 'batch'"));
     }
   }
   if (auto r = kw.take_bool("round_kv_to_bf16")) in.round_kv_to_bf16 = *r;
@@ -118,22 +121,36 @@ void check_index_dtypes(const PagedInputs& in) {
                      dtypes);
 }
 
+/// Calls `fn(args)` with `in`'s lengths and page table viewed in place, in their own dtype.
+template <class Q, class KV, class Fn>
+void with_native_indices(const PagedInputs& in, Fn&& fn) {
+  check_index_dtypes<Q, KV>(in);
+  dispatch(IndexTypes{}, in.lengths.dtype, [&](auto itag) {
+    using I = typename decltype(itag)::type;
+    PagedAttentionArgs<Q, KV, I> a = make_args<Q, KV, I>(in);
+    a.lengths = view_of<I, 1>(in.lengths);
+    a.page_indices = view_of<I, 2>(in.page_indices);
+    fn(a);
+  });
+}
+
 /// The kernels' index arrays, widened to int64 (kept alive while the args view them).
 struct WideIndices {
-  std::vector<std::int64_t> lengths, table;
+  WideIndex<1> lengths;
+  WideIndex<2> table;
 };
 
-/// `*a` with int64 views of `in`'s lengths and page table, which the result holds.
+/// `*a` with int64 views of `in`'s lengths and page table, which the result holds. The call is
+/// validated on the caller's arrays first, so a bad length is reported before anything is
+/// copied.
 template <class Q, class KV>
 WideIndices wide_args(const PagedInputs& in, PagedAttentionArgs<Q, KV, std::int64_t>* a) {
-  check_index_dtypes<Q, KV>(in);
+  with_native_indices<Q, KV>(
+      in, [](const auto& native) { raise_if_error(check_paged(native, Profile::kReference)); });
   *a = make_args<Q, KV, std::int64_t>(in);
-  WideIndices w{widen_indices(in.lengths), widen_indices(in.page_indices)};
-  a->lengths = TensorView<const std::int64_t, 1>(w.lengths.data(), {in.lengths.shape[0]},
-                                                 static_cast<std::int64_t>(w.lengths.size()));
-  a->page_indices = TensorView<const std::int64_t, 2>(
-      w.table.data(), {in.page_indices.shape[0], in.page_indices.shape[1]},
-      static_cast<std::int64_t>(w.table.size()));
+  WideIndices w{widen_index<1>(in.lengths), widen_index<2>(in.page_indices)};
+  a->lengths = w.lengths.view;
+  a->page_indices = w.table.view;
   return w;
 }
 
@@ -144,12 +161,7 @@ void check_paged_py(py::handle q, py::handle k, py::handle v, py::handle lengths
   dispatch_q_kv(in.q, in.k, &in.v, [&](auto qtag, auto kvtag) {
     using Q = typename decltype(qtag)::type;
     using KV = typename decltype(kvtag)::type;
-    check_index_dtypes<Q, KV>(in);
-    dispatch(IndexTypes{}, in.lengths.dtype, [&](auto itag) {
-      using I = typename decltype(itag)::type;
-      PagedAttentionArgs<Q, KV, I> a = make_args<Q, KV, I>(in);
-      a.lengths = view_of<I, 1>(in.lengths);
-      a.page_indices = view_of<I, 2>(in.page_indices);
+    with_native_indices<Q, KV>(in, [&](const auto& a) {
       const Profile p = in.common.profile;
       raise_if_error(check_paged_shapes(a, p));
       if (in.common.metadata) raise_if_error(check_paged_metadata(a, p));

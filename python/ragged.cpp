@@ -61,8 +61,10 @@ RaggedInputs read_ragged(py::handle q, py::handle kv_pages, py::handle kv_lens,
   in.kv_lens = read_array(kv_lens, "kv_lens");
   in.page_indices = read_array(page_indices, "page_indices");
   in.cu_q_lens = read_array(cu_q_lens, "cu_q_lens");
-  if (py::isinstance<py::int_>(num_seqs) && !py::isinstance<py::bool_>(num_seqs)) {
-    in.num_seqs_int = num_seqs.cast<std::int64_t>();
+  // An int or an integer scalar (numpy.int64(2)); arrays and tensors are read as arrays.
+  if (!py::isinstance<py::bool_>(num_seqs) && !py::isinstance<py::array>(num_seqs) &&
+      !py::hasattr(num_seqs, "__dlpack__") && py::hasattr(num_seqs, "__index__")) {
+    in.num_seqs_int = to_int64(num_seqs, "num_seqs");
   } else {
     in.num_seqs = read_array(num_seqs, "num_seqs");
   }
@@ -94,8 +96,8 @@ RaggedInputs read_ragged(py::handle q, py::handle kv_pages, py::handle kv_lens,
 /// extent (kept as a view, so JAX's R1 reports the extent; other dtypes get zeros of it).
 template <class Index>
 struct NumSeqs {
-  std::vector<Index> storage;
   std::optional<std::int64_t> value;
+  std::int64_t extent = 0;  // else: the array's extent, viewed as zeros (one, at stride 0)
 };
 
 template <class Index>
@@ -105,11 +107,10 @@ NumSeqs<Index> num_seqs_of(const RaggedInputs& in) {
     n.value = *in.num_seqs_int;
     return n;
   }
-  const std::vector<std::int64_t> wide = widen_indices(in.num_seqs);
-  if (wide.size() == 1) {
-    n.value = wide[0];
-  } else {
-    n.storage.assign(static_cast<size_t>(in.num_seqs.shape[0]), Index{0});
+  n.extent = in.num_seqs.shape[0];
+  if (n.extent == 1) {
+    const std::vector<std::int64_t> wide = widen_indices(in.num_seqs);
+    if (wide.size() == 1) n.value = wide[0];
   }
   return n;
 }
@@ -127,8 +128,8 @@ RaggedPagedAttentionArgs<Q, KV, Index> make_args(const RaggedInputs& in, const N
   if (n.value) {
     a.num_seqs_value = n.value;
   } else {
-    a.num_seqs =
-        TensorView<const Index, 1>(n.storage.data(), {static_cast<std::int64_t>(n.storage.size())});
+    static const Index zero{0};
+    a.num_seqs = TensorView<const Index, 1>(&zero, {n.extent}, kZeroStride);
   }
   a.sm_scale = in.common.sm_scale;
   a.soft_cap = in.common.soft_cap;
@@ -159,7 +160,7 @@ void check_index_dtypes(const RaggedInputs& in) {
   if (in.num_seqs_int) {
     n.value = *in.num_seqs_int;
   } else {
-    n.storage.assign(static_cast<size_t>(in.num_seqs.shape[0]), 0);
+    n.extent = in.num_seqs.shape[0];
   }
   RaggedPagedAttentionArgs<Q, KV, std::int32_t> a = make_args<Q, KV, std::int32_t>(in, n);
   a.kv_lens = TensorView<const std::int32_t, 1>(&zero, {in.kv_lens.shape[0]}, kZeroStride);
@@ -170,24 +171,42 @@ void check_index_dtypes(const RaggedInputs& in) {
                      {"R12", "R13", "R1", "R2", "R3", "R4"}, dtypes);
 }
 
+/// Calls `fn(args)` with `in`'s index arrays viewed in place, in their own dtype.
+template <class Q, class KV, class Fn>
+void with_native_indices(const RaggedInputs& in, Fn&& fn) {
+  check_index_dtypes<Q, KV>(in);
+  dispatch(IndexTypes{}, in.kv_lens.dtype, [&](auto itag) {
+    using I = typename decltype(itag)::type;
+    const NumSeqs<I> n = num_seqs_of<I>(in);
+    RaggedPagedAttentionArgs<Q, KV, I> a = make_args<Q, KV, I>(in, n);
+    a.kv_lens = view_of<I, 1>(in.kv_lens);
+    a.page_indices = view_of<I, 2>(in.page_indices);
+    a.cu_q_lens = view_of<I, 1>(in.cu_q_lens);
+    fn(a);
+  });
+}
+
 /// The kernels' num_seqs and index arrays, widened to int64 (kept alive while the args view
 /// them).
 struct WideIndices {
   NumSeqs<std::int64_t> num_seqs;
-  std::vector<std::int64_t> kv_lens, table, cu;
+  WideIndex<1> kv_lens;
+  WideIndex<2> table;
+  WideIndex<1> cu;
 };
 
-/// `*a` with int64 views of `in`'s index arrays, which the result holds.
+/// `*a` with int64 views of `in`'s index arrays, which the result holds. The call is validated
+/// on the caller's arrays first, so a bad length is reported before anything is copied.
 template <class Q, class KV>
 WideIndices wide_args(const RaggedInputs& in, RaggedPagedAttentionArgs<Q, KV, std::int64_t>* a) {
-  check_index_dtypes<Q, KV>(in);
-  WideIndices w{num_seqs_of<std::int64_t>(in), widen_indices(in.kv_lens),
-                widen_indices(in.page_indices), widen_indices(in.cu_q_lens)};
+  with_native_indices<Q, KV>(
+      in, [](const auto& native) { raise_if_error(check_ragged(native, Profile::kReference)); });
+  WideIndices w{num_seqs_of<std::int64_t>(in), widen_index<1>(in.kv_lens),
+                widen_index<2>(in.page_indices), widen_index<1>(in.cu_q_lens)};
   *a = make_args<Q, KV, std::int64_t>(in, w.num_seqs);
-  a->kv_lens = TensorView<const std::int64_t, 1>(w.kv_lens.data(), {in.kv_lens.shape[0]});
-  a->page_indices = TensorView<const std::int64_t, 2>(
-      w.table.data(), {in.page_indices.shape[0], in.page_indices.shape[1]});
-  a->cu_q_lens = TensorView<const std::int64_t, 1>(w.cu.data(), {in.cu_q_lens.shape[0]});
+  a->kv_lens = w.kv_lens.view;
+  a->page_indices = w.table.view;
+  a->cu_q_lens = w.cu.view;
   return w;
 }
 
@@ -198,14 +217,7 @@ void check_ragged_py(py::handle q, py::handle kv_pages, py::handle kv_lens, py::
   dispatch_q_kv(in.q, in.pages(), in.combined ? nullptr : &in.v, [&](auto qtag, auto kvtag) {
     using Q = typename decltype(qtag)::type;
     using KV = typename decltype(kvtag)::type;
-    check_index_dtypes<Q, KV>(in);
-    dispatch(IndexTypes{}, in.kv_lens.dtype, [&](auto itag) {
-      using I = typename decltype(itag)::type;
-      const NumSeqs<I> n = num_seqs_of<I>(in);
-      RaggedPagedAttentionArgs<Q, KV, I> a = make_args<Q, KV, I>(in, n);
-      a.kv_lens = view_of<I, 1>(in.kv_lens);
-      a.page_indices = view_of<I, 2>(in.page_indices);
-      a.cu_q_lens = view_of<I, 1>(in.cu_q_lens);
+    with_native_indices<Q, KV>(in, [&](const auto& a) {
       const Profile p = in.common.profile;
       raise_if_error(check_ragged_shapes(a, p));
       if (in.common.metadata) raise_if_error(check_ragged_metadata(a, p));

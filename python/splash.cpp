@@ -37,7 +37,7 @@ std::optional<std::int64_t> window_side(py::handle side, const char* which) {
   if (side.is_none()) return std::nullopt;
   if (py::isinstance<py::bool_>(side) || !py::isinstance<py::int_>(side))
     throw py::type_error(kMaskForms);
-  const auto v = side.cast<std::int64_t>();
+  const auto v = to_int64(side, "mask");
   if (v < 0) {
     raise_if_error(Status(ErrorCode::kInvalidMaskParameter, "",
                           "the local window's {f} side is {0}; it must not be negative",
@@ -63,7 +63,7 @@ AnyMask head_mask(py::handle spec, MaskShape shape, std::vector<Array>* arrays) 
     const auto int_at = [&](size_t i) {
       if (py::isinstance<py::bool_>(t[i]) || !py::isinstance<py::int_>(t[i]))
         throw py::type_error(kMaskForms);
-      return t[i].cast<std::int64_t>();
+      return to_int64(t[i], "mask");
     };
     if (kind == "causal" && t.size() == 2) return CausalMask{shape, int_at(1)};
     if (kind == "local" && (t.size() == 3 || t.size() == 4)) {
@@ -105,6 +105,12 @@ MultiHeadMask make_mask(SplashInputs& in, MaskShape shape) {
                           {heads_extent, in.q.shape[0]}));
   }
   const TensorView<const bool, 3> all = view_of<bool, 3>(a);
+  // Heads of no element, or all at one address (stride 0), are one mask shared by every head,
+  // so a (2^24, 0, 0) mask does not become 2^24 mask objects.
+  if (all.extents[1] == 0 || all.extents[2] == 0 || all.strides[0] == 0) {
+    return MultiHeadMask{DenseMask{TensorView<const bool, 2>(
+        all.data, {all.extents[1], all.extents[2]}, {all.strides[1], all.strides[2]})}};
+  }
   std::vector<AnyMask> heads;
   for (std::int64_t h = 0; h < heads_extent; ++h) {
     heads.emplace_back(DenseMask{TensorView<const bool, 2>(all.data + h * all.strides[0],
@@ -253,6 +259,11 @@ py::object splash_forward_py(py::handle q, py::handle k, py::handle v, py::kwarg
 
 py::tuple splash_backward_py(py::handle q, py::handle k, py::handle v, py::handle dout,
                              py::kwargs kwargs) {
+  // The backward returns gradients only: a logsumexp asked for would be dropped.
+  if (kwargs.contains("return_lse")) {
+    throw py::type_error(
+        "splash_attention_backward() got an unexpected keyword argument 'return_lse'");
+  }
   SplashInputs in =
       read_splash(q, k, v, dout, std::move(kwargs), true, "splash_attention_backward");
   const std::int64_t hq = in.q.shape[0], sq = in.q.shape[1], dv = in.v.shape.back();

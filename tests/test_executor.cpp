@@ -12,6 +12,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -66,6 +67,33 @@ TEST(Executor, ExternalAdapterForwardsToTheEnginesParallelFor) {
   EXPECT_EQ(external.concurrency(), 3);
   expect_each_index_once(external, 10);
   EXPECT_EQ(calls, 1);
+}
+
+TEST(Executor, StoppableSkipsEveryItemAfterStopAnswersTrue) {
+  attnref::SerialExecutor serial;
+  int asked = 0;
+  attnref::StoppableExecutor<attnref::SerialExecutor, std::function<bool()>> serial_stop(
+      serial, [&] { return ++asked > 3; });
+  std::vector<std::int64_t> ran;
+  serial_stop.parallel_for(10, [&](std::int64_t i) { ran.push_back(i); });
+  EXPECT_EQ(ran, (std::vector<std::int64_t>{0, 1, 2}));
+  EXPECT_TRUE(serial_stop.stopped());
+  EXPECT_EQ(asked, 4);  // asked no more once it answered true
+  serial_stop.parallel_for(5, [&](std::int64_t i) { ran.push_back(i); });
+  EXPECT_EQ(ran.size(), 3u);  // a later loop of the same call runs nothing
+
+  attnref::ThreadPoolExecutor pool(4);
+  attnref::StoppableExecutor<attnref::ThreadPoolExecutor, std::function<bool()>> never(
+      pool, [] { return false; });
+  EXPECT_EQ(never.concurrency(), 4);
+  expect_each_index_once(never, 1000);
+  EXPECT_FALSE(never.stopped());
+  std::atomic<int> runs{0};
+  attnref::StoppableExecutor<attnref::ThreadPoolExecutor, std::function<bool()>> at_once(
+      pool, [] { return true; });
+  at_once.parallel_for(1000, [&](std::int64_t) { ++runs; });
+  EXPECT_EQ(runs.load(), 0);
+  EXPECT_TRUE(at_once.stopped());
 }
 
 #if defined(__cpp_exceptions) && !ATTNREF_UNDER_SANITIZER  // also built with -fno-exceptions

@@ -733,3 +733,32 @@ TEST(HostileInputs, HugeGroupKeepsScratchProportionalToTheInputs) {
 }
 
 }  // namespace
+
+namespace {
+
+// A float32 view whose largest element offset (2^61) fits int64 but whose bytes (2^63) do not:
+// the kernels address it in bytes, so check_view and check_paged refuse it. 16-bit elements,
+// which the validators see only as declarations, are bounded by their 2 bytes.
+TEST(HostileInputs, ViewReachBoundedInBytes) {
+  std::vector<float> pool(8, 1.0f);
+  const TensorView<const float, 2> reach(pool.data(), {2, 8}, {std::int64_t{1} << 61, 1});
+  const Status s = attnref::check_view(reach, "k_pages");
+  EXPECT_EQ(s.code(), ErrorCode::kSizeOverflow) << s.to_string();
+  EXPECT_NE(s.message().find("overflows int64 in bytes (4-byte elements)"), std::string::npos)
+      << s.message();
+  const TensorView<const float, 2> fits(pool.data(), {2, 8}, {std::int64_t{1} << 60, 1});
+  EXPECT_TRUE(attnref::check_view(fits, "k_pages").ok());
+  const TensorView<const Eigen::bfloat16, 1> bf16(nullptr, {2},
+                                                  std::array<std::int64_t, 1>{kI64Max / 2});
+  EXPECT_EQ(attnref::check_view(bf16, "q").code(), ErrorCode::kSizeOverflow);
+
+  Paged p;
+  p.args.k_pages.strides[0] = std::int64_t{1} << 61;  // the second KV head, 2^63 bytes away
+  p.args.k_pages.buffer_size = -1;
+  const Status paged = attnref::check_paged(p.args, attnref::Profile::kReference);
+  EXPECT_EQ(paged.code(), ErrorCode::kSizeOverflow) << paged.to_string();
+  EXPECT_EQ(p.run().code(), ErrorCode::kSizeOverflow);
+  for (float x : p.out) EXPECT_EQ(x, -7.0f);
+}
+
+}  // namespace

@@ -257,6 +257,35 @@ ExternalExecutor<ParallelFor> make_executor(int concurrency, ParallelFor paralle
   return ExternalExecutor<ParallelFor>(concurrency, std::move(parallel_for));
 }
 
+/// Runs another executor's items until `stop()` answers true; `stop` is asked before each item
+/// (from any thread), and once it answers true every item not yet begun is skipped. For a
+/// caller that must abandon a long call (an interactive interrupt): after `stopped()`, the
+/// call's outputs are incomplete and must be discarded.
+template <class Executor, class Stop>
+class StoppableExecutor {
+ public:
+  StoppableExecutor(Executor& inner, Stop stop) : inner_(inner), stop_(std::move(stop)) {}
+  int concurrency() const noexcept { return inner_.concurrency(); }
+  template <class Fn>
+  void parallel_for(std::int64_t n, const Fn& fn) {
+    inner_.parallel_for(n, [&](std::int64_t i) {
+      if (stopped_.load(std::memory_order_relaxed)) return;
+      if (stop_()) {
+        stopped_.store(true, std::memory_order_relaxed);
+        return;
+      }
+      fn(i);
+    });
+  }
+  /// Whether `stop` answered true (so some items were skipped).
+  bool stopped() const noexcept { return stopped_.load(); }
+
+ private:
+  Executor& inner_;
+  Stop stop_;
+  std::atomic<bool> stopped_{false};
+};
+
 namespace detail {
 
 /// Whether `E` is an executor (has `concurrency()`). The kernels' `(args, out, executor)`

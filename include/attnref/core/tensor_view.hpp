@@ -39,6 +39,23 @@ constexpr std::array<std::int64_t, Rank> row_major_strides(
   return strides;
 }
 
+namespace detail {
+/// Bytes per element of `T`: its size, and 2 for Eigen's half and bfloat16, which the
+/// validators see only as declarations.
+template <class T>
+struct ElementBytes {
+  static constexpr std::int64_t value = static_cast<std::int64_t>(sizeof(T));
+};
+template <>
+struct ElementBytes<Eigen::half> {
+  static constexpr std::int64_t value = 2;
+};
+template <>
+struct ElementBytes<Eigen::bfloat16> {
+  static constexpr std::int64_t value = 2;
+};
+}  // namespace detail
+
 /// A non-owning strided view of `Rank` dimensions over elements of type `T`.
 template <class T, size_t Rank>
 struct TensorView {
@@ -124,9 +141,9 @@ struct TensorView {
 };
 
 /// Validates a view: extents and strides non-negative, element count and largest offset within
-/// int64, data non-null when elements exist, and (when `buffer_size >= 0`) every element
-/// inside the buffer. `name` names the tensor in the message; the returned Status keeps the
-/// pointer, so `name` must outlive it (string literals do).
+/// int64 (the offset in bytes too), data non-null when elements exist, and (when `buffer_size >=
+/// 0`) every element inside the buffer. `name` names the tensor in the message; the returned Status
+/// keeps the pointer, so `name` must outlive it (string literals do).
 template <class T, size_t Rank>
 constexpr Status check_view(const TensorView<T, Rank>& v, const char* name) noexcept {
   std::int64_t numel = 1;
@@ -158,6 +175,16 @@ constexpr Status check_view(const TensorView<T, Rank>& v, const char* name) noex
                     "{f}: the largest element offset overflows int64 at dimension {0}",
                     "check the extents and strides", {static_cast<std::int64_t>(i)}, {}, name);
     }
+  }
+  // Kernels address elements through byte offsets: the last byte must be within int64 too.
+  std::int64_t end_bytes = 0;
+  if (!checked_mul(last, detail::ElementBytes<std::remove_cv_t<T>>::value, &end_bytes) ||
+      !checked_add(end_bytes, detail::ElementBytes<std::remove_cv_t<T>>::value, &end_bytes)) {
+    return Status(ErrorCode::kSizeOverflow, "",
+                  "{f}: the largest element offset {0} overflows int64 in bytes ({1}-byte "
+                  "elements)",
+                  "check the extents and strides",
+                  {last, detail::ElementBytes<std::remove_cv_t<T>>::value}, {}, name);
   }
   if (v.data == nullptr) {
     return Status(ErrorCode::kNullData, "", "{f} has {0} elements but a null data pointer",
