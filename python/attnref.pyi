@@ -192,3 +192,10 @@ def merge_attention_states(out_a: ArrayLike, lse_a: ArrayLike, out_b: ArrayLike,
     lse_a, lse_b [rows, heads] float32. Returns the state over both key sets: out [rows, heads,
     head_dim] (their dtype; float32 holding bfloat16 values for bfloat16 states), lse [rows,
     heads]."""
+
+def get_include() -> str:
+    """The directory holding attnref/attnref.hpp, in an installed wheel."""
+
+def get_cmake_dir() -> str:
+    """The directory holding attnrefConfig.cmake (cmake -Dattnref_DIR=...), in an installed
+    wheel."""

@@ -532,7 +532,7 @@ namespace py = pybind11;
 using attnref::python::StatusError;
 using attnref::python::TypedArray;
 
-PYBIND11_MODULE(attnref, m) {
+PYBIND11_MODULE(_attnref, m) {
   m.doc() =
       "attnref: validators and float reference kernels for paged, splash and ragged attention.\n"
       "Every function reads numpy arrays and CPU tensors (__dlpack__) in place, with their own\n"

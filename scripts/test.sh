@@ -24,6 +24,7 @@ end_stage() {
 print_times() { printf 'attnref stage times: %s\n' "${times[@]}" "total $SECONDS s"; }
 trap print_times EXIT
 scripts/deps.sh
+scripts/pyenv.sh >/dev/null  # build/venv: the pinned PyPI tools (requirements-dev.txt)
 end_stage deps
 echo "=== attnref: format ==="
 scripts/format.sh

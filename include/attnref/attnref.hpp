@@ -15,3 +15,4 @@
 #include "attnref/kernels/splash_attention.hpp"
 #include "attnref/masks/mask_info.hpp"
 #include "attnref/validate.hpp"
+#include "attnref/version.hpp"
