@@ -20,6 +20,7 @@
 #include "attnref/core/executor.hpp"
 #include "attnref/kernels/merge_attention_states.hpp"
 #include "attnref/kernels/paged_attention.hpp"
+#include "attnref/validate/merge.hpp"
 #include "reference/paged.hpp"
 #include "reference/splash_problem.hpp"
 
@@ -524,5 +525,87 @@ TEST(MergeStates, InputsAreCheckedAloneBeforeOutputsAreSizedFromOutA) {
   EXPECT_EQ(attnref::check_merge_inputs(m).message(),
             "lse_b has shape (3, 2); expected (2, 3) (out_a's first two dimensions)");
 }
+
+#if !defined(ATTNREF_NO_EXCEPTIONS)
+/// The Status of the ShapeError `fn` throws; ok when it throws none.
+template <class Fn>
+attnref::Status thrown_status(Fn&& fn) {
+  try {
+    fn();
+  } catch (const attnref::ShapeError& e) {
+    return e.status();
+  }
+  return attnref::Status();
+}
+
+struct ValidateCase {
+  const char* what;
+  ErrorCode code;
+  const char* message;
+};
+
+// One case per error code of the merge checks, through the throwing validate_merge: the states
+// alone (validate_merge(args)), then with outputs (validate_merge(args, out, lse)).
+TEST(MergeStates, ValidateMergeThrowsEachErrorCodeWithItsMessage) {
+  State<float> a(2, 3, 4, 1.0f, 0.0f), b(2, 3, 4, 2.0f, 0.0f);
+  const MergeStatesArgs<float> good = merge_args(a, b);
+  std::vector<float> buf(200, 7.0f);
+  const TensorView<float, 3> out(buf.data(), {2, 3, 4});
+  const TensorView<float, 2> lse(buf.data() + 100, {2, 3});
+  EXPECT_NO_THROW(attnref::validate_merge(good));
+  EXPECT_NO_THROW(attnref::validate_merge(good, out, lse));
+  const std::int64_t huge = std::int64_t{1} << 62;
+  const ValidateCase cases[] = {
+      {"out_b wider", ErrorCode::kShapeMismatch,
+       "out_b has shape (2, 3, 5); expected out_a's shape (2, 3, 4)"},
+      {"negative head_dim", ErrorCode::kNegativeExtent,
+       "out_a has a negative extent -1 in dimension 2"},
+      {"negative stride", ErrorCode::kNegativeStride,
+       "out_a has a negative stride -1 in dimension 2"},
+      {"element count", ErrorCode::kSizeOverflow,
+       "out_a: the number of elements overflows int64 at dimension 2"},
+      {"null out_b", ErrorCode::kNullData, "out_b has 24 elements but a null data pointer"},
+      {"lse_b past its buffer", ErrorCode::kOutOfBuffer,
+       "lse_b: extents and strides reach element offset 5, past the buffer of 4 elements"},
+  };
+  for (const ValidateCase& c : cases) {
+    const std::string what = c.what;
+    MergeStatesArgs<float> m = good;
+    if (what == "out_b wider") m.out_b = {b.out.data(), {2, 3, 5}};
+    if (what == "negative head_dim") {
+      m.out_a = {a.out.data(), {2, 3, -1}};
+      m.out_b = {b.out.data(), {2, 3, -1}};
+    }
+    if (what == "negative stride") m.out_a = {a.out.data() + 3, {2, 3, 4}, {12, 4, -1}};
+    if (what == "element count") {
+      m.out_a = {a.out.data(), {2, 3, huge}};
+      m.out_b = {b.out.data(), {2, 3, huge}};
+    }
+    if (what == "null out_b") m.out_b = {nullptr, {2, 3, 4}};
+    if (what == "lse_b past its buffer") m.lse_b = {b.lse.data(), {2, 3}, 4};
+    const attnref::Status s = thrown_status([&] { attnref::validate_merge(m); });
+    EXPECT_EQ(s.code(), c.code) << what;
+    EXPECT_EQ(s.message(), c.message) << what;
+    EXPECT_EQ(s.code(), attnref::check_merge_inputs(m).code()) << what;
+  }
+  // The outputs: a shape, and memory shared with an input or with each other.
+  const ValidateCase output_cases[] = {
+      {"out transposed", ErrorCode::kShapeMismatch,
+       "out has shape (3, 2, 4); expected out_a's shape (2, 3, 4)"},
+      {"lse inside out", ErrorCode::kOverlappingOutput, "lse and out share memory"},
+  };
+  for (const ValidateCase& c : output_cases) {
+    const std::string what = c.what;
+    TensorView<float, 3> o = out;
+    TensorView<float, 2> l = lse;
+    if (what == "out transposed") o = TensorView<float, 3>(buf.data(), {3, 2, 4});
+    if (what == "lse inside out") l = TensorView<float, 2>(buf.data() + 20, {2, 3});
+    const attnref::Status s = thrown_status([&] { attnref::validate_merge(good, o, l); });
+    EXPECT_EQ(s.code(), c.code) << what;
+    EXPECT_EQ(s.message(), c.message) << what;
+  }
+  for (float x : buf) ASSERT_EQ(x, 7.0f);
+}
+#endif
 
 }  // namespace

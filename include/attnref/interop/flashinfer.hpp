@@ -65,29 +65,19 @@ struct DenseTableOptions {
   std::int64_t pad_value = 0;
 };
 
-/// Checks a CSR page table (metadata tier, O(batch + nnz)) against a pool of `total_pages` pages
-/// of `page_size` tokens, and returns in `*max_pages` (if non-null) the most pages any sequence
-/// holds. Each broken invariant has its own error:
-///  - views valid; `kv_indptr` has `batch + 1` entries, `seq_lens` (if given) `batch`
-///    (`kBatchMismatch`); `page_size > 0` (`kInvalidPageSize`); `total_pages >= 0`;
-///  - `kv_indptr[0] == 0`, non-decreasing, `kv_indptr[batch] == nnz` (`kInvalidIndptr`);
-///  - every `kv_indices` entry in `[0, total_pages)` (`kPageIndexOutOfRange`): all are live;
-///  - `1 <= kv_last_page_len[b] <= page_size` when sequence b has pages, `0 <= ... <= page_size`
-///    when it has none (its length is 0) (`kInvalidLastPageLen`);
-///  - the length fits `Index` (`kSizeOverflow`);
-///  - with `seq_lens`: `seq_lens[b] >= 0` (`kLengthOutOfRange`), pages == ceil(seq_lens[b] /
-///    page_size) (`kPageCountMismatch`), and the CSR length equals `seq_lens[b]`
-///    (`kInvalidLastPageLen`).
+namespace detail {
+
+/// `check_flashinfer_page_table`'s first step, O(1): the views, the entry counts of kv_indptr
+/// and seq_lens against the batch, page_size and total_pages.
 template <class Index>
-Status check_flashinfer_page_table(const FlashInferPageTable<Index>& t, std::int64_t page_size,
-                                   std::int64_t total_pages, std::int64_t* max_pages = nullptr) {
+Status check_flashinfer_table_shapes(const FlashInferPageTable<Index>& t, std::int64_t page_size,
+                                     std::int64_t total_pages) {
   ATTNREF_RETURN_IF_ERROR(check_view(t.kv_indptr, "kv_indptr"));
   ATTNREF_RETURN_IF_ERROR(check_view(t.kv_indices, "kv_indices"));
   ATTNREF_RETURN_IF_ERROR(check_view(t.kv_last_page_len, "kv_last_page_len"));
   const bool has_seq_lens = !t.seq_lens.empty_view();
   if (has_seq_lens) ATTNREF_RETURN_IF_ERROR(check_view(t.seq_lens, "seq_lens"));
   const std::int64_t batch = t.batch();
-  const std::int64_t nnz = t.kv_indices.extents[0];
   // batch + 1 is checked: a stride-0 kv_last_page_len view may claim INT64_MAX sequences.
   std::int64_t indptr_len = 0;
   if (!checked_add(batch, 1, &indptr_len)) {
@@ -116,13 +106,22 @@ Status check_flashinfer_page_table(const FlashInferPageTable<Index>& t, std::int
     return Status(ErrorCode::kNegativeExtent, "", "total_pages must be >= 0. Got {0}.",
                   "pass the number of pages in the cache", {total_pages});
   }
+  return Status();
+}
+
+/// The row pointers, O(batch): kv_indptr starts at 0, never decreases and ends at the number of
+/// kv_indices entries. `*widest` gets the most pages any sequence holds.
+template <class Index>
+Status check_flashinfer_indptr(const FlashInferPageTable<Index>& t, std::int64_t* widest) {
+  const std::int64_t batch = t.batch();
+  const std::int64_t nnz = t.kv_indices.extents[0];
   if (t.kv_indptr(0) != 0) {
     return Status(ErrorCode::kInvalidIndptr, "", "kv_indptr[0]={0}; a CSR row pointer starts at 0",
                   "pass the indptr of this batch alone, starting at 0; to use a slice of a larger "
                   "kv_indices buffer, offset the kv_indices view instead",
                   {static_cast<std::int64_t>(t.kv_indptr(0))}, {}, "kv_indptr");
   }
-  std::int64_t widest = 0;
+  *widest = 0;
   for (std::int64_t b = 0; b < batch; ++b) {
     const std::int64_t begin = t.kv_indptr(b);
     const std::int64_t end = t.kv_indptr(b + 1);
@@ -133,7 +132,7 @@ Status check_flashinfer_page_table(const FlashInferPageTable<Index>& t, std::int
                     "be negative",
                     {b, begin, b + 1, end}, {}, "kv_indptr");
     }
-    if (end - begin > widest) widest = end - begin;
+    if (end - begin > *widest) *widest = end - begin;
   }
   if (t.kv_indptr(batch) != nnz) {
     return Status(ErrorCode::kInvalidIndptr, "",
@@ -143,75 +142,115 @@ Status check_flashinfer_page_table(const FlashInferPageTable<Index>& t, std::int
                   "preallocated buffer needs a shorter view)",
                   {batch, static_cast<std::int64_t>(t.kv_indptr(batch)), nnz}, {}, "kv_indptr");
   }
-  for (std::int64_t b = 0; b < batch; ++b) {
-    const std::int64_t begin = t.kv_indptr(b);
-    const std::int64_t pages = t.kv_indptr(b + 1) - begin;
-    for (std::int64_t i = begin; i < begin + pages; ++i) {
-      const std::int64_t page = t.kv_indices(i);
-      if (page < 0 || page >= total_pages) {
-        return Status(ErrorCode::kPageIndexOutOfRange, "",
-                      "kv_indices[{0}]={1} is outside [0, {2}) (total_pages)",
-                      "entry {0} is page {3} of sequence {4}; every CSR entry is live, so a "
-                      "padding value such as -1 has no place in kv_indices",
-                      {i, page, total_pages, i - begin, b}, {}, "kv_indices");
-      }
-    }
-    const std::int64_t last = t.kv_last_page_len(b);
-    if (pages > 0 && (last < 1 || last > page_size)) {
-      return Status(ErrorCode::kInvalidLastPageLen, "",
-                    "kv_last_page_len[{0}]={1} is outside [1, {2}] (page_size) for a sequence "
-                    "with {3} pages",
-                    "the last page holds 1 to page_size tokens: seq_len - (pages - 1) * "
-                    "page_size; a full last page is page_size, not 0",
-                    {b, last, page_size, pages}, {}, "kv_last_page_len");
-    }
-    if (pages == 0 && (last < 0 || last > page_size)) {
-      return Status(ErrorCode::kInvalidLastPageLen, "",
-                    "kv_last_page_len[{0}]={1} is outside [0, {2}] (page_size) for a sequence "
-                    "with no pages",
-                    "a sequence without pages has length 0; its kv_last_page_len is ignored but "
-                    "must still be a page fill",
-                    {b, last, page_size}, {}, "kv_last_page_len");
-    }
-    std::int64_t length = 0;
-    if (pages > 0 &&
-        (!checked_mul(pages - 1, page_size, &length) || !checked_add(length, last, &length) ||
-         length > std::numeric_limits<Index>::max())) {
-      return Status(
-          ErrorCode::kSizeOverflow, "",
-          "sequence {0}: ({1} pages - 1) x page_size {2} + kv_last_page_len {3} "
-          "overflows the index type (max {4})",
-          "a length must fit the index type; use int64 indices or check the page "
-          "counts",
-          {b, pages, page_size, last, static_cast<std::int64_t>(std::numeric_limits<Index>::max())},
-          {}, "kv_last_page_len");
-    }
-    if (has_seq_lens) {
-      const std::int64_t want = t.seq_lens(b);
-      if (want < 0) {
-        return Status(ErrorCode::kLengthOutOfRange, "", "seq_lens[{0}]={1} is negative",
-                      "a sequence length counts tokens in the cache: 0 or more", {b, want}, {},
-                      "seq_lens");
-      }
-      const std::int64_t want_pages = ceil_div(want, page_size);
-      if (pages != want_pages) {
-        return Status(ErrorCode::kPageCountMismatch, "",
-                      "sequence {0} holds {1} pages in kv_indptr but seq_lens[{0}]={2} needs "
-                      "ceil({2} / {3}) = {4}",
-                      "an eagerly allocated page (or a missing one) makes the kernel read a page "
-                      "of garbage; hand the kernel exactly the pages the tokens occupy",
-                      {b, pages, want, page_size, want_pages}, {}, "kv_indptr");
-      }
-      if (length != want) {
-        return Status(ErrorCode::kInvalidLastPageLen, "",
-                      "kv_last_page_len[{0}]={1} gives length {2} but seq_lens[{0}]={3} (page_size "
-                      "{4})",
-                      "kv_last_page_len[b] = seq_lens[b] - (pages - 1) * page_size = {5}",
-                      {b, last, length, want, page_size, want - (pages - 1) * page_size}, {},
-                      "kv_last_page_len");
-      }
+  return Status();
+}
+
+/// Sequence b's `seq_lens` entry against its CSR description: `pages` pages, the last holding
+/// `last` tokens, `length` tokens in all.
+template <class Index>
+Status check_flashinfer_seq_len(const FlashInferPageTable<Index>& t, std::int64_t b,
+                                std::int64_t page_size, std::int64_t pages, std::int64_t last,
+                                std::int64_t length) {
+  const std::int64_t want = t.seq_lens(b);
+  if (want < 0) {
+    return Status(ErrorCode::kLengthOutOfRange, "", "seq_lens[{0}]={1} is negative",
+                  "a sequence length counts tokens in the cache: 0 or more", {b, want}, {},
+                  "seq_lens");
+  }
+  const std::int64_t want_pages = ceil_div(want, page_size);
+  if (pages != want_pages) {
+    return Status(ErrorCode::kPageCountMismatch, "",
+                  "sequence {0} holds {1} pages in kv_indptr but seq_lens[{0}]={2} needs "
+                  "ceil({2} / {3}) = {4}",
+                  "an eagerly allocated page (or a missing one) makes the kernel read a page "
+                  "of garbage; hand the kernel exactly the pages the tokens occupy",
+                  {b, pages, want, page_size, want_pages}, {}, "kv_indptr");
+  }
+  if (length != want) {
+    return Status(ErrorCode::kInvalidLastPageLen, "",
+                  "kv_last_page_len[{0}]={1} gives length {2} but seq_lens[{0}]={3} (page_size "
+                  "{4})",
+                  "kv_last_page_len[b] = seq_lens[b] - (pages - 1) * page_size = {5}",
+                  {b, last, length, want, page_size, want - (pages - 1) * page_size}, {},
+                  "kv_last_page_len");
+  }
+  return Status();
+}
+
+/// Sequence b, O(its pages): its pages in [0, total_pages), its last page's fill, its length
+/// within `Index`, then (when given) its `seq_lens` entry. Precondition: the row pointers passed.
+template <class Index>
+Status check_flashinfer_sequence(const FlashInferPageTable<Index>& t, std::int64_t b,
+                                 std::int64_t page_size, std::int64_t total_pages) {
+  const std::int64_t begin = t.kv_indptr(b);
+  const std::int64_t pages = t.kv_indptr(b + 1) - begin;
+  for (std::int64_t i = begin; i < begin + pages; ++i) {
+    const std::int64_t page = t.kv_indices(i);
+    if (page < 0 || page >= total_pages) {
+      return Status(ErrorCode::kPageIndexOutOfRange, "",
+                    "kv_indices[{0}]={1} is outside [0, {2}) (total_pages)",
+                    "entry {0} is page {3} of sequence {4}; every CSR entry is live, so a "
+                    "padding value such as -1 has no place in kv_indices",
+                    {i, page, total_pages, i - begin, b}, {}, "kv_indices");
     }
   }
+  const std::int64_t last = t.kv_last_page_len(b);
+  if (pages > 0 && (last < 1 || last > page_size)) {
+    return Status(ErrorCode::kInvalidLastPageLen, "",
+                  "kv_last_page_len[{0}]={1} is outside [1, {2}] (page_size) for a sequence "
+                  "with {3} pages",
+                  "the last page holds 1 to page_size tokens: seq_len - (pages - 1) * "
+                  "page_size; a full last page is page_size, not 0",
+                  {b, last, page_size, pages}, {}, "kv_last_page_len");
+  }
+  if (pages == 0 && (last < 0 || last > page_size)) {
+    return Status(ErrorCode::kInvalidLastPageLen, "",
+                  "kv_last_page_len[{0}]={1} is outside [0, {2}] (page_size) for a sequence "
+                  "with no pages",
+                  "a sequence without pages has length 0; its kv_last_page_len is ignored but "
+                  "must still be a page fill",
+                  {b, last, page_size}, {}, "kv_last_page_len");
+  }
+  std::int64_t length = 0;
+  if (pages > 0 &&
+      (!checked_mul(pages - 1, page_size, &length) || !checked_add(length, last, &length) ||
+       length > std::numeric_limits<Index>::max())) {
+    return Status(
+        ErrorCode::kSizeOverflow, "",
+        "sequence {0}: ({1} pages - 1) x page_size {2} + kv_last_page_len {3} "
+        "overflows the index type (max {4})",
+        "a length must fit the index type; use int64 indices or check the page "
+        "counts",
+        {b, pages, page_size, last, static_cast<std::int64_t>(std::numeric_limits<Index>::max())},
+        {}, "kv_last_page_len");
+  }
+  if (t.seq_lens.empty_view()) return Status();
+  return check_flashinfer_seq_len(t, b, page_size, pages, last, length);
+}
+
+}  // namespace detail
+
+/// Checks a CSR page table (metadata tier, O(batch + nnz)) against a pool of `total_pages` pages
+/// of `page_size` tokens, and returns in `*max_pages` (if non-null) the most pages any sequence
+/// holds. Each broken invariant has its own error:
+///  - views valid; `kv_indptr` has `batch + 1` entries, `seq_lens` (if given) `batch`
+///    (`kBatchMismatch`); `page_size > 0` (`kInvalidPageSize`); `total_pages >= 0`;
+///  - `kv_indptr[0] == 0`, non-decreasing, `kv_indptr[batch] == nnz` (`kInvalidIndptr`);
+///  - every `kv_indices` entry in `[0, total_pages)` (`kPageIndexOutOfRange`): all are live;
+///  - `1 <= kv_last_page_len[b] <= page_size` when sequence b has pages, `0 <= ... <= page_size`
+///    when it has none (its length is 0) (`kInvalidLastPageLen`);
+///  - the length fits `Index` (`kSizeOverflow`);
+///  - with `seq_lens`: `seq_lens[b] >= 0` (`kLengthOutOfRange`), pages == ceil(seq_lens[b] /
+///    page_size) (`kPageCountMismatch`), and the CSR length equals `seq_lens[b]`
+///    (`kInvalidLastPageLen`).
+template <class Index>
+Status check_flashinfer_page_table(const FlashInferPageTable<Index>& t, std::int64_t page_size,
+                                   std::int64_t total_pages, std::int64_t* max_pages = nullptr) {
+  ATTNREF_RETURN_IF_ERROR(detail::check_flashinfer_table_shapes(t, page_size, total_pages));
+  std::int64_t widest = 0;
+  ATTNREF_RETURN_IF_ERROR(detail::check_flashinfer_indptr(t, &widest));
+  for (std::int64_t b = 0; b < t.batch(); ++b)
+    ATTNREF_RETURN_IF_ERROR(detail::check_flashinfer_sequence(t, b, page_size, total_pages));
   if (max_pages != nullptr) *max_pages = widest;
   return Status();
 }

@@ -117,6 +117,118 @@ constexpr std::int64_t declared_or(std::int64_t declared, std::int64_t actual) n
   return declared >= 0 ? declared : actual;
 }
 
+/// `vllm_kv_views` for the separate layouts (nhd, hnd): key_cache and value_cache.
+template <class T>
+Status vllm_separate_kv_views(const VllmKvCache<T>& c, TensorView<const T, 4>* k_pages,
+                              TensorView<const T, 4>* v_pages) {
+  ATTNREF_RETURN_IF_ERROR(check_view(c.key_cache, "key_cache"));
+  ATTNREF_RETURN_IF_ERROR(check_view(c.value_cache, "value_cache"));
+  const auto& e = c.key_cache.extents;
+  const auto& ev = c.value_cache.extents;
+  if (!same_extents(e, ev)) {
+    return Status(ErrorCode::kShapeMismatch, "",
+                  "key_cache has shape ({0}, {1}, {2}, {3}) but value_cache ({4}, {5}, {6}, {7})",
+                  "K and V caches of one layer share one shape",
+                  {e[0], e[1], e[2], e[3], ev[0], ev[1], ev[2], ev[3]});
+  }
+  const bool nhd = c.layout == VllmKvLayout::kNhd;
+  const std::int64_t num_blocks = e[0];
+  const std::int64_t block_size = nhd ? e[1] : e[2];
+  const std::int64_t heads = nhd ? e[2] : e[1];
+  const std::int64_t dim = e[3];
+  if (declared_mismatch(c.block_size, block_size) || declared_mismatch(c.num_kv_heads, heads) ||
+      declared_mismatch(c.head_size, dim)) {
+    const std::int64_t want_bs = declared_or(c.block_size, block_size);
+    const std::int64_t want_h = declared_or(c.num_kv_heads, heads);
+    const std::int64_t want_d = declared_or(c.head_size, dim);
+    // The shape is the other 4-D layout's: say so.
+    const bool swapped =
+        e[1] == (nhd ? want_h : want_bs) && e[2] == (nhd ? want_bs : want_h) && e[3] == want_d;
+    const char* hint = swapped ? (nhd ? "the shape is the hnd layout [num_blocks, num_kv_heads, "
+                                        "block_size, head_size]; pass VllmKvLayout::kHnd"
+                                      : "the shape is the nhd layout [num_blocks, block_size, "
+                                        "num_kv_heads, head_size]; pass VllmKvLayout::kNhd")
+                               : "check block_size, num_kv_heads and head_size against the "
+                                 "engine's config, and the cache's layout";
+    return Status(ErrorCode::kShapeMismatch, "",
+                  nhd ? "key_cache has shape ({0}, {1}, {2}, {3}) but layout nhd [num_blocks, "
+                        "block_size, num_kv_heads, head_size] expects ({0}, {4}, {5}, {6})"
+                      : "key_cache has shape ({0}, {1}, {2}, {3}) but layout hnd [num_blocks, "
+                        "num_kv_heads, block_size, head_size] expects ({0}, {5}, {4}, {6})",
+                  hint, {e[0], e[1], e[2], e[3], want_bs, want_h, want_d}, {}, "key_cache");
+  }
+  const auto& s = c.key_cache.strides;
+  const auto& sv = c.value_cache.strides;
+  // Logical order: head, block, slot, dim.
+  const std::array<std::int64_t, 4> k_strides =
+      nhd ? std::array<std::int64_t, 4>{s[2], s[0], s[1], s[3]}
+          : std::array<std::int64_t, 4>{s[1], s[0], s[2], s[3]};
+  const std::array<std::int64_t, 4> v_strides =
+      nhd ? std::array<std::int64_t, 4>{sv[2], sv[0], sv[1], sv[3]}
+          : std::array<std::int64_t, 4>{sv[1], sv[0], sv[2], sv[3]};
+  const std::array<std::int64_t, 4> logical{heads, num_blocks, block_size, dim};
+  *k_pages = TensorView<const T, 4>(c.key_cache.data, logical, k_strides, c.key_cache.buffer_size);
+  *v_pages =
+      TensorView<const T, 4>(c.value_cache.data, logical, v_strides, c.value_cache.buffer_size);
+  return Status();
+}
+
+/// `vllm_kv_views` for the combined layouts (kv_first, block_first): one kv_cache.
+template <class T>
+Status vllm_combined_kv_views(const VllmKvCache<T>& c, TensorView<const T, 4>* k_pages,
+                              TensorView<const T, 4>* v_pages) {
+  ATTNREF_RETURN_IF_ERROR(check_view(c.kv_cache, "kv_cache"));
+  const auto& e = c.kv_cache.extents;
+  const auto& s = c.kv_cache.strides;
+  const bool kv_first = c.layout == VllmKvLayout::kKvFirst;
+  const size_t kv_dim = kv_first ? 0 : 1;
+  const size_t block_dim = kv_first ? 1 : 0;
+  if (e[kv_dim] != 2) {
+    return Status(ErrorCode::kShapeMismatch, "",
+                  kv_first ? "kv_cache dimension 0 has extent {0}; layout kv_first [2, "
+                             "num_blocks, block_size, num_kv_heads, head_size] needs 2 (K, V)"
+                           : "kv_cache dimension 1 has extent {0}; layout block_first "
+                             "[num_blocks, 2, block_size, num_kv_heads, head_size] needs 2 "
+                             "(K, V)",
+                  "a combined cache stacks exactly K and V; check the layout and the shape",
+                  {e[kv_dim]}, {}, "kv_cache");
+  }
+  const std::int64_t num_blocks = e[block_dim];
+  const std::int64_t block_size = e[2];
+  const std::int64_t heads = e[3];
+  const std::int64_t dim = e[4];
+  if (declared_mismatch(c.block_size, block_size) || declared_mismatch(c.num_kv_heads, heads) ||
+      declared_mismatch(c.head_size, dim)) {
+    return Status(ErrorCode::kShapeMismatch, "",
+                  kv_first ? "kv_cache has shape ({0}, {1}, {2}, {3}, {4}) but layout kv_first "
+                             "[2, num_blocks, block_size, num_kv_heads, head_size] expects (2, "
+                             "{1}, {5}, {6}, {7})"
+                           : "kv_cache has shape ({0}, {1}, {2}, {3}, {4}) but layout "
+                             "block_first [num_blocks, 2, block_size, num_kv_heads, head_size] "
+                             "expects ({0}, 2, {5}, {6}, {7})",
+                  "check block_size, num_kv_heads and head_size against the engine's config, "
+                  "and the cache's layout (an HND stride order keeps this logical shape; only "
+                  "the strides change)",
+                  {e[0], e[1], e[2], e[3], e[4], declared_or(c.block_size, block_size),
+                   declared_or(c.num_kv_heads, heads), declared_or(c.head_size, dim)},
+                  {}, "kv_cache");
+  }
+  // Logical order: head, block, slot, dim; K and V alike.
+  const std::array<std::int64_t, 4> strides{s[3], s[block_dim], s[2], s[4]};
+  const T* k_data = c.kv_cache.data;
+  const std::int64_t k_buffer = c.kv_cache.buffer_size;
+  // V starts one K/V stride in, which check_view proved lies inside a cache that holds
+  // elements. An empty cache's stride was never bounded (2^62 is valid there), so its V view,
+  // empty too, starts where K does instead of at an address past the buffer.
+  const bool holds_elements = c.kv_cache.numel_or_zero() > 0;
+  const T* v_data = holds_elements ? k_data + s[kv_dim] : k_data;
+  const std::int64_t v_buffer = k_buffer < 0 || !holds_elements ? k_buffer : k_buffer - s[kv_dim];
+  const std::array<std::int64_t, 4> logical{heads, num_blocks, block_size, dim};
+  *k_pages = TensorView<const T, 4>(k_data, logical, strides, k_buffer);
+  *v_pages = TensorView<const T, 4>(v_data, logical, strides, v_buffer);
+  return Status();
+}
+
 }  // namespace detail
 
 /// Describes a vLLM cache as logical K and V `[num_kv_heads, num_blocks, block_size, head_size]`
@@ -145,112 +257,9 @@ Status vllm_kv_views(const VllmKvCache<T>& c, TensorView<const T, 4>* k_pages,
                   "use VllmKvLayout::kNhd or kHnd for separate K and V tensors", {}, {},
                   "key_cache");
   }
-  std::int64_t num_blocks = 0, block_size = 0, heads = 0, dim = 0;
-  std::array<std::int64_t, 4> k_strides{}, v_strides{};  // logical order: head, block, slot, dim
-  const T* k_data = nullptr;
-  const T* v_data = nullptr;
-  std::int64_t k_buffer = -1, v_buffer = -1;
-  if (separate) {
-    ATTNREF_RETURN_IF_ERROR(check_view(c.key_cache, "key_cache"));
-    ATTNREF_RETURN_IF_ERROR(check_view(c.value_cache, "value_cache"));
-    const auto& e = c.key_cache.extents;
-    const auto& ev = c.value_cache.extents;
-    if (!detail::same_extents(e, ev)) {
-      return Status(ErrorCode::kShapeMismatch, "",
-                    "key_cache has shape ({0}, {1}, {2}, {3}) but value_cache ({4}, {5}, {6}, {7})",
-                    "K and V caches of one layer share one shape",
-                    {e[0], e[1], e[2], e[3], ev[0], ev[1], ev[2], ev[3]});
-    }
-    const bool nhd = c.layout == VllmKvLayout::kNhd;
-    num_blocks = e[0];
-    block_size = nhd ? e[1] : e[2];
-    heads = nhd ? e[2] : e[1];
-    dim = e[3];
-    if (detail::declared_mismatch(c.block_size, block_size) ||
-        detail::declared_mismatch(c.num_kv_heads, heads) ||
-        detail::declared_mismatch(c.head_size, dim)) {
-      const std::int64_t want_bs = detail::declared_or(c.block_size, block_size);
-      const std::int64_t want_h = detail::declared_or(c.num_kv_heads, heads);
-      const std::int64_t want_d = detail::declared_or(c.head_size, dim);
-      // The shape is the other 4-D layout's: say so.
-      const bool swapped =
-          e[1] == (nhd ? want_h : want_bs) && e[2] == (nhd ? want_bs : want_h) && e[3] == want_d;
-      const char* hint = swapped ? (nhd ? "the shape is the hnd layout [num_blocks, num_kv_heads, "
-                                          "block_size, head_size]; pass VllmKvLayout::kHnd"
-                                        : "the shape is the nhd layout [num_blocks, block_size, "
-                                          "num_kv_heads, head_size]; pass VllmKvLayout::kNhd")
-                                 : "check block_size, num_kv_heads and head_size against the "
-                                   "engine's config, and the cache's layout";
-      return Status(ErrorCode::kShapeMismatch, "",
-                    nhd ? "key_cache has shape ({0}, {1}, {2}, {3}) but layout nhd [num_blocks, "
-                          "block_size, num_kv_heads, head_size] expects ({0}, {4}, {5}, {6})"
-                        : "key_cache has shape ({0}, {1}, {2}, {3}) but layout hnd [num_blocks, "
-                          "num_kv_heads, block_size, head_size] expects ({0}, {5}, {4}, {6})",
-                    hint, {e[0], e[1], e[2], e[3], want_bs, want_h, want_d}, {}, "key_cache");
-    }
-    const auto& s = c.key_cache.strides;
-    const auto& sv = c.value_cache.strides;
-    k_strides = nhd ? std::array<std::int64_t, 4>{s[2], s[0], s[1], s[3]}
-                    : std::array<std::int64_t, 4>{s[1], s[0], s[2], s[3]};
-    v_strides = nhd ? std::array<std::int64_t, 4>{sv[2], sv[0], sv[1], sv[3]}
-                    : std::array<std::int64_t, 4>{sv[1], sv[0], sv[2], sv[3]};
-    k_data = c.key_cache.data;
-    v_data = c.value_cache.data;
-    k_buffer = c.key_cache.buffer_size;
-    v_buffer = c.value_cache.buffer_size;
-  } else {
-    ATTNREF_RETURN_IF_ERROR(check_view(c.kv_cache, "kv_cache"));
-    const auto& e = c.kv_cache.extents;
-    const auto& s = c.kv_cache.strides;
-    const bool kv_first = c.layout == VllmKvLayout::kKvFirst;
-    const size_t kv_dim = kv_first ? 0 : 1;
-    const size_t block_dim = kv_first ? 1 : 0;
-    if (e[kv_dim] != 2) {
-      return Status(ErrorCode::kShapeMismatch, "",
-                    kv_first ? "kv_cache dimension 0 has extent {0}; layout kv_first [2, "
-                               "num_blocks, block_size, num_kv_heads, head_size] needs 2 (K, V)"
-                             : "kv_cache dimension 1 has extent {0}; layout block_first "
-                               "[num_blocks, 2, block_size, num_kv_heads, head_size] needs 2 "
-                               "(K, V)",
-                    "a combined cache stacks exactly K and V; check the layout and the shape",
-                    {e[kv_dim]}, {}, "kv_cache");
-    }
-    num_blocks = e[block_dim];
-    block_size = e[2];
-    heads = e[3];
-    dim = e[4];
-    if (detail::declared_mismatch(c.block_size, block_size) ||
-        detail::declared_mismatch(c.num_kv_heads, heads) ||
-        detail::declared_mismatch(c.head_size, dim)) {
-      return Status(
-          ErrorCode::kShapeMismatch, "",
-          kv_first ? "kv_cache has shape ({0}, {1}, {2}, {3}, {4}) but layout kv_first "
-                     "[2, num_blocks, block_size, num_kv_heads, head_size] expects (2, "
-                     "{1}, {5}, {6}, {7})"
-                   : "kv_cache has shape ({0}, {1}, {2}, {3}, {4}) but layout "
-                     "block_first [num_blocks, 2, block_size, num_kv_heads, head_size] "
-                     "expects ({0}, 2, {5}, {6}, {7})",
-          "check block_size, num_kv_heads and head_size against the engine's config, "
-          "and the cache's layout (an HND stride order keeps this logical shape; only "
-          "the strides change)",
-          {e[0], e[1], e[2], e[3], e[4], detail::declared_or(c.block_size, block_size),
-           detail::declared_or(c.num_kv_heads, heads), detail::declared_or(c.head_size, dim)},
-          {}, "kv_cache");
-    }
-    k_strides = {s[3], s[block_dim], s[2], s[4]};
-    v_strides = k_strides;
-    k_data = c.kv_cache.data;
-    k_buffer = c.kv_cache.buffer_size;
-    // V starts one K/V stride in, which check_view proved lies inside a cache that holds
-    // elements. An empty cache's stride was never bounded (2^62 is valid there), so its V view,
-    // empty too, starts where K does instead of at an address past the buffer.
-    const bool holds_elements = c.kv_cache.numel_or_zero() > 0;
-    v_data = holds_elements ? k_data + s[kv_dim] : k_data;
-    v_buffer = k_buffer < 0 || !holds_elements ? k_buffer : k_buffer - s[kv_dim];
-  }
-  const std::array<std::int64_t, 4> logical{heads, num_blocks, block_size, dim};
-  const TensorView<const T, 4> k(k_data, logical, k_strides, k_buffer);
-  const TensorView<const T, 4> v(v_data, logical, v_strides, v_buffer);
+  TensorView<const T, 4> k, v;
+  ATTNREF_RETURN_IF_ERROR(separate ? detail::vllm_separate_kv_views(c, &k, &v)
+                                   : detail::vllm_combined_kv_views(c, &k, &v));
   const char* k_name = separate ? "key_cache" : "kv_cache (K)";
   const char* v_name = separate ? "value_cache" : "kv_cache (V)";
   ATTNREF_RETURN_IF_ERROR(check_page_stride(k, k_name, c.dense_blocks));

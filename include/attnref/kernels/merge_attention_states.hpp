@@ -13,7 +13,9 @@
 /// and sums are taken in f32 (f64 for double states); lse is f32 as every kernel writes it.
 ///
 /// An output may be its input exactly (the same view: merging in place), or apart from every
-/// input; a partial overlap is refused (`kOverlappingOutput`).
+/// input; a partial overlap is refused (`kOverlappingOutput`). The arguments and their checks
+/// (`MergeStatesArgs`, `check_merge_inputs`, `check_merge_states`, `validate_merge`) are in
+/// validate/merge.hpp.
 ///
 /// Example (in place: the second half of the keys merged into the first half's result):
 /// @code
@@ -45,25 +47,11 @@
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
 #include "attnref/kernels/detail/convert.hpp"
+#include "attnref/kernels/detail/executor_arg.hpp"
 #include "attnref/kernels/detail/online_softmax.hpp"
+#include "attnref/validate/merge.hpp"
 
 namespace attnref {
-
-/// Two attention states of the same `[rows, heads]` query rows over disjoint key sets.
-template <class T>
-struct MergeStatesArgs {
-  static_assert(is_float_dtype<T>, "states must be float, double, Eigen::half or Eigen::bfloat16");
-  using value_type = T;
-
-  TensorView<const T, 3> out_a;      ///< [rows, heads, head_dim] result over the keys A
-  TensorView<const float, 2> lse_a;  ///< [rows, heads] its natural logsumexp (-inf: no key)
-  TensorView<const T, 3> out_b;      ///< [rows, heads, head_dim] result over the keys B
-  TensorView<const float, 2> lse_b;  ///< [rows, heads]
-
-  std::int64_t rows() const noexcept { return out_a.extents[0]; }
-  std::int64_t heads() const noexcept { return out_a.extents[1]; }
-  std::int64_t head_dim() const noexcept { return out_a.extents[2]; }
-};
 
 namespace detail {
 
@@ -119,110 +107,11 @@ MergedState<Acc> merge_partial_states(std::int64_t count, std::int64_t dim, Part
   return r;
 }
 
-/// True when two views are the same elements in the same order (an in-place operand).
-template <class A, class B, size_t Rank>
-bool same_view(const TensorView<A, Rank>& a, const TensorView<B, Rank>& b) noexcept {
-  return std::is_same<std::remove_const_t<A>, std::remove_const_t<B>>::value &&
-         static_cast<const void*>(a.data) == static_cast<const void*>(b.data) &&
-         a.extents == b.extents && a.strides == b.strides;
-}
-
-/// `kOverlappingOutput` when the output `output` (named `name`) shares memory with an input
-/// without being that input's exact view. `message_format` (a literal) names the input.
-template <class O, size_t RankO, class I, size_t RankI>
-Status check_output_against_input(const TensorView<O, RankO>& output, const char* name,
-                                  const TensorView<I, RankI>& input, const char* message_format) {
-  if constexpr (RankO == RankI) {
-    if (same_view(output, input)) return Status();
-  }
-  if (!views_share_memory(output, input)) return Status();
-  return Status(ErrorCode::kOverlappingOutput, "", message_format,
-                "merge in place with the input's own view, or write to a separate buffer", {}, {},
-                name);
-}
-
-/// kShapeMismatch for an out_b or out of a shape other than out_a's.
-inline Status check_merge_out_shape(const std::array<std::int64_t, 3>& e,
-                                    const std::array<std::int64_t, 3>& ea, const char* name) {
-  if (e == ea) return Status();
-  return Status(ErrorCode::kShapeMismatch, "",
-                "{f} has shape ({0}, {1}, {2}); expected out_a's shape ({3}, {4}, {5})",
-                "both states and the output are [rows, heads, head_dim]",
-                {e[0], e[1], e[2], ea[0], ea[1], ea[2]}, {}, name);
-}
-
-/// kShapeMismatch for a [rows, heads] logsumexp view of another shape.
-inline Status check_merge_lse_shape(const std::array<std::int64_t, 2>& e, std::int64_t rows,
-                                    std::int64_t heads, const char* name) {
-  if (e[0] == rows && e[1] == heads) return Status();
-  return Status(ErrorCode::kShapeMismatch, "",
-                "{f} has shape ({0}, {1}); expected ({2}, {3}) (out_a's first two dimensions)",
-                "a logsumexp is [rows, heads], one value per row and head of its out",
-                {e[0], e[1], rows, heads}, {}, name);
-}
-
-}  // namespace detail
-
-/// Checks the states alone: every view valid, out_b of out_a's shape `[rows, heads, head_dim]`,
-/// lse_a and lse_b `[rows, heads]`. A caller that sizes its outputs from out_a's shape checks
-/// this first: with head_dim 0, out_a holds no element whatever rows and heads say, and only
-/// the logsumexps' shapes show that `[rows, heads]` is real data.
-template <class T>
-Status check_merge_inputs(const MergeStatesArgs<T>& a) {
-  ATTNREF_RETURN_IF_ERROR(check_view(a.out_a, "out_a"));
-  ATTNREF_RETURN_IF_ERROR(check_view(a.lse_a, "lse_a"));
-  ATTNREF_RETURN_IF_ERROR(check_view(a.out_b, "out_b"));
-  ATTNREF_RETURN_IF_ERROR(check_view(a.lse_b, "lse_b"));
-  ATTNREF_RETURN_IF_ERROR(detail::check_merge_out_shape(a.out_b.extents, a.out_a.extents, "out_b"));
-  ATTNREF_RETURN_IF_ERROR(
-      detail::check_merge_lse_shape(a.lse_a.extents, a.rows(), a.heads(), "lse_a"));
-  return detail::check_merge_lse_shape(a.lse_b.extents, a.rows(), a.heads(), "lse_b");
-}
-
-/// Checks the states (`check_merge_inputs`) and the outputs: `out` of out_a's shape, `lse`
-/// (when not empty) `[rows, heads]`, `out` and `lse` apart from each other and each either an
-/// input's exact view or apart from it.
-template <class T>
-Status check_merge_states(const MergeStatesArgs<T>& a, const TensorView<T, 3>& out,
-                          const TensorView<float, 2>& lse = {}) {
-  ATTNREF_RETURN_IF_ERROR(check_merge_inputs(a));
-  ATTNREF_RETURN_IF_ERROR(detail::check_merge_out_shape(out.extents, a.out_a.extents, "out"));
-  ATTNREF_RETURN_IF_ERROR(check_output_view(out, "out"));
-  if (!lse.empty_view()) {
-    ATTNREF_RETURN_IF_ERROR(detail::check_merge_lse_shape(lse.extents, a.rows(), a.heads(), "lse"));
-    ATTNREF_RETURN_IF_ERROR(check_output_view(lse, "lse"));
-    ATTNREF_RETURN_IF_ERROR(check_disjoint_outputs(out, lse, "lse", "{f} and out share memory"));
-  }
-  using detail::check_output_against_input;
-  ATTNREF_RETURN_IF_ERROR(check_output_against_input(
-      out, "out", a.out_a, "{f} shares memory with out_a but is not the same view"));
-  ATTNREF_RETURN_IF_ERROR(check_output_against_input(
-      out, "out", a.out_b, "{f} shares memory with out_b but is not the same view"));
-  ATTNREF_RETURN_IF_ERROR(check_output_against_input(
-      out, "out", a.lse_a, "{f} shares memory with lse_a but is not the same view"));
-  ATTNREF_RETURN_IF_ERROR(check_output_against_input(
-      out, "out", a.lse_b, "{f} shares memory with lse_b but is not the same view"));
-  if (!lse.empty_view()) {
-    ATTNREF_RETURN_IF_ERROR(check_output_against_input(
-        lse, "lse", a.out_a, "{f} shares memory with out_a but is not the same view"));
-    ATTNREF_RETURN_IF_ERROR(check_output_against_input(
-        lse, "lse", a.out_b, "{f} shares memory with out_b but is not the same view"));
-    ATTNREF_RETURN_IF_ERROR(check_output_against_input(
-        lse, "lse", a.lse_a, "{f} shares memory with lse_a but is not the same view"));
-    ATTNREF_RETURN_IF_ERROR(check_output_against_input(
-        lse, "lse", a.lse_b, "{f} shares memory with lse_b but is not the same view"));
-  }
-  return Status();
-}
-
-/// Merges without validating. Precondition: `check_merge_states(args, out, lse).ok()`. Writes
-/// `out` [rows, heads, head_dim] and, when not empty, `lse` [rows, heads]; rows run on
-/// `executor` (the result does not depend on it).
-template <class T, class Executor = SerialExecutor>
-void merge_attention_states_unchecked(const MergeStatesArgs<T>& a, TensorView<T, 3> out,
-                                      TensorView<float, 2> lse = {},
-                                      Executor&& executor = Executor{}) {
-  using Acc = detail::AccumulatorOf<T, T>;
+/// The unchecked merge: `merge_attention_states_unchecked`'s body (see there).
+template <class T, class Executor>
+void merge_run(const MergeStatesArgs<T>& a, const TensorView<T, 3>& out,
+               const TensorView<float, 2>& lse, Executor&& executor) {
+  using Acc = AccumulatorOf<T, T>;
   const std::int64_t heads = a.heads(), dim = a.head_dim();
   const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
   // Nothing to write (no heads, or head_dim 0 and no lse): return before anything is sized or
@@ -242,19 +131,32 @@ void merge_attention_states_unchecked(const MergeStatesArgs<T>& a, TensorView<T,
       const Acc la = static_cast<Acc>(a.lse_a(n, h)), lb = static_cast<Acc>(a.lse_b(n, h));
       // Read every input of (n, h) before writing: `out` or `lse` may be an input's own view.
       if (la != neg_inf)
-        for (std::int64_t d = 0; d < dim; ++d) row_a[d] = detail::load_as<Acc>(a.out_a(n, h, d));
+        for (std::int64_t d = 0; d < dim; ++d) row_a[d] = load_as<Acc>(a.out_a(n, h, d));
       if (lb != neg_inf)
-        for (std::int64_t d = 0; d < dim; ++d) row_b[d] = detail::load_as<Acc>(a.out_b(n, h, d));
-      const detail::PartialState<Acc> states[2] = {{la, Acc(1), row_a, la == neg_inf},
-                                                   {lb, Acc(1), row_b, lb == neg_inf}};
-      const detail::MergedState<Acc> m = detail::merge_partial_states<Acc>(
+        for (std::int64_t d = 0; d < dim; ++d) row_b[d] = load_as<Acc>(a.out_b(n, h, d));
+      const PartialState<Acc> states[2] = {{la, Acc(1), row_a, la == neg_inf},
+                                           {lb, Acc(1), row_b, lb == neg_inf}};
+      const MergedState<Acc> m = merge_partial_states<Acc>(
           2, dim, [&](std::int64_t s) { return states[s]; }, merged);
       // Both empty: 0 and -inf; a NaN or +inf lse: NaN; else l is in [1, 2].
       const Acc inv = m.inverse_sum();
-      for (std::int64_t d = 0; d < dim; ++d) out(n, h, d) = detail::store_as<T>(merged[d] * inv);
+      for (std::int64_t d = 0; d < dim; ++d) out(n, h, d) = store_as<T>(merged[d] * inv);
       if (!lse.empty_view()) lse(n, h) = m.logsumexp();
     }
   });
+}
+
+}  // namespace detail
+
+/// Merges without validating. Precondition: `check_merge_states(args, out, lse).ok()`. Writes
+/// `out` [rows, heads, head_dim] and, when not empty, `lse` [rows, heads]; rows run on
+/// `executor` (the result does not depend on it).
+template <class T, class Executor = SerialExecutor>
+void merge_attention_states_unchecked(const MergeStatesArgs<T>& a, TensorView<T, 3> out,
+                                      TensorView<float, 2> lse = {},
+                                      Executor&& executor = Executor{}) {
+  detail::assert_executor<Executor>();
+  detail::merge_run(a, out, lse, executor);
 }
 
 /// `merge_attention_states_unchecked(args, out, {}, executor)`.
@@ -270,8 +172,9 @@ void merge_attention_states_unchecked(const MergeStatesArgs<T>& a, TensorView<T,
 template <class T, class Executor = SerialExecutor>
 Status try_merge_attention_states(const MergeStatesArgs<T>& a, TensorView<T, 3> out,
                                   TensorView<float, 2> lse = {}, Executor&& executor = Executor{}) {
+  detail::assert_executor<Executor>();
   ATTNREF_RETURN_IF_ERROR(check_merge_states(a, out, lse));
-  merge_attention_states_unchecked(a, out, lse, std::forward<Executor>(executor));
+  detail::merge_run(a, out, lse, executor);
   return Status();
 }
 

@@ -56,6 +56,7 @@
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
 #include "attnref/kernels/detail/convert.hpp"
+#include "attnref/kernels/detail/executor_arg.hpp"
 #include "attnref/kernels/detail/head_groups.hpp"
 #include "attnref/kernels/detail/online_softmax.hpp"
 #include "attnref/kernels/detail/row_scales.hpp"
@@ -501,6 +502,30 @@ constexpr std::int64_t value_runs(std::int64_t group) noexcept {
   return sizeof(KV) >= 4 ? std::min<std::int64_t>(group, 2) : 1;
 }
 
+/// Tokens [t0, t1) of one softmax step of `attend_pages`: their scores in buffer `buffer` of the
+/// scratch and, when listed, their rows there too.
+struct PagedChunk {
+  std::int64_t t0 = 0, t1 = 0;
+  int buffer = 0;
+  bool listed = false;
+};
+
+/// `attend_pages`' start: the G query rows of sequence b that read KV head h into `s.q`, and an
+/// empty online-softmax state, holding the sinks when `with_sinks` (the range starting at page 0).
+template <class Acc, class Q, class KV, class Index>
+void start_group(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std::int64_t h,
+                 bool with_sinks, PagedScratch<Acc>& s) {
+  const HeadGroups heads{a.num_q_heads(), a.num_kv_heads()};
+  const std::int64_t group = heads.group(), dim = a.head_dim();
+  for (std::int64_t g = 0; g < group; ++g)
+    for (std::int64_t d = 0; d < dim; ++d)
+      s.q[static_cast<size_t>(g * dim + d)] = load_as<Acc>(a.q(b, heads.q_head(h, g), d));
+  s.state.reset(group, dim);
+  if (with_sinks && !a.sinks.empty_view())
+    for (std::int64_t g = 0; g < group; ++g)
+      s.state.start_with_sink(g, static_cast<Acc>(a.sinks(heads.q_head(h, g))));
+}
+
 /// Folds the tokens of pages [page_begin, page_end) of sequence b into the online-softmax state
 /// of the G query heads that read KV head h, one chunk of chunk_tokens(G) tokens per
 /// softmax step. Reads only the rows `paged_keys` gives, and asks for the K (V) rows some tokens
@@ -521,13 +546,7 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
   const bool round_kv = a.round_kv_to_bf16 && !PagedAttentionArgs<Q, KV, Index>::kScaled;
   constexpr bool kDivide = std::is_same<KV, std::int8_t>::value;  // JAX's (w * s) / 127.5
   const LogitTransform<Acc> logits(a.sm_scale, a.soft_cap);
-  for (std::int64_t g = 0; g < group; ++g)
-    for (std::int64_t d = 0; d < dim; ++d)
-      s.q[static_cast<size_t>(g * dim + d)] = load_as<Acc>(a.q(b, heads.q_head(h, g), d));
-  s.state.reset(group, dim);
-  if (page_begin == 0 && !a.sinks.empty_view())
-    for (std::int64_t g = 0; g < group; ++g)
-      s.state.start_with_sink(g, static_cast<Acc>(a.sinks(heads.q_head(h, g))));
+  start_group(a, b, h, page_begin == 0, s);
   const KeyRange keys = paged_keys(a, b, page_begin, page_end);
   const std::int64_t t_begin = keys.lo, t_end = std::max(keys.lo, keys.hi);
   if (t_begin >= t_end) return;
@@ -535,12 +554,7 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
   const std::int64_t chunk = chunk_tokens(group);
   const bool listable = chunks_listable<Acc>(a, round_kv, chunk);
 
-  // Tokens [t0, t1), their scores in buffer `buffer` and, when listed, their rows there too.
-  struct Chunk {
-    std::int64_t t0 = 0, t1 = 0;
-    int buffer = 0;
-    bool listed = false;
-  };
+  using Chunk = PagedChunk;
   const auto logits_of = [&](const Chunk& c) {
     return Eigen::Map<RowMajorMatrix<Acc>, Eigen::Unaligned, Eigen::OuterStride<>>(
         s.scores_of(c.buffer, group, chunk), group, c.t1 - c.t0, Eigen::OuterStride<>(chunk));
@@ -637,48 +651,39 @@ inline std::int64_t kv_splits(std::int64_t items, int concurrency, std::int64_t 
   return std::min(want, max_pages);
 }
 
-}  // namespace detail
-
-/// Runs paged attention without validating. Precondition: `check_paged(args, profile).ok()` for
-/// some profile, and `out` a valid `[batch, num_q_heads, head_dim]` view and `logsumexp` empty
-/// or a valid `[batch, num_q_heads]` one (see `check_paged_output`). Use it to validate once and
-/// run many times.
-///
-/// Work is split over (sequence, KV head) pairs and run on `executor`; when there are fewer pairs
-/// than threads, each sequence's pages are split too and the partial softmax states merged by
-/// log-sum-exp. Any thread count gives the same result up to rounding.
-template <class Q, class KV, class Index, class Executor = SerialExecutor>
-void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, TensorView<Q, 3> out,
-                               TensorView<float, 2> logsumexp = {},
-                               Executor&& executor = Executor{}) {
-  using Acc = detail::AccumulatorOf<Q, KV>;
+/// The unchecked paged kernel: `paged_attention_unchecked`'s body (see there). Work is split over
+/// (sequence, KV head) pairs and run on `executor`; when there are fewer pairs than threads, each
+/// sequence's pages are split too and the partial softmax states merged by log-sum-exp.
+template <class Q, class KV, class Index, class Executor>
+void paged_run(const PagedAttentionArgs<Q, KV, Index>& a, const TensorView<Q, 3>& out,
+               const TensorView<float, 2>& logsumexp, Executor&& executor) {
+  using Acc = AccumulatorOf<Q, KV>;
   if (out.holds_no_elements()) return;  // batch 0: O(1), whatever the head or page counts
   const std::int64_t batch = a.batch(), num_kv_heads = a.num_kv_heads();
-  const detail::HeadGroups heads{a.num_q_heads(), num_kv_heads};
+  const HeadGroups heads{a.num_q_heads(), num_kv_heads};
   const std::int64_t group = heads.group();
   const std::int64_t dim = a.head_dim();
   const std::int64_t items = batch * num_kv_heads;
-  const std::int64_t splits =
-      detail::kv_splits(items, executor.concurrency(), a.pages_per_sequence());
+  const std::int64_t splits = kv_splits(items, executor.concurrency(), a.pages_per_sequence());
   const auto write_row = [&](std::int64_t b, std::int64_t h, std::int64_t g, const Acc* o,
                              Acc scale, float lse) {
     for (std::int64_t d = 0; d < dim; ++d)
-      out(b, heads.q_head(h, g), d) = detail::store_as<Q>(o[d] * scale);
+      out(b, heads.q_head(h, g), d) = store_as<Q>(o[d] * scale);
     if (!logsumexp.empty_view()) logsumexp(b, heads.q_head(h, g)) = lse;
   };
 
   if (splits == 1) {
     const std::vector<std::int64_t> order =
-        detail::longest_first(items, executor.concurrency(), [&](std::int64_t item) {
+        longest_first(items, executor.concurrency(), [&](std::int64_t item) {
           return static_cast<double>(
-              detail::paged_keys(a, item / num_kv_heads, 0, a.pages_per_sequence()).size());
+              paged_keys(a, item / num_kv_heads, 0, a.pages_per_sequence()).size());
         });
     executor.parallel_for(items, [&](std::int64_t k) {
-      thread_local detail::PagedScratch<Acc> scratch;
+      thread_local PagedScratch<Acc> scratch;
       const std::int64_t item = order[static_cast<std::size_t>(k)];
       scratch.reserve(group, dim);
       const std::int64_t b = item / num_kv_heads, h = item % num_kv_heads;
-      detail::attend_pages(a, b, h, 0, a.pages_per_sequence(), scratch);
+      attend_pages(a, b, h, 0, a.pages_per_sequence(), scratch);
       const auto& st = scratch.state;
       const bool has_logits = a.lengths(b) > 0 || !a.sinks.empty_view();
       for (std::int64_t g = 0; g < group; ++g)
@@ -695,11 +700,11 @@ void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, Tensor
   partials.resize(static_cast<size_t>(items * splits * stride));
   Acc* partial = partials.data();
   executor.parallel_for(items * splits, [&](std::int64_t task) {
-    thread_local detail::PagedScratch<Acc> scratch;
+    thread_local PagedScratch<Acc> scratch;
     scratch.reserve(group, dim);
     const std::int64_t item = task / splits, split = task % splits;
     const std::int64_t b = item / num_kv_heads, h = item % num_kv_heads;
-    detail::attend_pages(a, b, h, split * per_split, (split + 1) * per_split, scratch);
+    attend_pages(a, b, h, split * per_split, (split + 1) * per_split, scratch);
     Acc* dst = partial + task * stride;
     const auto& st = scratch.state;
     for (std::int64_t g = 0; g < group; ++g) {
@@ -716,19 +721,35 @@ void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, Tensor
     // too, and its o may hold 0 * NaN from a live V row: it is merged, not skipped).
     const auto has_logits = [&](std::int64_t s) {
       return (s == 0 && !a.sinks.empty_view()) ||
-             detail::paged_keys(a, b, s * per_split, (s + 1) * per_split).size() > 0;
+             paged_keys(a, b, s * per_split, (s + 1) * per_split).size() > 0;
     };
     for (std::int64_t g = 0; g < group; ++g) {
       const auto state_of = [&](std::int64_t s) {
         const Acc* src = partial + (item * splits + s) * stride;
-        return detail::PartialState<Acc>{src[g], src[group + g], src + 2 * group + g * dim,
-                                         !has_logits(s)};
+        return PartialState<Acc>{src[g], src[group + g], src + 2 * group + g * dim, !has_logits(s)};
       };
-      const detail::MergedState<Acc> m =
-          detail::merge_partial_states<Acc>(splits, dim, state_of, merged.data());
+      const MergedState<Acc> m = merge_partial_states<Acc>(splits, dim, state_of, merged.data());
       write_row(b, h, g, merged.data(), m.inverse_sum(), m.logsumexp());
     }
   });
+}
+
+}  // namespace detail
+
+/// Runs paged attention without validating. Precondition: `check_paged(args, profile).ok()` for
+/// some profile, and `out` a valid `[batch, num_q_heads, head_dim]` view and `logsumexp` empty
+/// or a valid `[batch, num_q_heads]` one (see `check_paged_output`). Use it to validate once and
+/// run many times.
+///
+/// Work is split over (sequence, KV head) pairs and run on `executor`; when there are fewer pairs
+/// than threads, each sequence's pages are split too and the partial softmax states merged by
+/// log-sum-exp. Any thread count gives the same result up to rounding.
+template <class Q, class KV, class Index, class Executor = SerialExecutor>
+void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, TensorView<Q, 3> out,
+                               TensorView<float, 2> logsumexp = {},
+                               Executor&& executor = Executor{}) {
+  detail::assert_executor<Executor>();
+  detail::paged_run(a, out, logsumexp, executor);
 }
 
 /// `paged_attention_unchecked(args, out, {}, executor)`.
@@ -738,42 +759,15 @@ void paged_attention_unchecked(const PagedAttentionArgs<Q, KV, Index>& a, Tensor
   paged_attention_unchecked(a, out, TensorView<float, 2>{}, std::forward<Executor>(executor));
 }
 
-/// Checks that `out` is a valid `[batch, num_q_heads, head_dim]` view with distinct elements,
-/// and `logsumexp` (when not empty) a valid `[batch, num_q_heads]` one apart from `out`.
-template <class Q, class KV, class Index>
-Status check_paged_output(const PagedAttentionArgs<Q, KV, Index>& a, const TensorView<Q, 3>& out,
-                          const TensorView<float, 2>& logsumexp = {}) {
-  ATTNREF_RETURN_IF_ERROR(check_output_view(out, "out"));
-  if (!detail::same_extents(out.extents, a.q.extents)) {
-    return Status(ErrorCode::kShapeMismatch, "",
-                  "out has shape ({0}, {1}, {2}); expected q's shape ({3}, {4}, {5})",
-                  "the output is [batch, num_q_heads, head_dim] like q",
-                  {out.extents[0], out.extents[1], out.extents[2], a.q.extents[0], a.q.extents[1],
-                   a.q.extents[2]},
-                  {}, "out");
-  }
-  if (!logsumexp.empty_view()) {
-    const auto& l = logsumexp.extents;
-    if (l[0] != a.batch() || l[1] != a.num_q_heads()) {
-      return Status(ErrorCode::kShapeMismatch, "", "{f} has shape ({0}, {1}); expected ({2}, {3})",
-                    "logsumexp is [batch, num_q_heads]", {l[0], l[1], a.batch(), a.num_q_heads()},
-                    {}, "logsumexp");
-    }
-    ATTNREF_RETURN_IF_ERROR(check_output_view(logsumexp, "logsumexp"));
-    ATTNREF_RETURN_IF_ERROR(
-        check_disjoint_outputs(out, logsumexp, "logsumexp", "{f} and out share memory"));
-  }
-  return Status();
-}
-
 /// Validates with `Profile::kReference` (shapes, metadata, output views), then runs. Returns
 /// the first error without touching `out` or `logsumexp`.
 template <class Q, class KV, class Index, class Executor = SerialExecutor>
 Status try_paged_attention(const PagedAttentionArgs<Q, KV, Index>& a, TensorView<Q, 3> out,
                            TensorView<float, 2> logsumexp = {}, Executor&& executor = Executor{}) {
+  detail::assert_executor<Executor>();
   ATTNREF_RETURN_IF_ERROR(check_paged(a, Profile::kReference));
   ATTNREF_RETURN_IF_ERROR(check_paged_output(a, out, logsumexp));
-  paged_attention_unchecked(a, out, logsumexp, std::forward<Executor>(executor));
+  detail::paged_run(a, out, logsumexp, executor);
   return Status();
 }
 

@@ -71,6 +71,7 @@
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
 #include "attnref/kernels/detail/convert.hpp"
+#include "attnref/kernels/detail/executor_arg.hpp"
 #include "attnref/kernels/detail/head_groups.hpp"
 #include "attnref/kernels/detail/online_softmax.hpp"
 #include "attnref/kernels/detail/row_scales.hpp"
@@ -79,37 +80,6 @@
 #include "attnref/validate/ragged.hpp"
 
 namespace attnref {
-
-/// Checks that `out` is a valid view with q's shape `[max_num_batched_tokens, num_q_heads,
-/// head_dim]` (padding rows included), and `logsumexp` (when not empty) a valid
-/// `[max_num_batched_tokens, num_q_heads]` one apart from `out`.
-template <class Q, class KV, class Index>
-Status check_ragged_output(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
-                           const TensorView<Q, 3>& out,
-                           const TensorView<float, 2>& logsumexp = {}) {
-  const auto& e = out.extents;
-  const auto& q = a.q.extents;
-  if (e[0] != q[0] || e[1] != q[1] || e[2] != q[2]) {
-    return Status(ErrorCode::kShapeMismatch, "",
-                  "out has shape ({0}, {1}, {2}); expected q's shape ({3}, {4}, {5})",
-                  "the output has one row per q row, padding rows included (they are zeroed)",
-                  {e[0], e[1], e[2], q[0], q[1], q[2]}, {}, "out");
-  }
-  ATTNREF_RETURN_IF_ERROR(check_output_view(out, "out"));
-  if (!logsumexp.empty_view()) {
-    const auto& l = logsumexp.extents;
-    if (l[0] != q[0] || l[1] != q[1]) {
-      return Status(ErrorCode::kShapeMismatch, "", "{f} has shape ({0}, {1}); expected ({2}, {3})",
-                    "logsumexp is [max_num_batched_tokens, num_q_heads], padding rows included "
-                    "(they get -inf)",
-                    {l[0], l[1], q[0], q[1]}, {}, "logsumexp");
-    }
-    ATTNREF_RETURN_IF_ERROR(check_output_view(logsumexp, "logsumexp"));
-    ATTNREF_RETURN_IF_ERROR(
-        check_disjoint_outputs(out, logsumexp, "logsumexp", "{f} and out share memory"));
-  }
-  return Status();
-}
 
 namespace detail {
 
@@ -477,6 +447,57 @@ RowsAhead head_rows_ahead(const RowsAhead& page_on, std::int64_t head_bytes,
   }
 }
 
+/// The few-rows scratch row of row r of the item, query head qh: rows are KV head-major, then
+/// the item's row, then the member of the group.
+template <class Q, class KV, class Index>
+Eigen::Index decode_row(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem& it, std::int64_t r,
+                        std::int64_t qh) noexcept {
+  const std::int64_t group = c.heads.group();
+  return static_cast<Eigen::Index>(c.heads.kv_head(qh) * it.q_len * group + r * group +
+                                   c.heads.member(qh));
+}
+
+/// `ragged_decode_item`'s start: the item's query rows (the query heads of its KV heads) into
+/// the scratch, their outputs zeroed and their softmax states started (with the sinks).
+template <class Q, class KV, class Index, class Acc>
+void decode_item_start(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem& it,
+                       RaggedScratch<Acc>& sc) {
+  const std::int64_t group = c.heads.group(), dim = c.dim;
+  const Eigen::Index rows = static_cast<Eigen::Index>(it.q_len * group);
+  const std::int64_t qh0 = it.kv_head_begin * group, qh1 = it.kv_head_end * group;
+  for (std::int64_t r = 0; r < it.q_len; ++r)
+    for (std::int64_t qh = qh0; qh < qh1; ++qh) {
+      Acc* dst = sc.qs.row(decode_row(c, it, r, qh)).data();
+      for (std::int64_t d = 0; d < dim; ++d) dst[d] = load_as<Acc>(c.a.q(it.row0 + r, qh, d));
+    }
+  sc.acc_s
+      .middleRows(rows * static_cast<Eigen::Index>(it.kv_head_begin),
+                  rows * static_cast<Eigen::Index>(it.kv_head_end - it.kv_head_begin))
+      .setZero();
+  for (std::int64_t r = 0; r < it.q_len; ++r)
+    for (std::int64_t qh = qh0; qh < qh1; ++qh) {
+      const Eigen::Index row = decode_row(c, it, r, qh);
+      c.start(qh, sc.m_s[row], sc.l_s[row]);
+    }
+}
+
+/// `ragged_decode_item`'s end: each row's output normalized into `out`, and its logsumexp.
+template <class Q, class KV, class Index, class Acc>
+void decode_item_store(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem& it,
+                       const RaggedScratch<Acc>& sc) {
+  const std::int64_t group = c.heads.group(), dim = c.dim;
+  const std::int64_t qh0 = it.kv_head_begin * group, qh1 = it.kv_head_end * group;
+  for (std::int64_t r = 0; r < it.q_len; ++r)
+    for (std::int64_t qh = qh0; qh < qh1; ++qh) {
+      const Eigen::Index row = decode_row(c, it, r, qh);
+      const Acc inv = inverse_sum(sc.m_s[row], sc.l_s[row], true);  // every row sees a key
+      for (std::int64_t d = 0; d < dim; ++d)
+        c.out(it.row0 + r, qh, d) = store_as<Q>(sc.acc_s(row, static_cast<Eigen::Index>(d)) * inv);
+      if (!c.lse.empty_view())
+        c.lse(it.row0 + r, qh) = logsumexp_of(sc.m_s[row], sc.l_s[row], true);
+    }
+}
+
 /// Few rows (decode): the item's KV heads (all of them unless the sequence was split between
 /// threads) together, page by page, so a token-major page is read front to back once, with
 /// register-blocked tile products. One softmax step takes a chunk of `ragged_few_rows_chunk`
@@ -495,22 +516,7 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
   const Eigen::Index all = rows * static_cast<Eigen::Index>(h1 - h0);
   sc.fit_few(static_cast<Eigen::Index>(kRaggedSmallRows * hkv), static_cast<Eigen::Index>(chunk),
              static_cast<Eigen::Index>(chunk * hkv), static_cast<Eigen::Index>(dim));
-  auto row_of = [&](std::int64_t r, std::int64_t qh) {
-    return static_cast<Eigen::Index>(c.heads.kv_head(qh) * it.q_len * group + r * group +
-                                     c.heads.member(qh));
-  };
-  const std::int64_t qh0 = h0 * group, qh1 = h1 * group;  // the query heads of KV heads [h0, h1)
-  for (std::int64_t r = 0; r < it.q_len; ++r)
-    for (std::int64_t qh = qh0; qh < qh1; ++qh) {
-      Acc* dst = sc.qs.row(row_of(r, qh)).data();
-      for (std::int64_t d = 0; d < dim; ++d) dst[d] = load_as<Acc>(c.a.q(it.row0 + r, qh, d));
-    }
-  sc.acc_s.middleRows(first, all).setZero();
-  for (std::int64_t r = 0; r < it.q_len; ++r)
-    for (std::int64_t qh = qh0; qh < qh1; ++qh) {
-      const Eigen::Index row = row_of(r, qh);
-      c.start(qh, sc.m_s[row], sc.l_s[row]);
-    }
+  decode_item_start(c, it, sc);
   const std::int64_t lds = sc.logits_s.cols();
   for (std::int64_t lo = it.keys.lo, hi = 0; lo < it.kv_len; lo = hi) {
     // Tokens [lo, hi), at most `chunk` of them over as many pages: one softmax step.
@@ -592,15 +598,7 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
       }
     }
   }
-  for (std::int64_t r = 0; r < it.q_len; ++r)
-    for (std::int64_t qh = qh0; qh < qh1; ++qh) {
-      const Eigen::Index row = row_of(r, qh);
-      const Acc inv = inverse_sum(sc.m_s[row], sc.l_s[row], true);  // every row sees a key
-      for (std::int64_t d = 0; d < dim; ++d)
-        c.out(it.row0 + r, qh, d) = store_as<Q>(sc.acc_s(row, static_cast<Eigen::Index>(d)) * inv);
-      if (!c.lse.empty_view())
-        c.lse(it.row0 + r, qh) = logsumexp_of(sc.m_s[row], sc.l_s[row], true);
-    }
+  decode_item_store(c, it, sc);
 }
 
 /// Rows of a prefill item that see any key of [lo, hi): pos >= lo and pos - W < hi - 1.
@@ -738,10 +736,10 @@ std::vector<RaggedWorkItem> ragged_work_items(const RaggedCall<Q, KV, Index>& c,
   return split;
 }
 
+/// The unchecked ragged kernel: `ragged_paged_attention_unchecked`'s body (see there).
 template <class Q, class KV, class Index, class Executor>
-void ragged_paged_attention_impl(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
-                                 const TensorView<Q, 3>& out, const TensorView<float, 2>& lse,
-                                 Executor&& executor) {
+void ragged_run(const RaggedPagedAttentionArgs<Q, KV, Index>& a, const TensorView<Q, 3>& out,
+                const TensorView<float, 2>& lse, Executor&& executor) {
   using Acc = AccumulatorOf<Q, KV>;
   // No token row (max_num_batched_tokens 0): nothing to write, O(1) whatever the head counts.
   if (out.holds_no_elements()) return;
@@ -787,15 +785,15 @@ template <class Q, class KV, class Index, class Executor = SerialExecutor>
 void ragged_paged_attention_unchecked(const RaggedPagedAttentionArgs<Q, KV, Index>& args,
                                       TensorView<Q, 3> out, TensorView<float, 2> logsumexp = {},
                                       Executor&& executor = Executor{}) {
-  detail::ragged_paged_attention_impl(args, out, logsumexp, std::forward<Executor>(executor));
+  detail::assert_executor<Executor>();
+  detail::ragged_run(args, out, logsumexp, std::forward<Executor>(executor));
 }
 
 /// `ragged_paged_attention_unchecked(args, out, {}, executor)`.
 template <class Q, class KV, class Index, class Executor, detail::EnableIfExecutor<Executor> = 0>
 void ragged_paged_attention_unchecked(const RaggedPagedAttentionArgs<Q, KV, Index>& args,
                                       TensorView<Q, 3> out, Executor&& executor) {
-  detail::ragged_paged_attention_impl(args, out, TensorView<float, 2>{},
-                                      std::forward<Executor>(executor));
+  detail::ragged_run(args, out, TensorView<float, 2>{}, std::forward<Executor>(executor));
 }
 
 /// Validates (`check_ragged` with `Profile::kReference`, then `check_ragged_output`), then runs.
@@ -804,9 +802,10 @@ template <class Q, class KV, class Index, class Executor = SerialExecutor>
 Status try_ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV, Index>& args,
                                   TensorView<Q, 3> out, TensorView<float, 2> logsumexp = {},
                                   Executor&& executor = Executor{}) {
+  detail::assert_executor<Executor>();
   ATTNREF_RETURN_IF_ERROR(check_ragged(args, Profile::kReference));
   ATTNREF_RETURN_IF_ERROR(check_ragged_output(args, out, logsumexp));
-  detail::ragged_paged_attention_impl(args, out, logsumexp, std::forward<Executor>(executor));
+  detail::ragged_run(args, out, logsumexp, std::forward<Executor>(executor));
   return Status();
 }
 

@@ -74,6 +74,7 @@
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
 #include "attnref/kernels/detail/convert.hpp"
+#include "attnref/kernels/detail/executor_arg.hpp"
 #include "attnref/kernels/detail/head_groups.hpp"
 #include "attnref/kernels/detail/online_softmax.hpp"
 #include "attnref/masks/mask.hpp"
@@ -81,15 +82,6 @@
 #include "attnref/validate/splash.hpp"
 
 namespace attnref {
-
-/// The gradients a splash backward pass writes. `dsinks` is optional (empty view: not written).
-template <class Q, class KV = Q>
-struct SplashGradients {
-  TensorView<Q, 3> dq;          ///< [num_q_heads, q_seq_len, head_dim_qk], q's dtype
-  TensorView<KV, 3> dk;         ///< [num_kv_heads, kv_seq_len, head_dim_qk], k's dtype
-  TensorView<KV, 3> dv;         ///< [num_kv_heads, kv_seq_len, head_dim_v], v's dtype
-  TensorView<float, 1> dsinks;  ///< [num_q_heads], only with sinks
-};
 
 /// A checked splash call: the arguments and the mask's block classification, built once by
 /// `make_splash_plan` and reused by the forward and backward kernels.
@@ -105,45 +97,6 @@ struct SplashPlan {
   /// The tiles the backward pass runs over.
   const MaskInfo& backward_info() const noexcept { return info_dkv ? *info_dkv : info; }
 };
-
-/// Checks that `out` is a valid `[num_q_heads, q_seq_len, head_dim_v]` view and `logsumexp`
-/// (when not empty) a valid `[num_q_heads, q_seq_len]` one apart from `out`.
-template <class Q, class KV>
-Status check_splash_output(const SplashAttentionArgs<Q, KV>& a, const TensorView<Q, 3>& out,
-                           const TensorView<float, 2>& logsumexp = {}) {
-  const auto& e = out.extents;
-  if (e[0] != a.num_q_heads() || e[1] != a.q_seq_len() || e[2] != a.head_dim_v()) {
-    return Status(ErrorCode::kShapeMismatch, "",
-                  "{f} has shape ({0}, {1}, {2}); expected ({3}, {4}, {5})",
-                  "out is [num_q_heads, q_seq_len, head_dim_v]",
-                  {e[0], e[1], e[2], a.num_q_heads(), a.q_seq_len(), a.head_dim_v()}, {}, "out");
-  }
-  ATTNREF_RETURN_IF_ERROR(check_output_view(out, "out"));
-  if (!logsumexp.empty_view()) {
-    const auto& l = logsumexp.extents;
-    if (l[0] != a.num_q_heads() || l[1] != a.q_seq_len()) {
-      return Status(ErrorCode::kShapeMismatch, "", "{f} has shape ({0}, {1}); expected ({2}, {3})",
-                    "logsumexp is [num_q_heads, q_seq_len]",
-                    {l[0], l[1], a.num_q_heads(), a.q_seq_len()}, {}, "logsumexp");
-    }
-    ATTNREF_RETURN_IF_ERROR(check_output_view(logsumexp, "logsumexp"));
-    ATTNREF_RETURN_IF_ERROR(
-        check_disjoint_outputs(out, logsumexp, "logsumexp", "{f} and out share memory"));
-  }
-  return Status();
-}
-
-/// Checks the backward's tensors: out and dout `[Hq, Sq, Dv]`, logsumexp `[Hq, Sq]` (the
-/// forward's residuals) and the gradients (see `check_splash_backward_tensors`).
-template <class Q, class KV>
-Status check_splash_backward_output(const SplashAttentionArgs<Q, KV>& a,
-                                    const TensorView<const Q, 3>& out,
-                                    const TensorView<const float, 2>& logsumexp,
-                                    const TensorView<const Q, 3>& dout,
-                                    const SplashGradients<Q, KV>& grads) {
-  return check_splash_backward_tensors(a, out, logsumexp, dout, grads.dq, grads.dk, grads.dv,
-                                       grads.dsinks);
-}
 
 namespace detail {
 
@@ -628,14 +581,6 @@ void splash_backward_run(const SplashBackwardInputs<Q, KV>& in, const SplashGrad
       sum -= std::exp(sink - static_cast<Acc>(in.lse(h, r))) * di[static_cast<size_t>(h * sq + r)];
     grads.dsinks(h) = static_cast<float>(sum);
   }
-}
-
-/// Kernels take no Profile: a caller who wants JAX's rules checks with it first.
-template <class Executor>
-constexpr void assert_executor() {
-  static_assert(!std::is_same<std::decay_t<Executor>, Profile>::value,
-                "splash kernels take no Profile (they validate under Profile::kReference); call "
-                "check_splash(args, mask, Profile::kJax) first for JAX's rules");
 }
 
 /// The args with the backward's tiles as forward blocks, to check them against a MaskInfo.

@@ -8,10 +8,10 @@
 ///  - `a & b`, `a | b` (`AndMask`, `OrMask`), `AnyMask` (type-erased), `MultiHeadMask` (one mask
 ///    per query head).
 /// Constructor checks (JAX's K2..K12 that exist in C++) run in `check_mask(m)`, which returns a
-/// `Status`; `validate_mask(m)` throws (both in masks/mask_checks.hpp, with the checks
+/// `Status`; `validate_mask(m)` throws (both in validate/mask_checks.hpp, with the checks
 /// themselves). K1 (conversion to bool), K6/K7 (element types of MultiHeadMask), K8/K9
 /// (rank/dtype of a dense mask) and K10/K13 are compile-time in C++.
-/// No Eigen, no RTTI. The validators do not include this header (only masks/mask_checks.hpp).
+/// No Eigen, no RTTI. The validators do not include this header (only validate/mask_checks.hpp).
 ///
 /// Example:
 /// @code
@@ -36,7 +36,7 @@
 #include "attnref/core/error.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
-#include "attnref/masks/mask_checks.hpp"
+#include "attnref/validate/mask_checks.hpp"
 
 namespace attnref {
 

@@ -67,6 +67,10 @@ struct MaskInfo {
   std::int64_t pattern_rows = 0;
   std::int64_t pattern_cols = 0;
 
+  /// What the splash checks need of it (validate/mask_blocks.hpp).
+  MaskTiling tiling() const noexcept {
+    return {num_heads, q_seq_len, kv_seq_len, block_q, block_kv};
+  }
   /// Row of this MaskInfo that query head `h` reads.
   std::int64_t row_of(std::int64_t h) const noexcept { return num_heads == 1 ? 0 : h; }
   std::int64_t flat(std::int64_t h, std::int64_t i, std::int64_t j) const noexcept {
@@ -178,6 +182,82 @@ inline std::uint64_t fnv1a(const void* data, size_t size,
   return hash;
 }
 
+/// An earlier head that is cheap to find equal to head h (`same_as`): head 0, head h - 1, or one
+/// of the first `scan_limit` heads that were classified (`classified`, in head order, head 0
+/// first). h itself when there is none.
+inline size_t cheap_equal_head(const std::vector<AnyMask>& heads, size_t h,
+                               const std::vector<size_t>& classified, std::int64_t scan_limit) {
+  if (h == 0) return h;
+  const AnyMask& m = heads[h];
+  if (heads[0].same_as(m)) return 0;
+  if (heads[h - 1].same_as(m)) return h - 1;
+  const auto scans = std::min<size_t>(classified.size(), static_cast<size_t>(scan_limit));
+  for (size_t c = 1; c < scans; ++c)  // classified[0] is head 0: done above
+    if (heads[classified[c]].same_as(m)) return classified[c];
+  return h;
+}
+
+/// The rows of distinct content of a MaskInfo being built, [num_rows, row_size] block kinds and
+/// pattern numbers each, found again by a hash of their content.
+struct DistinctRows {
+  size_t row_size = 0;
+  std::vector<std::uint8_t> kinds;
+  std::vector<std::int32_t> next;
+  std::unordered_map<std::uint64_t, std::vector<std::int64_t>> by_hash;
+  std::int64_t num_rows = 0;
+
+  /// The row holding this content (`row_size` kinds and pattern numbers): one stored earlier
+  /// whose content is equal, or a new one.
+  std::int64_t add(const std::vector<std::uint8_t>& row_kinds,
+                   const std::vector<std::int32_t>& row_next) {
+    const std::uint64_t hash =
+        fnv1a(row_next.data(), row_size * sizeof(std::int32_t), fnv1a(row_kinds.data(), row_size));
+    std::vector<std::int64_t>& candidates = by_hash[hash];
+    for (std::int64_t r : candidates) {
+      const auto at = static_cast<std::ptrdiff_t>(static_cast<size_t>(r) * row_size);
+      if (std::equal(row_kinds.begin(), row_kinds.end(), kinds.begin() + at) &&
+          std::equal(row_next.begin(), row_next.end(), next.begin() + at))
+        return r;
+    }
+    candidates.push_back(num_rows);
+    kinds.insert(kinds.end(), row_kinds.begin(), row_kinds.end());
+    next.insert(next.end(), row_next.begin(), row_next.end());
+    return num_rows++;
+  }
+
+  /// Moves the rows into `info`: one shared row (`shared`: every head is head 0's mask), else
+  /// one row per head, head h's being row `row_of_head[h]`.
+  void store(MaskInfo& info, const std::vector<std::int64_t>& row_of_head, bool shared) {
+    info.num_heads = shared ? 1 : static_cast<std::int64_t>(row_of_head.size());
+    if (shared) {
+      info.block_mask.swap(kinds);
+      info.mask_next.swap(next);
+      return;
+    }
+    info.block_mask.resize(row_of_head.size() * row_size);
+    info.mask_next.resize(row_of_head.size() * row_size);
+    for (size_t h = 0; h < row_of_head.size(); ++h) {
+      const auto src = static_cast<std::ptrdiff_t>(static_cast<size_t>(row_of_head[h]) * row_size);
+      const auto dst = static_cast<std::ptrdiff_t>(h * row_size);
+      std::copy_n(kinds.begin() + src, row_size, info.block_mask.begin() + dst);
+      std::copy_n(next.begin() + src, row_size, info.mask_next.begin() + dst);
+    }
+  }
+};
+
+/// The single-head masks of `mask`: its heads for a MultiHeadMask, else itself.
+template <class M>
+std::vector<AnyMask> head_masks_of(const M& mask) {
+  std::vector<AnyMask> heads;
+  if constexpr (std::is_same<M, MultiHeadMask>::value) {
+    heads.reserve(static_cast<size_t>(mask.num_heads()));
+    for (std::int64_t h = 0; h < mask.num_heads(); ++h) heads.push_back(mask.head(h));
+  } else {
+    heads.push_back(AnyMask(mask));
+  }
+  return heads;
+}
+
 }  // namespace detail
 
 /// Classifies `mask` (a single-head mask or a MultiHeadMask) into tiles of (block_q, block_kv).
@@ -209,13 +289,7 @@ Status build_mask_info(const M& mask, std::int64_t block_q, std::int64_t block_k
     return Status(ErrorCode::kSizeOverflow, "", "block_q ({0}) x block_kv ({1}) overflows int64",
                   "use block sizes such as 128", {pattern_rows, pattern_cols});
   }
-  std::vector<AnyMask> head_masks;
-  if constexpr (std::is_same<M, MultiHeadMask>::value) {
-    head_masks.reserve(static_cast<size_t>(heads));
-    for (std::int64_t h = 0; h < heads; ++h) head_masks.push_back(mask.head(h));
-  } else {
-    head_masks.push_back(AnyMask(mask));
-  }
+  const std::vector<AnyMask> head_masks = detail::head_masks_of(mask);
   MaskInfo info;
   info.q_seq_len = shape[0];
   info.kv_seq_len = shape[1];
@@ -225,15 +299,9 @@ Status build_mask_info(const M& mask, std::int64_t block_q, std::int64_t block_k
   info.pattern_cols = pattern_cols;
   info.num_q_blocks = ceil_div(shape[0], block_q);
   info.num_kv_blocks = ceil_div(shape[1], block_kv);
-  const std::int64_t per_head = info.num_q_blocks * info.num_kv_blocks;
-  const auto row_size = static_cast<size_t>(per_head);
-
-  // Rows of distinct content, [num_rows, per_head] each; row_of_head maps heads onto them.
-  std::vector<std::uint8_t> row_kinds;
-  std::vector<std::int32_t> row_next;
-  std::unordered_map<std::uint64_t, std::vector<std::int64_t>> rows_by_hash;
-  std::int64_t num_rows = 0;
-  std::vector<std::int64_t> row_of_head(head_masks.size(), 0);
+  detail::DistinctRows rows;
+  rows.row_size = static_cast<size_t>(info.num_q_blocks * info.num_kv_blocks);
+  std::vector<std::int64_t> row_of_head(head_masks.size(), 0);  // heads onto distinct rows
   // Heads that were classified (no cheap equal found), in head order: the ones scanned by
   // `same_as`. Scanning more of them than one classification costs would not pay.
   std::vector<size_t> classified;
@@ -241,67 +309,22 @@ Status build_mask_info(const M& mask, std::int64_t block_q, std::int64_t block_k
   if (!checked_mul(shape[0], shape[1], &scan_limit))
     scan_limit = std::numeric_limits<std::int64_t>::max();
   scan_limit = std::max<std::int64_t>(scan_limit, 16);
-  std::vector<std::uint8_t> kinds(row_size);
-  std::vector<std::int32_t> next(row_size);
+  std::vector<std::uint8_t> kinds(rows.row_size);
+  std::vector<std::int32_t> next(rows.row_size);
   detail::PatternTable patterns;
   bool all_head_zero = true;  // every head same_as head 0: one shared row (num_heads 1)
   for (size_t h = 0; h < head_masks.size(); ++h) {
-    const AnyMask& m = head_masks[h];
-    if (h > 0) {
-      if (head_masks[0].same_as(m)) {
-        row_of_head[h] = row_of_head[0];
-        continue;
-      }
-      all_head_zero = false;
-      if (head_masks[h - 1].same_as(m)) {
-        row_of_head[h] = row_of_head[h - 1];
-        continue;
-      }
-      size_t match = h;
-      const auto scans = std::min<size_t>(classified.size(), static_cast<size_t>(scan_limit));
-      for (size_t c = 1; c < scans && match == h; ++c)  // classified[0] is head 0: done above
-        if (head_masks[classified[c]].same_as(m)) match = classified[c];
-      if (match != h) {
-        row_of_head[h] = row_of_head[match];
-        continue;
-      }
+    const size_t equal = detail::cheap_equal_head(head_masks, h, classified, scan_limit);
+    if (h > 0 && equal != 0) all_head_zero = false;
+    if (equal != h) {
+      row_of_head[h] = row_of_head[equal];
+      continue;
     }
-    detail::classify_head(m, info, kinds.data(), next.data(), patterns);
+    detail::classify_head(head_masks[h], info, kinds.data(), next.data(), patterns);
     classified.push_back(h);
-    const std::uint64_t hash = detail::fnv1a(next.data(), row_size * sizeof(std::int32_t),
-                                             detail::fnv1a(kinds.data(), row_size));
-    std::vector<std::int64_t>& candidates = rows_by_hash[hash];
-    std::int64_t row = -1;
-    for (std::int64_t r : candidates) {
-      const auto at = static_cast<std::ptrdiff_t>(static_cast<size_t>(r) * row_size);
-      if (std::equal(kinds.begin(), kinds.end(), row_kinds.begin() + at) &&
-          std::equal(next.begin(), next.end(), row_next.begin() + at)) {
-        row = r;
-        break;
-      }
-    }
-    if (row < 0) {
-      row = num_rows++;
-      candidates.push_back(row);
-      row_kinds.insert(row_kinds.end(), kinds.begin(), kinds.end());
-      row_next.insert(row_next.end(), next.begin(), next.end());
-    }
-    row_of_head[h] = row;
+    row_of_head[h] = rows.add(kinds, next);
   }
-  info.num_heads = all_head_zero ? 1 : heads;
-  if (all_head_zero) {
-    info.block_mask.swap(row_kinds);
-    info.mask_next.swap(row_next);
-  } else {
-    info.block_mask.resize(static_cast<size_t>(heads) * row_size);
-    info.mask_next.resize(static_cast<size_t>(heads) * row_size);
-    for (size_t h = 0; h < head_masks.size(); ++h) {
-      const auto src = static_cast<std::ptrdiff_t>(static_cast<size_t>(row_of_head[h]) * row_size);
-      const auto dst = static_cast<std::ptrdiff_t>(h * row_size);
-      std::copy_n(row_kinds.begin() + src, row_size, info.block_mask.begin() + dst);
-      std::copy_n(row_next.begin() + src, row_size, info.mask_next.begin() + dst);
-    }
-  }
+  rows.store(info, row_of_head, all_head_zero);
   *out = std::move(info);
   return Status();
 }
@@ -315,37 +338,11 @@ MaskInfo make_mask_info(const M& mask, std::int64_t block_q, std::int64_t block_
   return info;
 }
 
-/// Forward checks against a pre-built MaskInfo (the mask itself was checked when it was built):
-/// JAX's input checks, then the MaskInfo's fit to this call (heads 1 or Hq, (Sq, Skv), the
-/// forward block sizes), then the safety checks. It lives here, not in validate/splash.hpp,
-/// because it needs MaskInfo; the splash kernels call it with a plan's MaskInfo.
+/// `check_splash(args, info.tiling(), profile)` (validate/splash.hpp): the forward checks against
+/// a pre-built MaskInfo; the splash kernels call it with a plan's MaskInfo.
 template <class Q, class KV>
 Status check_splash(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, Profile profile) {
-  ATTNREF_RETURN_IF_ERROR(detail::check_splash_inputs(a, profile));
-  const auto& q = a.q.extents;
-  const auto& k = a.k.extents;
-  if (info.num_heads != 1 && info.num_heads != q[0]) {
-    return Status(ErrorCode::kMaskHeadCount, "",
-                  "the mask has {0} heads; expected 1 (shared by all heads) or num_q_heads={1}",
-                  "give one mask per query head, or a single mask for all of them",
-                  {info.num_heads, q[0]});
-  }
-  if (info.q_seq_len != q[1] || info.kv_seq_len != k[1]) {
-    return Status(ErrorCode::kMaskShape, "",
-                  "mask shape ({0}, {1}) does not match (q_seq_len, kv_seq_len) = ({2}, {3})",
-                  "build the mask with shape (q_seq_len, kv_seq_len) = ({2}, {3})",
-                  {info.q_seq_len, info.kv_seq_len, q[1], k[1]});
-  }
-  if (info.block_q != a.block_sizes.block_q || info.block_kv != a.block_sizes.block_kv) {
-    return Status(ErrorCode::kInvalidBlockSize, "",
-                  "the MaskInfo was built for blocks ({0}, {1}) but block_sizes say ({2}, {3})",
-                  "build the MaskInfo with (block_q, block_kv) of this call",
-                  {info.block_q, info.block_kv, a.block_sizes.block_q, a.block_sizes.block_kv});
-  }
-  ATTNREF_RETURN_IF_ERROR(check_mask_blocks(q[1], k[1], info.num_heads, info.block_q, info.block_kv,
-                                            profile, a.sharding));
-  ATTNREF_RETURN_IF_ERROR(detail::check_splash_safety(a));
-  return check_splash_metadata(a, info, profile);
+  return check_splash(a, info.tiling(), profile);
 }
 
 }  // namespace attnref

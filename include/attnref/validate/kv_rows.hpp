@@ -2,6 +2,8 @@
 /// @file kv_rows.hpp
 /// Checks of the rows a paged or ragged kernel reads, shared by both families (their page
 /// tables and lengths differ; what makes a read page or row bad does not):
+///  - shape tier: a positive page size, and a page table's reach (pages per sequence x page
+///    size) within int64;
 ///  - metadata tier: every page a sequence reads lies in `[0, total_pages)`;
 ///  - data tier: a bad element in a live K/V row, reported with where it is (sequence, token,
 ///    page, slot, KV head, dim) and, for fp8 pages, the code itself; NaN/Inf in live rows of a
@@ -10,12 +12,32 @@
 
 #include <cstdint>
 
+#include "attnref/core/checked_math.hpp"
 #include "attnref/core/dtype.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
 
 namespace attnref {
 namespace detail {
+
+/// The page pool's page size is positive, and `pages_per_seq` pages of it hold a length that
+/// fits int64. `overflow_format` (a literal) names the page table's width as the family does;
+/// `page_size_field` names the tensor the page size comes from ("" for none).
+inline Status check_page_capacity(std::int64_t pages_per_seq, std::int64_t page_size,
+                                  const char* overflow_format, const char* page_size_field) {
+  if (page_size <= 0) {
+    return Status(ErrorCode::kInvalidPageSize, "", "page_size must be positive. Got {0}.",
+                  "page_size is dimension 2 of the logical [num_kv_heads, total_pages, page_size, "
+                  "head_dim] pages",
+                  {page_size}, {}, page_size_field);
+  }
+  std::int64_t capacity = 0;
+  if (!checked_mul(pages_per_seq, page_size, &capacity)) {
+    return Status(ErrorCode::kSizeOverflow, "", overflow_format,
+                  "check page_indices' second dimension", {pages_per_seq, page_size});
+  }
+  return Status();
+}
 
 /// `kNonFiniteData` for element `x` (NaN/Inf, or an fp8 NaN/infinity code) of `name`
 /// ("k_pages" or "v_pages") at token t of sequence `seq`, stored at (h, page, slot, d).

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file mask_blocks.hpp
-/// The block grid of a splash mask: JAX's sharding arguments and the block-size checks M3..M7
-/// (`Profile::kJax`) that JAX makes when it builds a MaskInfo. O(1), no containers; shared by
-/// the splash validators and by MaskInfo building (masks/mask_info.hpp).
+/// The block grid of a splash mask: JAX's sharding arguments, the tiling facts of a classified
+/// mask (`MaskTiling`) and the block-size checks M3..M7 (`Profile::kJax`) that JAX makes when it
+/// builds a MaskInfo. O(1), no containers; shared by the splash validators and by MaskInfo
+/// building (masks/mask_info.hpp).
 ///
 /// Example:
 /// @code
@@ -22,6 +23,16 @@ namespace attnref {
 struct MaskSharding {
   std::int64_t head_shards = 1;   ///< devices the heads are split over
   std::int64_t q_seq_shards = 1;  ///< devices the query sequence is split over
+};
+
+/// What the splash checks need of a classified mask (masks/mask_info.hpp's MaskInfo, whose
+/// `tiling()` gives it): its head count, its shape and the blocks it was classified into.
+struct MaskTiling {
+  std::int64_t num_heads = 0;   ///< 1 (one mask shared by all heads) or the mask's head count
+  std::int64_t q_seq_len = 0;   ///< Sq
+  std::int64_t kv_seq_len = 0;  ///< Skv
+  std::int64_t block_q = 0;     ///< bq
+  std::int64_t block_kv = 0;    ///< bkv
 };
 
 /// Block-size checks of a mask grid: sizes positive (always), then JAX's M3..M7 under

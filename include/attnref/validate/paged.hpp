@@ -5,7 +5,8 @@
 ///    under `kJax` also `option_not_in_jax` for sliding_window, sinks and alibi_slopes, which
 ///    JAX's kernel does not have), then attnref's safety checks on views and options;
 ///  - metadata (O(batch + pages)): every length within capacity, every live page index in range;
-///  - data (opt-in, O(live elements)): no NaN/Inf in q or in the K/V rows that lengths make live.
+///  - data (opt-in, O(live elements)): no NaN/Inf in q or in the K/V rows that lengths make live;
+///  - outputs (`check_paged_output`): out and the optional logsumexp.
 ///
 /// Example:
 /// @code
@@ -34,6 +35,7 @@
 #include "attnref/validate/heads.hpp"
 #include "attnref/validate/kv_rows.hpp"
 #include "attnref/validate/options.hpp"
+#include "attnref/validate/outputs.hpp"
 
 namespace attnref {
 
@@ -153,11 +155,10 @@ constexpr std::int64_t first_window_key(std::int64_t length,
   return window && length - *window > 0 ? length - *window : 0;
 }
 
-}  // namespace detail
-
-/// Shape tier: O(1), reads no tensor data. JAX's checks in JAX's order, then the safety checks.
+/// JAX's checks P1..P10 in JAX's order (P4, P7..P10 under `kJax`), with the positivity of
+/// pages_per_compute_block before P4, then (`kJax`) the options JAX's kernel does not have.
 template <class Q, class KV, class Index>
-Status check_paged_shapes(const PagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
+Status check_paged_inputs(const PagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
   const auto& k = a.k_pages.extents;
   const auto& v = a.v_pages.extents;
   if (!detail::same_extents(k, v)) {
@@ -227,24 +228,20 @@ Status check_paged_shapes(const PagedAttentionArgs<Q, KV, Index>& a, Profile pro
     ATTNREF_RETURN_IF_ERROR(
         check_option_in_jax(!a.alibi_slopes.empty_view(), kNotInJax, "alibi_slopes"));
   }
-  // attnref's safety checks (no JAX id).
+  return Status();
+}
+
+/// attnref's safety checks on views and options (no JAX id).
+template <class Q, class KV, class Index>
+Status check_paged_safety(const PagedAttentionArgs<Q, KV, Index>& a) {
   ATTNREF_RETURN_IF_ERROR(check_view(a.q, "q"));
   ATTNREF_RETURN_IF_ERROR(check_view(a.k_pages, "k_pages"));
   ATTNREF_RETURN_IF_ERROR(check_view(a.v_pages, "v_pages"));
   ATTNREF_RETURN_IF_ERROR(check_view(a.lengths, "lengths"));
   ATTNREF_RETURN_IF_ERROR(check_view(a.page_indices, "page_indices"));
-  if (a.page_size() <= 0) {
-    return Status(ErrorCode::kInvalidPageSize, "", "page_size must be positive. Got {0}.",
-                  "page_size is dimension 2 of the logical [num_kv_heads, total_pages, page_size, "
-                  "head_dim] pages",
-                  {a.page_size()});
-  }
-  std::int64_t capacity = 0;
-  if (!checked_mul(pps, a.page_size(), &capacity)) {
-    return Status(ErrorCode::kSizeOverflow, "",
-                  "pages_per_sequence ({0}) x page_size ({1}) overflows int64",
-                  "check page_indices' second dimension", {pps, a.page_size()});
-  }
+  ATTNREF_RETURN_IF_ERROR(
+      check_page_capacity(a.pages_per_sequence(), a.page_size(),
+                          "pages_per_sequence ({0}) x page_size ({1}) overflows int64", ""));
   ATTNREF_RETURN_IF_ERROR(detail::check_paged_scales(a));
   ATTNREF_RETURN_IF_ERROR(check_soft_cap(a.soft_cap));
   ATTNREF_RETURN_IF_ERROR(check_mask_value(a.mask_value));
@@ -252,6 +249,16 @@ Status check_paged_shapes(const PagedAttentionArgs<Q, KV, Index>& a, Profile pro
   ATTNREF_RETURN_IF_ERROR(check_sliding_window(a.sliding_window));
   ATTNREF_RETURN_IF_ERROR(check_sinks_shape(a.sinks, a.num_q_heads()));
   return check_alibi_slopes_shape(a.alibi_slopes, a.num_q_heads());
+}
+
+}  // namespace detail
+
+/// Shape tier: O(1), reads no tensor data. JAX's checks in JAX's order
+/// (`detail::check_paged_inputs`), then the safety checks (`detail::check_paged_safety`).
+template <class Q, class KV, class Index>
+Status check_paged_shapes(const PagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
+  ATTNREF_RETURN_IF_ERROR(detail::check_paged_inputs(a, profile));
+  return detail::check_paged_safety(a);
 }
 
 /// Metadata tier: O(batch + pages + num_q_heads). Reads lengths and page_indices (only after the
@@ -376,6 +383,19 @@ constexpr Status check_paged_index_dtypes(DType lengths, DType page_indices,
                   "page_indices");
   }
   return Status();
+}
+
+/// Checks that `out` is a `[batch, num_q_heads, head_dim]` view (q's shape) of distinct elements,
+/// and `logsumexp` (when not empty) a valid `[batch, num_q_heads]` one apart from `out`. Shapes
+/// first, then views, as every family's output check.
+template <class Q, class KV, class Index>
+Status check_paged_output(const PagedAttentionArgs<Q, KV, Index>& a, const TensorView<Q, 3>& out,
+                          const TensorView<float, 2>& logsumexp = {}) {
+  ATTNREF_RETURN_IF_ERROR(detail::check_out_tensor(
+      out, a.q.extents, "out has shape ({0}, {1}, {2}); expected q's shape ({3}, {4}, {5})",
+      "the output is [batch, num_q_heads, head_dim] like q"));
+  return detail::check_logsumexp_tensor(out, logsumexp, a.batch(), a.num_q_heads(),
+                                        "logsumexp is [batch, num_q_heads]");
 }
 
 /// Throwing wrapper of `check_paged`: throws `ShapeError` (or calls the error handler).

@@ -10,7 +10,8 @@
 ///  - metadata (O(max_num_seqs + pages)): JAX's dynamic checks R15..R18 in JAX's order, plus the
 ///    ones JAX omits: num_seqs >= 0, kv_lens >= 0, cu_q_lens starting at 0 and non-decreasing,
 ///    every page a live sequence reads in [0, total_pages);
-///  - data (opt-in): no NaN/Inf in the live query rows or the live K/V rows.
+///  - data (opt-in): no NaN/Inf in the live query rows or the live K/V rows;
+///  - outputs (`check_ragged_output`): out and the optional logsumexp.
 ///
 /// Example:
 /// @code
@@ -47,6 +48,7 @@
 #include "attnref/validate/head_options.hpp"
 #include "attnref/validate/kv_rows.hpp"
 #include "attnref/validate/options.hpp"
+#include "attnref/validate/outputs.hpp"
 
 namespace attnref {
 
@@ -146,13 +148,83 @@ inline Status check_ragged_scale(const std::optional<float>& scale, const char* 
   return Status();
 }
 
-}  // namespace detail
-
-/// Shape tier: O(1), reads no tensor data (except the rank-1 `num_seqs` view's extent). JAX's
-/// static checks in JAX's order, then attnref's safety checks.
+/// JAX's static checks of the heads and options, in JAX's order: R6, R7, R8, R9..R11, then
+/// (`kJax`) the TPU dtype rule, R14 and the options JAX's kernel does not have. The second half
+/// of `check_ragged_inputs`.
 template <class Q, class KV, class Index>
-Status check_ragged_shapes(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
-  const std::int64_t combined = a.num_combined_kv_heads();
+Status check_ragged_options(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
+  // R6 (head counts must be positive first: JAX would divide by zero).
+  const std::int64_t hq = a.num_q_heads();
+  const std::int64_t hkv = a.num_kv_heads();
+  if (hq <= 0) {
+    return Status(ErrorCode::kInvalidHeadCount, "", "num_q_heads must be positive. Got {0}.",
+                  "q is [max_num_batched_tokens, num_q_heads, head_dim]", {hq}, {}, "num_q_heads");
+  }
+  if (hkv <= 0) {
+    return Status(ErrorCode::kInvalidHeadCount, "", "num_kv_heads must be positive. Got {0}.",
+                  "k_pages and v_pages are [num_kv_heads, total_pages, page_size, head_dim]", {hkv},
+                  {}, "num_kv_heads");
+  }
+  if (hq % hkv != 0) {
+    return Status(ErrorCode::kGqaNotDivisible, "R6",
+                  "num_q_heads={0} must be divisible by num_kv_heads={1}",
+                  "valid num_kv_heads for {0} query heads: {k0}", {hq, hkv});
+  }
+  // R7.
+  ATTNREF_RETURN_IF_ERROR(check_sliding_window(a.sliding_window, "R7"));
+  // R8 (and attnref: finite).
+  if (a.soft_cap && *a.soft_cap == 0.0f) {
+    return Status(ErrorCode::kInvalidSoftCap, "R8", "soft_cap={r0} must not be 0.0.",
+                  "leave soft_cap unset to turn the soft cap off (the cap divides by it)", {},
+                  {static_cast<double>(*a.soft_cap)}, "soft_cap");
+  }
+  const std::int64_t pps = a.pages_per_seq();
+  // R9..R11: TPU blocking knobs.
+  if (a.num_kv_pages_per_block &&
+      !(0 < *a.num_kv_pages_per_block && *a.num_kv_pages_per_block <= pps)) {
+    return Status(ErrorCode::kInvalidBlockSize, "R9",
+                  "num_kv_pages_per_block={0} must be in range (0, {1}].",
+                  "use at most pages_per_seq ({1}) pages per block, or leave it unset",
+                  {*a.num_kv_pages_per_block, pps}, {}, "num_kv_pages_per_block");
+  }
+  if (a.num_queries_per_block && *a.num_queries_per_block <= 0) {
+    return Status(ErrorCode::kInvalidBlockSize, "R10",
+                  "num_queries_per_block={0} must be positive.",
+                  "JAX's tests use 32 or 64; leave it unset for the tuned default",
+                  {*a.num_queries_per_block}, {}, "num_queries_per_block");
+  }
+  if (a.vmem_limit_bytes && *a.vmem_limit_bytes <= 0) {
+    return Status(ErrorCode::kInvalidBlockSize, "R11", "vmem_limit_bytes={0} must be positive.",
+                  "JAX's tests use 32 MiB (33554432); leave it unset for the default",
+                  {*a.vmem_limit_bytes}, {}, "vmem_limit_bytes");
+  }
+  // R14 and the TPU dtype rule: only under the jax profile.
+  if (profile == Profile::kJax) {
+    if (std::is_same<Q, double>::value || std::is_same<KV, double>::value) {
+      return Status(ErrorCode::kDtypeNotSupported, "",
+                    "float64 q or K/V pages are not supported by JAX's TPU kernel",
+                    "use float32 or bfloat16; the reference profile accepts float64");
+    }
+    const std::int64_t combined = a.num_combined_kv_heads();
+    if (!detail::xla_fully_tiled(combined, detail::ragged_kv_packing<KV>())) {
+      return Status(ErrorCode::kTilingRule, "R14",
+                    "Not implemented: num_combined_kv_heads={0} can not be XLA fully tiled.",
+                    "with {1} element(s) per 32-bit word, 2 * num_kv_heads / {1} must be 1, 2, 4, "
+                    "8 or a multiple of 8",
+                    {combined, detail::ragged_kv_packing<KV>()}, {}, "k_pages");
+    }
+    constexpr const char* kNotInJax = "JAX's ragged_paged_attention has no {f} option.";
+    ATTNREF_RETURN_IF_ERROR(check_option_in_jax(!a.sinks.empty_view(), kNotInJax, "sinks"));
+    ATTNREF_RETURN_IF_ERROR(
+        check_option_in_jax(!a.alibi_slopes.empty_view(), kNotInJax, "alibi_slopes"));
+  }
+  return Status();
+}
+
+/// JAX's static checks in JAX's order: the arrays (K and V alike, as R12 belongs to the combined
+/// pool; R13, R1..R4, R5 under `kJax`), then the heads and options (`check_ragged_options`).
+template <class Q, class KV, class Index>
+Status check_ragged_inputs(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
   // R12 (the combined pool's even head count) is checked by `ragged_kv_views`. Separate K and V
   // views must agree instead (paged's P1 check, without JAX's id: JAX's ragged kernel takes one
   // pool).
@@ -219,71 +291,12 @@ Status check_ragged_shapes(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Prof
                   "JAX's kernel takes int32 metadata; the reference profile also accepts int64",
                   {static_cast<std::int64_t>(dtype_of<Index>)});
   }
-  // R6 (head counts must be positive first: JAX would divide by zero).
-  const std::int64_t hq = a.num_q_heads();
-  const std::int64_t hkv = a.num_kv_heads();
-  if (hq <= 0) {
-    return Status(ErrorCode::kInvalidHeadCount, "", "num_q_heads must be positive. Got {0}.",
-                  "q is [max_num_batched_tokens, num_q_heads, head_dim]", {hq}, {}, "num_q_heads");
-  }
-  if (hkv <= 0) {
-    return Status(ErrorCode::kInvalidHeadCount, "", "num_kv_heads must be positive. Got {0}.",
-                  "k_pages and v_pages are [num_kv_heads, total_pages, page_size, head_dim]", {hkv},
-                  {}, "num_kv_heads");
-  }
-  if (hq % hkv != 0) {
-    return Status(ErrorCode::kGqaNotDivisible, "R6",
-                  "num_q_heads={0} must be divisible by num_kv_heads={1}",
-                  "valid num_kv_heads for {0} query heads: {k0}", {hq, hkv});
-  }
-  // R7.
-  ATTNREF_RETURN_IF_ERROR(check_sliding_window(a.sliding_window, "R7"));
-  // R8 (and attnref: finite).
-  if (a.soft_cap && *a.soft_cap == 0.0f) {
-    return Status(ErrorCode::kInvalidSoftCap, "R8", "soft_cap={r0} must not be 0.0.",
-                  "leave soft_cap unset to turn the soft cap off (the cap divides by it)", {},
-                  {static_cast<double>(*a.soft_cap)}, "soft_cap");
-  }
-  const std::int64_t pps = a.pages_per_seq();
-  // R9..R11: TPU blocking knobs.
-  if (a.num_kv_pages_per_block &&
-      !(0 < *a.num_kv_pages_per_block && *a.num_kv_pages_per_block <= pps)) {
-    return Status(ErrorCode::kInvalidBlockSize, "R9",
-                  "num_kv_pages_per_block={0} must be in range (0, {1}].",
-                  "use at most pages_per_seq ({1}) pages per block, or leave it unset",
-                  {*a.num_kv_pages_per_block, pps}, {}, "num_kv_pages_per_block");
-  }
-  if (a.num_queries_per_block && *a.num_queries_per_block <= 0) {
-    return Status(ErrorCode::kInvalidBlockSize, "R10",
-                  "num_queries_per_block={0} must be positive.",
-                  "JAX's tests use 32 or 64; leave it unset for the tuned default",
-                  {*a.num_queries_per_block}, {}, "num_queries_per_block");
-  }
-  if (a.vmem_limit_bytes && *a.vmem_limit_bytes <= 0) {
-    return Status(ErrorCode::kInvalidBlockSize, "R11", "vmem_limit_bytes={0} must be positive.",
-                  "JAX's tests use 32 MiB (33554432); leave it unset for the default",
-                  {*a.vmem_limit_bytes}, {}, "vmem_limit_bytes");
-  }
-  // R14 and the TPU dtype rule: only under the jax profile.
-  if (profile == Profile::kJax) {
-    if (std::is_same<Q, double>::value || std::is_same<KV, double>::value) {
-      return Status(ErrorCode::kDtypeNotSupported, "",
-                    "float64 q or K/V pages are not supported by JAX's TPU kernel",
-                    "use float32 or bfloat16; the reference profile accepts float64");
-    }
-    if (!detail::xla_fully_tiled(combined, detail::ragged_kv_packing<KV>())) {
-      return Status(ErrorCode::kTilingRule, "R14",
-                    "Not implemented: num_combined_kv_heads={0} can not be XLA fully tiled.",
-                    "with {1} element(s) per 32-bit word, 2 * num_kv_heads / {1} must be 1, 2, 4, "
-                    "8 or a multiple of 8",
-                    {combined, detail::ragged_kv_packing<KV>()}, {}, "k_pages");
-    }
-    constexpr const char* kNotInJax = "JAX's ragged_paged_attention has no {f} option.";
-    ATTNREF_RETURN_IF_ERROR(check_option_in_jax(!a.sinks.empty_view(), kNotInJax, "sinks"));
-    ATTNREF_RETURN_IF_ERROR(
-        check_option_in_jax(!a.alibi_slopes.empty_view(), kNotInJax, "alibi_slopes"));
-  }
-  // attnref's safety checks (no JAX id).
+  return check_ragged_options(a, profile);
+}
+
+/// attnref's safety checks on views and options (no JAX id).
+template <class Q, class KV, class Index>
+Status check_ragged_safety(const RaggedPagedAttentionArgs<Q, KV, Index>& a) {
   ATTNREF_RETURN_IF_ERROR(check_view(a.q, "q"));
   ATTNREF_RETURN_IF_ERROR(check_view(a.k_pages, "k_pages"));
   ATTNREF_RETURN_IF_ERROR(check_view(a.v_pages, "v_pages"));
@@ -295,18 +308,10 @@ Status check_ragged_shapes(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Prof
     return Status(ErrorCode::kInvalidHeadDim, "", "head_dim must be positive. Got {0}.",
                   "head_dim is the size of one head's vectors, e.g. 64 or 128", {a.head_dim()});
   }
-  if (a.page_size() <= 0) {
-    return Status(ErrorCode::kInvalidPageSize, "", "page_size must be positive. Got {0}.",
-                  "page_size is dimension 2 of the logical [num_kv_heads, total_pages, page_size, "
-                  "head_dim] pages",
-                  {a.page_size()}, {}, "k_pages");
-  }
-  std::int64_t capacity = 0;
-  if (!checked_mul(pps, a.page_size(), &capacity)) {
-    return Status(ErrorCode::kSizeOverflow, "",
-                  "pages_per_seq ({0}) x page_size ({1}) overflows int64",
-                  "check page_indices' second dimension", {pps, a.page_size()});
-  }
+  ATTNREF_RETURN_IF_ERROR(check_page_capacity(a.pages_per_seq(), a.page_size(),
+                                              "pages_per_seq ({0}) x page_size ({1}) overflows "
+                                              "int64",
+                                              "k_pages"));
   if (a.soft_cap && !std::isfinite(*a.soft_cap)) {
     return Status(ErrorCode::kInvalidSoftCap, "", "soft_cap={r0} must be finite.",
                   "leave soft_cap unset to turn the soft cap off", {},
@@ -314,8 +319,19 @@ Status check_ragged_shapes(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Prof
   }
   ATTNREF_RETURN_IF_ERROR(check_mask_value(a.mask_value));
   ATTNREF_RETURN_IF_ERROR(check_sm_scale(a.sm_scale));
-  ATTNREF_RETURN_IF_ERROR(check_sinks_shape(a.sinks, hq));
-  return check_alibi_slopes_shape(a.alibi_slopes, hq);
+  ATTNREF_RETURN_IF_ERROR(check_sinks_shape(a.sinks, a.num_q_heads()));
+  return check_alibi_slopes_shape(a.alibi_slopes, a.num_q_heads());
+}
+
+}  // namespace detail
+
+/// Shape tier: O(1), reads no tensor data (except the rank-1 `num_seqs` view's extent). JAX's
+/// static checks in JAX's order (`detail::check_ragged_inputs`), then attnref's safety checks
+/// (`detail::check_ragged_safety`).
+template <class Q, class KV, class Index>
+Status check_ragged_shapes(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
+  ATTNREF_RETURN_IF_ERROR(detail::check_ragged_inputs(a, profile));
+  return detail::check_ragged_safety(a);
 }
 
 /// Metadata tier: O(max_num_seqs + live pages). Reads num_seqs, kv_lens, cu_q_lens and the live
@@ -526,6 +542,21 @@ constexpr Status check_ragged_index_dtypes(DType kv_lens, DType page_indices, DT
                   {i64(kv_lens), i64(page_indices), i64(cu_q_lens)}, {}, "kv_lens");
   }
   return Status();
+}
+
+/// Checks that `out` is a view of q's shape `[max_num_batched_tokens, num_q_heads, head_dim]`
+/// (padding rows included) of distinct elements, and `logsumexp` (when not empty) a valid
+/// `[max_num_batched_tokens, num_q_heads]` one apart from `out`.
+template <class Q, class KV, class Index>
+Status check_ragged_output(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
+                           const TensorView<Q, 3>& out,
+                           const TensorView<float, 2>& logsumexp = {}) {
+  ATTNREF_RETURN_IF_ERROR(detail::check_out_tensor(
+      out, a.q.extents, "out has shape ({0}, {1}, {2}); expected q's shape ({3}, {4}, {5})",
+      "the output has one row per q row, padding rows included (they are zeroed)"));
+  return detail::check_logsumexp_tensor(out, logsumexp, a.q.extents[0], a.q.extents[1],
+                                        "logsumexp is [max_num_batched_tokens, num_q_heads], "
+                                        "padding rows included (they get -inf)");
 }
 
 /// Throwing wrapper of `check_ragged`: throws `ShapeError` (or calls the error handler).

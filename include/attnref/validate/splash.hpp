@@ -14,9 +14,13 @@
 ///  - `check_key_rank(rank, is_mqa)` (S3), `check_mask_rank(shape)` (S2) and
 ///    `check_mask_dtype(dtype)` (K9) for callers that hold arrays of run-time rank or dtype
 ///    (attnref-run's .npy files).
-/// `check_splash(args, const MaskInfo&, profile)` lives in masks/mask_info.hpp. Masks are
-/// templates here: this header needs only masks/mask_checks.hpp (no containers, no RTTI); the
-/// mask types themselves are in masks/mask.hpp.
+///  - `check_splash(args, const MaskTiling&, profile)`: the forward checks against a classified
+///    mask (masks/mask_info.hpp's `MaskInfo::tiling()`; `check_splash(args, info, profile)` there
+///    converts);
+///  - `check_splash_output(args, out, logsumexp)` and `check_splash_backward_output(...)`: the
+///    kernels' output views.
+/// Masks are templates here: this header needs only validate/mask_checks.hpp (no containers, no
+/// RTTI); the mask types themselves are in masks/mask.hpp.
 ///
 /// Example:
 /// @code
@@ -38,12 +42,13 @@
 #include "attnref/core/profile.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
-#include "attnref/masks/mask_checks.hpp"
 #include "attnref/validate/head_options.hpp"
 #include "attnref/validate/heads.hpp"
 #include "attnref/validate/kv_rows.hpp"
 #include "attnref/validate/mask_blocks.hpp"
+#include "attnref/validate/mask_checks.hpp"
 #include "attnref/validate/options.hpp"
+#include "attnref/validate/outputs.hpp"
 
 namespace attnref {
 
@@ -281,6 +286,33 @@ Status check_splash_inputs(const SplashAttentionArgs<Q, KV>& a, Profile profile)
   return Status();
 }
 
+/// A mask of `mask_heads` heads fits `num_q_heads` query heads: 1 (shared) or one per head.
+/// For callers that hold a mask array before they build the args.
+inline Status check_mask_head_count(std::int64_t mask_heads, std::int64_t num_q_heads) {
+  if (mask_heads != 1 && mask_heads != num_q_heads) {
+    return Status(ErrorCode::kMaskHeadCount, "",
+                  "the mask has {0} heads; expected 1 (shared by all heads) or num_q_heads={1}",
+                  "give one mask per query head, or a single mask for all of them",
+                  {mask_heads, num_q_heads});
+  }
+  return Status();
+}
+
+/// A mask of `mask_heads` heads and shape `shape` fits the call: 1 or Hq heads, shape (Sq, Skv)
+/// (JAX checks neither).
+template <class Q, class KV>
+Status check_splash_mask_fit(const SplashAttentionArgs<Q, KV>& a, std::int64_t mask_heads,
+                             const MaskShape& shape) {
+  ATTNREF_RETURN_IF_ERROR(check_mask_head_count(mask_heads, a.num_q_heads()));
+  if (shape[0] != a.q_seq_len() || shape[1] != a.kv_seq_len()) {
+    return Status(ErrorCode::kMaskShape, "",
+                  "mask shape ({0}, {1}) does not match (q_seq_len, kv_seq_len) = ({2}, {3})",
+                  "build the mask with shape (q_seq_len, kv_seq_len) = ({2}, {3})",
+                  {shape[0], shape[1], a.q_seq_len(), a.kv_seq_len()});
+  }
+  return Status();
+}
+
 /// attnref's safety checks on views and options (no JAX id).
 template <class Q, class KV>
 Status check_splash_safety(const SplashAttentionArgs<Q, KV>& a) {
@@ -316,27 +348,13 @@ Status check_splash_safety(const SplashAttentionArgs<Q, KV>& a) {
 template <class Q, class KV, class M>
 Status check_splash_shapes(const SplashAttentionArgs<Q, KV>& a, const M& mask, Profile profile) {
   ATTNREF_RETURN_IF_ERROR(detail::check_splash_inputs(a, profile));
-  const auto& q = a.q.extents;
-  const auto& k = a.k.extents;
   const SplashBlockSizes& b = a.block_sizes;
-  // The mask: its own checks, then head count and shape against q/k (JAX checks neither).
+  // The mask: its own checks, then head count and shape against q/k.
   ATTNREF_RETURN_IF_ERROR(check_mask(mask));
   const std::int64_t mask_heads = mask_num_heads(mask);
-  if (mask_heads != 1 && mask_heads != q[0]) {
-    return Status(ErrorCode::kMaskHeadCount, "",
-                  "the mask has {0} heads; expected 1 (shared by all heads) or num_q_heads={1}",
-                  "give one mask per query head, or a single mask for all of them",
-                  {mask_heads, q[0]});
-  }
-  const MaskShape ms = mask_shape(mask);
-  if (ms[0] != q[1] || ms[1] != k[1]) {
-    return Status(ErrorCode::kMaskShape, "",
-                  "mask shape ({0}, {1}) does not match (q_seq_len, kv_seq_len) = ({2}, {3})",
-                  "build the mask with shape (q_seq_len, kv_seq_len) = ({2}, {3})",
-                  {ms[0], ms[1], q[1], k[1]});
-  }
-  ATTNREF_RETURN_IF_ERROR(
-      check_mask_blocks(q[1], k[1], mask_heads, b.block_q, b.block_kv, profile, a.sharding));
+  ATTNREF_RETURN_IF_ERROR(detail::check_splash_mask_fit(a, mask_heads, mask_shape(mask)));
+  ATTNREF_RETURN_IF_ERROR(check_mask_blocks(a.q_seq_len(), a.kv_seq_len(), mask_heads, b.block_q,
+                                            b.block_kv, profile, a.sharding));
   return detail::check_splash_safety(a);
 }
 
@@ -355,6 +373,29 @@ template <class Q, class KV, class M>
 Status check_splash(const SplashAttentionArgs<Q, KV>& a, const M& mask, Profile profile) {
   ATTNREF_RETURN_IF_ERROR(check_splash_shapes(a, mask, profile));
   return check_splash_metadata(a, mask, profile);
+}
+
+/// Forward checks against a classified mask (the mask itself was checked when it was
+/// classified): JAX's input checks, then the tiling's fit to this call (heads 1 or Hq,
+/// (Sq, Skv), the forward block sizes, M3..M7 under `kJax`), then the safety checks, then the
+/// metadata tier. The splash kernels call it with a plan's MaskInfo (masks/mask_info.hpp).
+template <class Q, class KV>
+Status check_splash(const SplashAttentionArgs<Q, KV>& a, const MaskTiling& tiling,
+                    Profile profile) {
+  ATTNREF_RETURN_IF_ERROR(detail::check_splash_inputs(a, profile));
+  ATTNREF_RETURN_IF_ERROR(
+      detail::check_splash_mask_fit(a, tiling.num_heads, {tiling.q_seq_len, tiling.kv_seq_len}));
+  const SplashBlockSizes& b = a.block_sizes;
+  if (tiling.block_q != b.block_q || tiling.block_kv != b.block_kv) {
+    return Status(ErrorCode::kInvalidBlockSize, "",
+                  "the MaskInfo was built for blocks ({0}, {1}) but block_sizes say ({2}, {3})",
+                  "build the MaskInfo with (block_q, block_kv) of this call",
+                  {tiling.block_q, tiling.block_kv, b.block_q, b.block_kv});
+  }
+  ATTNREF_RETURN_IF_ERROR(check_mask_blocks(a.q_seq_len(), a.kv_seq_len(), tiling.num_heads,
+                                            tiling.block_q, tiling.block_kv, profile, a.sharding));
+  ATTNREF_RETURN_IF_ERROR(detail::check_splash_safety(a));
+  return check_splash_metadata(a, tiling, profile);
 }
 
 /// Data tier (opt-in): NaN/Inf in q, k, v or sinks. Every query row and every key/value row is
@@ -502,6 +543,40 @@ Status check_splash_backward_tensors(
   ATTNREF_RETURN_IF_ERROR(check_output_view(dv, "dv"));
   ATTNREF_RETURN_IF_ERROR(check_output_view(dsinks, "dsinks"));
   return Status();
+}
+
+/// The gradients a splash backward pass writes. `dsinks` is optional (empty view: not written).
+template <class Q, class KV = Q>
+struct SplashGradients {
+  TensorView<Q, 3> dq;          ///< [num_q_heads, q_seq_len, head_dim_qk], q's dtype
+  TensorView<KV, 3> dk;         ///< [num_kv_heads, kv_seq_len, head_dim_qk], k's dtype
+  TensorView<KV, 3> dv;         ///< [num_kv_heads, kv_seq_len, head_dim_v], v's dtype
+  TensorView<float, 1> dsinks;  ///< [num_q_heads], only with sinks
+};
+
+/// Checks that `out` is a `[num_q_heads, q_seq_len, head_dim_v]` view of distinct elements and
+/// `logsumexp` (when not empty) a valid `[num_q_heads, q_seq_len]` one apart from `out`.
+template <class Q, class KV>
+Status check_splash_output(const SplashAttentionArgs<Q, KV>& a, const TensorView<Q, 3>& out,
+                           const TensorView<float, 2>& logsumexp = {}) {
+  ATTNREF_RETURN_IF_ERROR(
+      detail::check_out_tensor(out, {a.num_q_heads(), a.q_seq_len(), a.head_dim_v()},
+                               "{f} has shape ({0}, {1}, {2}); expected ({3}, {4}, {5})",
+                               "out is [num_q_heads, q_seq_len, head_dim_v]"));
+  return detail::check_logsumexp_tensor(out, logsumexp, a.num_q_heads(), a.q_seq_len(),
+                                        "logsumexp is [num_q_heads, q_seq_len]");
+}
+
+/// Checks the backward's tensors: out and dout `[Hq, Sq, Dv]`, logsumexp `[Hq, Sq]` (the
+/// forward's residuals) and the gradients (see `check_splash_backward_tensors`).
+template <class Q, class KV>
+Status check_splash_backward_output(const SplashAttentionArgs<Q, KV>& a,
+                                    const TensorView<const Q, 3>& out,
+                                    const TensorView<const float, 2>& logsumexp,
+                                    const TensorView<const Q, 3>& dout,
+                                    const SplashGradients<Q, KV>& grads) {
+  return check_splash_backward_tensors(a, out, logsumexp, dout, grads.dq, grads.dk, grads.dv,
+                                       grads.dsinks);
 }
 
 /// Throwing wrapper of `check_splash`.

@@ -3,7 +3,8 @@
 /// The container-free part of the masks: the shape type, the mask base, and the constructor
 /// checks every mask runs (JAX's K2, K3, K11 and shape sanity), plus the generic accessors
 /// `mask_shape`, `mask_num_heads` and `check_mask`. No containers, no RTTI, no Eigen: the
-/// validators (validate/splash.hpp) include this header and never see masks/mask.hpp.
+/// validators (validate/splash.hpp) include this header and never see masks/mask.hpp, which
+/// includes it for its mask types' checks.
 ///
 /// Example:
 /// @code
