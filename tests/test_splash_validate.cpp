@@ -274,6 +274,22 @@ TEST(SplashValidate, M3M4ForwardBlocksUnderJaxOnly) {
                "head_shards=3 should divide head_count=1.");
 }
 
+// JAX checks the mask's blocks when the kernel is made, before a call's inputs: an input that
+// breaks M4 and S8 gets M4 (as JAX 0.10.2 says; tests/conformance holds this against JAX).
+TEST(SplashValidate, MaskBlocksBeforeInputChecksUnderJax) {
+  Fixture f;
+  auto a = f.args();
+  a.k.extents[1] = a.v.extents[1] = 128;
+  a.block_sizes.block_kv = 256;
+  a.block_sizes.block_kv_compute = 64;
+  const CausalMask mask{{256, 128}};
+  expect_error(attnref::check_splash(a, mask, Profile::kJax), ErrorCode::kBlockNotDivisible, "M4",
+               "kv_block_size=256 should divide kv_seq_len=128.");
+  a.k.extents[2] = 32;  // and S4
+  expect_error(attnref::check_splash(a, mask, Profile::kJax), ErrorCode::kBlockNotDivisible, "M4",
+               "kv_block_size=256 should divide kv_seq_len=128.");
+}
+
 TEST(SplashValidate, SafetyChecks) {
   Fixture f;
   auto a = f.args();

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file splash.hpp
 /// Splash attention (prefill/training): the argument descriptor, its block sizes and its checks.
-///  - `check_splash_shapes(args, mask, profile)` (O(1)): JAX's forward checks S3..S11 in JAX's
-///    order (S7, S8 only under `Profile::kJax`; S3 and S5 with corrected wording; under `kJax`
-///    also `option_not_in_jax` for sliding_window and alibi_slopes), the mask's own
-///    checks (K2..K12), mask head count (1 or Hq) and shape against (Sq, Skv), the block checks
-///    M3..M7 (`kJax`), then attnref's safety checks on views and options;
+///  - `check_splash_shapes(args, mask, profile)` (O(1)), in JAX's order: the mask's own checks
+///    (K2..K12), mask head count (1 or Hq) and shape against (Sq, Skv), the block checks M3..M7
+///    (`kJax`), then JAX's forward checks S3..S11 (S7, S8 only under `Profile::kJax`; S3 and S5
+///    with corrected wording; under `kJax` also `option_not_in_jax` for sliding_window and
+///    alibi_slopes), then attnref's safety checks on views and options;
 ///  - `check_splash_metadata(args, mask, profile)`: reads arrays (nothing to check yet);
 ///  - `check_splash(args, mask, profile)`: shapes, then metadata; `validate_splash` throws;
 ///  - `check_splash_data(args)` (opt-in): no NaN/Inf in q, k, v or sinks;
@@ -340,21 +340,22 @@ Status check_splash_safety(const SplashAttentionArgs<Q, KV>& a) {
 
 }  // namespace detail
 
-/// Shape tier, O(1): reads no tensor data. Order: S3, S4, S5, S6 (JAX's), S7, S8 and the options
-/// JAX's kernel does not have (`kJax`: sliding_window, alibi_slopes), S9,
-/// S10, S11, then the mask (its own checks, head count, shape vs (Sq, Skv), M3..M7 under `kJax`),
-/// then attnref's safety checks (views, block sizes, soft cap, mask value, sm_scale,
+/// Shape tier, O(1): reads no tensor data. Order, as JAX's: the mask (its own checks, head count,
+/// shape vs (Sq, Skv), M3..M7 under `kJax`), then S3, S4, S5, S6, S7, S8 and the options JAX's
+/// kernel does not have (`kJax`: sliding_window, alibi_slopes), S9, S10, S11, then attnref's
+/// safety checks (views, block sizes, soft cap, mask value, sm_scale,
 /// sliding window, shape of the ALiBi slopes).
 template <class Q, class KV, class M>
 Status check_splash_shapes(const SplashAttentionArgs<Q, KV>& a, const M& mask, Profile profile) {
-  ATTNREF_RETURN_IF_ERROR(detail::check_splash_inputs(a, profile));
   const SplashBlockSizes& b = a.block_sizes;
-  // The mask: its own checks, then head count and shape against q/k.
+  // The mask first: JAX checks it and builds its MaskInfo (M3..M7) when the kernel is made,
+  // before a call checks its inputs (S3..S11).
   ATTNREF_RETURN_IF_ERROR(check_mask(mask));
   const std::int64_t mask_heads = mask_num_heads(mask);
   ATTNREF_RETURN_IF_ERROR(detail::check_splash_mask_fit(a, mask_heads, mask_shape(mask)));
   ATTNREF_RETURN_IF_ERROR(check_mask_blocks(a.q_seq_len(), a.kv_seq_len(), mask_heads, b.block_q,
                                             b.block_kv, profile, a.sharding));
+  ATTNREF_RETURN_IF_ERROR(detail::check_splash_inputs(a, profile));
   return detail::check_splash_safety(a);
 }
 

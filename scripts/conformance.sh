@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs the conformance suite with its full grids (attnref's verdicts and numbers against JAX's
+# own Pallas TPU kernels on the CPU, tests/conformance) and writes docs/conformance.md. Installs
+# the pinned tools (scripts/pyenv.sh) and builds the Python module and attnref-run of the
+# release preset if they are missing. Takes a while; pytest prints each test as it runs.
+# Usage: scripts/conformance.sh [build dir holding python/ and the CLI; default build/release]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python=$(scripts/pyenv.sh | tail -n 1)
+if [ "$#" -gt 0 ]; then
+  build=$1
+else
+  build=build/release
+  cmake --preset release >/dev/null
+  cmake --build --preset release --target attnref_python attnref-run
+fi
+record=$(mktemp)
+trap 'rm -f "$record"' EXIT
+start=$SECONDS
+echo "=== attnref conformance: full grids (JAX interpret mode; progress below) ==="
+PYTHONPATH="$PWD/$build/python" ATTNREF_RUN="$PWD/$build/tools/attnref_run/attnref-run" \
+  ATTNREF_REQUIRE_JAX=1 ATTNREF_CONFORMANCE_RECORD="$record" JAX_PLATFORMS=cpu \
+  PYTHONDONTWRITEBYTECODE=1 \
+  "$python" -m pytest -v -p no:cacheprovider tests/conformance --full || status=$?
+PYTHONPATH="$PWD/$build/python:$PWD/tests/conformance" \
+  "$python" tests/conformance/report.py "$record" docs/conformance.md $((SECONDS - start))
+echo "attnref: wrote docs/conformance.md ($((SECONDS - start)) s)"
+exit "${status:-0}"

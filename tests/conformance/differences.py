@@ -1,0 +1,149 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The deliberate differences between attnref (profile="jax") and JAX 0.10.2, as data: per row
+of cases.py, what JAX does, what attnref does instead, and why. test_verdicts.py holds each row
+to its entry; scripts/conformance.sh prints the table into docs/conformance.md.
+
+An expectation is "accepted" or (kind, JAX check or "", text that the message contains)."""
+
+ACCEPTED = "accepted"
+
+# Every JAX check id of docs/errors.md that a verdict row exercises, or NOT_REACHED explains.
+CATALOGUE_CHECKS = (
+    [f"P{i}" for i in range(1, 11)] + [f"R{i}" for i in range(1, 19)] +
+    ["S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9", "S10", "S11", "S15", "S16", "S17",
+     "S18", "S19", "S20", "S21", "M3", "M4", "M5", "M6", "M7", "K2", "K3", "K4", "K5", "K11",
+     "K12"])
+
+NOT_REACHED = {
+    "S1": "attnref's Python module has no use_fused_bwd_kernel option (C++ SplashBlockSizes has)",
+    "S15": "the module always sets the backward blocks (to the forward ones)",
+    "S16": "the backward blocks are the forward ones, whose M3 check (bq divides Sq) fires first",
+    "S17": "as S16, with M4 (bkv divides Skv)",
+    "S18": "the dkv compute block is the forward one, which S7 already bounds by bkv",
+    "S19": "as S18 (S7 is the same rule on the same blocks)",
+    "S20": "block_kv_dq is block_kv, a multiple of 128 whenever S7 and S8 pass",
+    "M5": "the module takes no q_seq_shards (one device); C++ SplashSharding has them",
+    "M6": "as M5",
+    "M7": "the module takes no head_shards (one device); C++ SplashSharding has them",
+    "K2": "the module builds masks from specs, never with JAX's | and & operators",
+    "K3": "as K2",
+    "K4": "an empty list of masks; JAX's MultiHeadMask([]) fails before any shape is known",
+    "K5": "the module gives every head mask the (Sq, Skv) of q and k",
+    "K11": "the module takes no shard count for computable masks",
+}
+
+DIFFERENCES = {
+    # ---- paged
+    ("paged", "P4 ppcb 2 over 3 pages"): dict(
+        jax=("ValueError", "", "pages_per_compute_block must be divisible by pages per "
+             "sequence. Got 2 and 3."),
+        attnref=("ShapeError", "P4", "pages_per_sequence must be divisible by "
+                 "pages_per_compute_block. Got 3 pages per sequence and "
+                 "pages_per_compute_block 2."),
+        reason="JAX's text states the rule reversed; attnref states the rule it checks"),
+    ("paged", "P7 int64 lengths"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "P7", "The dtype of `lengths` must be int32. Got int64"),
+        reason="jax.jit turns numpy int64 into int32 when x64 is off (JAX's default), so P7 "
+               "never sees it; attnref checks the dtype passed, which a jax.Array of int64 "
+               "(x64 on) also fails in JAX"),
+    ("paged", "own: 0 KV heads"): dict(
+        jax=("ZeroDivisionError", "", "integer modulo by zero"),
+        attnref=("ShapeError", "", "num_kv_heads must be positive. Got 0."),
+        reason="JAX divides by zero; attnref names the field"),
+    ("paged", "own: ppcb 0"): dict(
+        jax=("ZeroDivisionError", "", "integer modulo by zero"),
+        attnref=("ShapeError", "", "pages_per_compute_block must be positive. Got 0."),
+        reason="JAX divides by zero; attnref names the field"),
+    ("paged", "own: length past capacity"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "", "lengths[0]=13 is outside [0, 12]"),
+        reason="JAX does not check; its kernel reads the next row's page indices or past the "
+               "page table"),
+    ("paged", "own: negative length"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "", "lengths[0]=-1 is outside [0, 12]"),
+        reason="JAX does not check lengths"),
+    ("paged", "own: page index past the pool"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "", "page_indices[0, 2]=8 is outside [0, 8) (total_pages)"),
+        reason="JAX does not check; on a TPU the DMA reads out of bounds"),
+    ("paged", "own: soft cap 0"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "", "soft_cap=0.0 must not be 0.0 and must be finite."),
+        reason="JAX computes x / 0 (NaN output); ragged's R8 rejects the same value"),
+    ("paged", "own: q of rank 2"): dict(
+        jax=("ValueError", "", "not enough values to unpack (expected 3, got 2)"),
+        attnref=("ShapeError", "", "q has 2 dimensions; expected 3"),
+        reason="JAX fails in Python tuple unpacking; attnref names the tensor and its rank"),
+    # ---- ragged
+    ("ragged", "R12 3 combined KV heads"): dict(
+        jax=("AssertionError", "", ""),
+        attnref=("ShapeError", "R12", "num_combined_kv_heads=3 must be even"),
+        reason="JAX's check is a bare assert without text"),
+    ("ragged", "R13 k_scale an int"): dict(
+        jax=("AssertionError", "", ""),
+        attnref=ACCEPTED,
+        reason="JAX asserts isinstance(k_scale, float), a Python typing rule; the module reads "
+               "any real number as a float"),
+    ("ragged", "own: head_dim 16"): dict(
+        jax=("AssertionError", "", ""),
+        attnref=ACCEPTED,
+        reason="an assert inside JAX's kernel body (head_dim must be a multiple of 128, the "
+               "lane width of its l/m scratch), not an input check; attnref computes any "
+               "head_dim"),
+    ("ragged", "own: block sizes left to the TPU tuner"): dict(
+        jax=("NotImplementedError", "", "TPU version must be 4 or higher."),
+        attnref=ACCEPTED,
+        reason="without both block sizes JAX looks up tuned ones for the TPU it runs on (R19); "
+               "the block sizes have no numerical effect"),
+    ("ragged", "own: negative kv_len"): dict(
+        jax=("ValueError", "", "must be less or equal to kv_len=np.int32(-1) at sequence 1."),
+        attnref=("ShapeError", "", "kv_lens[1]=-1 must not be negative"),
+        reason="JAX rejects it only through R18 (or not at all for a sequence without "
+               "queries); attnref names the negative length"),
+    ("ragged", "own: cu_q_lens decreasing"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "", "cu_q_lens must not decrease"),
+        reason="JAX does not check; a negative q_len passes R18"),
+    ("ragged", "own: page index past the pool"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "", "page_indices[0, 1]=10 is outside [0, 10) (total_pages)"),
+        reason="JAX does not check; on a TPU the DMA reads out of bounds"),
+    ("ragged", "own: k_scale nan"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "R13", "k_scale=nan must be a finite float or None."),
+        reason="JAX checks only the Python type; NaN scales make every output NaN"),
+    # ---- splash
+    ("splash", "S3 a 4-dim key in MHA"): dict(
+        jax=("ValueError", "", "Expected 3-dim 'key' tensor for MQA. Instead got a 4-dim one."),
+        attnref=("ShapeError", "S3", "Expected 3-dim 'key' tensor for MHA. Instead got a "
+                 "4-dim one."),
+        reason="JAX's text says MQA in MHA mode; attnref names the mode used"),
+    ("splash", "S5 3 query heads over 2 KV heads"): dict(
+        jax=("ValueError", "", "In MHA, expected number of 'key' heads (2) to be a multiple "
+             "of the number of 'query' heads (3)"),
+        attnref=("ShapeError", "S5", "In MHA, expected number of 'query' heads (3) to be a "
+                 "multiple of the number of 'key' heads (2)"),
+        reason="JAX's text states the rule reversed; attnref states the rule it checks"),
+    ("splash", "S11 sinks of shape (3,)"): dict(
+        jax=("AssertionError", "", ""),
+        attnref=("ShapeError", "S11", "sinks must have shape (2,), one logit per query head. "
+                 "Got (3,)."),
+        reason="JAX's check is a bare assert without text"),
+}
+
+# Checks whose JAX text attnref rewords everywhere (the drawn tests accept the rewording).
+REWORDED = {("paged", "P4"), ("splash", "S3"), ("splash", "S5")}
+
+
+def reworded(family: str, check: str) -> bool:
+    return (family, check) in REWORDED
+
+
+def matches(expected, verdict) -> bool:
+    if expected == ACCEPTED:
+        return verdict.accepted
+    kind, check, text = expected
+    return (not verdict.accepted and verdict.kind == kind and verdict.check == check and
+            text in verdict.text)

@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Verdict conformance: for every row of cases.py, JAX's entry point (CPU, TPU interpret mode)
+and attnref's module under profile="jax" agree: both accept, or both reject with the row's JAX
+check and JAX's text inside attnref's message. Rows of differences.py are held to their row."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cases
+import differences
+import judge
+
+
+def agree(row: cases.Row, jax_v: judge.Verdict, ours: judge.Verdict):
+    """Returns (verdict agreement, text agreement) of a row outside the differences table."""
+    if jax_v.accepted or ours.accepted:
+        return jax_v.accepted == ours.accepted, jax_v.accepted == ours.accepted
+    same_check = ours.check == row.check and row.check != ""
+    return same_check, same_check and judge.text_agrees(jax_v.text, ours.text)
+
+
+def assert_row(family: str, row: cases.Row):
+    x = row.make()
+    jax_v, ours = judge.verdicts(family, x)
+    entry = differences.DIFFERENCES.get((family, row.name))
+    if entry is not None:
+        held = differences.matches(entry["jax"], jax_v) and \
+            differences.matches(entry["attnref"], ours)
+        judge.record(kind="verdict", family=family, row=row.name, documented=True, held=held)
+        assert differences.matches(entry["jax"], jax_v), f"JAX: {jax_v}"
+        assert differences.matches(entry["attnref"], ours), f"attnref: {ours}"
+        return
+    verdict_ok, text_ok = agree(row, jax_v, ours)
+    judge.record(kind="verdict", family=family, row=row.name, documented=False,
+                 verdict=verdict_ok, text=text_ok, rejected=not jax_v.accepted)
+    assert verdict_ok, f"JAX: {jax_v}\nattnref: {ours}"
+    assert text_ok, f"JAX's text not in attnref's:\nJAX: {jax_v}\nattnref: {ours}"
+    if row.check:
+        assert not jax_v.accepted, f"the row means to break {row.check}, but JAX accepted"
+
+
+@pytest.mark.parametrize("row", cases.PAGED_ROWS, ids=lambda r: r.name)
+def test_paged_verdicts(row):
+    assert_row("paged", row)
+
+
+@pytest.mark.parametrize("row", cases.RAGGED_ROWS, ids=lambda r: r.name)
+def test_ragged_verdicts(row):
+    assert_row("ragged", row)
+
+
+@pytest.mark.parametrize("row", cases.SPLASH_ROWS, ids=lambda r: r.name)
+def test_splash_verdicts(row):
+    assert_row("splash", row)
+
+
+def test_every_difference_names_a_row():
+    names = {(family, row.name) for family, rows in cases.ROWS.items() for row in rows}
+    assert set(differences.DIFFERENCES) <= names
+
+
+def test_every_jax_check_of_the_catalogue_has_a_row_or_a_reason():
+    covered = {row.check for rows in cases.ROWS.values() for row in rows}
+    covered |= set(differences.NOT_REACHED)
+    assert set(differences.CATALOGUE_CHECKS) <= covered, \
+        sorted(set(differences.CATALOGUE_CHECKS) - covered)
+
+
+# Drawn inputs around the rules' edges: whatever JAX says, attnref says the same (both accept,
+# or both reject with one JAX check and JAX's text), outside rows of known differences.
+def _drawn_agree(family, x, own_rules):
+    jax_v, ours = judge.verdicts(family, x)
+    if own_rules(x):  # an attnref safety check outside JAX's (differences.py's "own" rows)
+        judge.record(kind="verdict", family=family, row="drawn", documented=True,
+                     held=not ours.accepted and ours.check == "")
+        assert not ours.accepted and ours.check == "", f"attnref: {ours}"
+        return
+    verdict_ok = jax_v.accepted == ours.accepted and (jax_v.accepted or ours.check != "")
+    text_ok = jax_v.accepted or judge.text_agrees(jax_v.text, ours.text)
+    reworded = not text_ok and differences.reworded(family, ours.check)
+    judge.record(kind="verdict", family=family, row="drawn", documented=reworded,
+                 held=reworded, verdict=verdict_ok, text=text_ok, rejected=not jax_v.accepted)
+    assert verdict_ok, f"JAX: {jax_v}\nattnref: {ours}"
+    assert text_ok or reworded, f"JAX: {jax_v}\nattnref: {ours}"
+
+
+SETTINGS = settings(max_examples=25, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(batch=st.integers(1, 4), hq=st.sampled_from([1, 2, 3, 4, 6, 8]),
+       hkv=st.sampled_from([1, 2, 3, 4]), pps=st.integers(1, 4), ppcb=st.integers(1, 4),
+       page_size=st.sampled_from([1, 2, 4, 8]), megacore=st.sampled_from([None, "kv_head",
+                                                                         "batch"]),
+       data=st.data())
+def test_paged_drawn_shapes(batch, hq, hkv, pps, ppcb, page_size, megacore, data):
+    capacity = pps * page_size
+    lengths = np.array(data.draw(st.lists(st.sampled_from([0, 1, capacity - 1, capacity,
+                                                           capacity + 1]),
+                                          min_size=batch, max_size=batch)), np.int32)
+    x = cases.paged_input(batch=batch, hq=hq, hkv=hkv, pps=pps, page_size=page_size, pages=5)
+    x.update(lengths=lengths, pages_per_compute_block=ppcb, megacore_mode=megacore)
+    x["page_indices"] = x["page_indices"] % 5
+    _drawn_agree("paged", x, lambda x: hq % hkv == 0 and pps % ppcb == 0 and
+                 not (megacore == "kv_head" and hkv % 2) and
+                 not (megacore == "batch" and batch % 2) and (lengths > capacity).any())
+
+
+@SETTINGS
+@given(hq=st.sampled_from([1, 2, 3, 4, 8]), hkv=st.sampled_from([1, 2, 3, 4]),
+       pps=st.integers(1, 3), kv_block=st.integers(0, 4), q_block=st.integers(0, 3),
+       num_seqs=st.integers(0, 4), data=st.data())
+def test_ragged_drawn_shapes(hq, hkv, pps, kv_block, q_block, num_seqs, data):
+    page_size, slots, tokens = 4, 3, 8
+    capacity = pps * page_size
+    kv_lens = np.array(data.draw(st.lists(st.sampled_from([0, 1, 3, capacity, capacity + 1]),
+                                          min_size=slots, max_size=slots)), np.int32)
+    q_lens = data.draw(st.lists(st.integers(0, 3), min_size=slots, max_size=slots))
+    x = cases.ragged_input(hq=hq, hkv=hkv)
+    x.update(kv_lens=kv_lens, cu_q_lens=np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32),
+             page_indices=np.zeros((slots, pps), np.int32),
+             num_seqs=np.array([num_seqs], np.int32), num_kv_pages_per_block=kv_block,
+             num_queries_per_block=q_block)
+    del tokens
+    _drawn_agree("ragged", x, lambda x: False)
+
+
+@SETTINGS
+@given(hq=st.sampled_from([1, 2, 3, 4]), hkv=st.sampled_from([1, 2, 3]),
+       sq=st.sampled_from([64, 128, 256]), skv=st.sampled_from([128, 256]),
+       bq=st.sampled_from([32, 64, 96, 128, 256]), bkv=st.sampled_from([128, 256, 384]),
+       bkvc=st.sampled_from([None, 64, 128, 256]), mqa=st.booleans())
+def test_splash_drawn_shapes(hq, hkv, sq, skv, bq, bkv, bkvc, mqa):
+    x = cases.splash_input(hq=hq, hkv=hkv, sq=sq, skv=skv, dim=8, mqa=mqa)
+    x.update(block_q=bq, block_kv=bkv, block_kv_compute=bkvc, mask="full")
+    _drawn_agree("splash", x, lambda x: False)
