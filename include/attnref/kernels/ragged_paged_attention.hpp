@@ -447,57 +447,6 @@ RowsAhead head_rows_ahead(const RowsAhead& page_on, std::int64_t head_bytes,
   }
 }
 
-/// The few-rows scratch row of row r of the item, query head qh: rows are KV head-major, then
-/// the item's row, then the member of the group.
-template <class Q, class KV, class Index>
-Eigen::Index decode_row(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem& it, std::int64_t r,
-                        std::int64_t qh) noexcept {
-  const std::int64_t group = c.heads.group();
-  return static_cast<Eigen::Index>(c.heads.kv_head(qh) * it.q_len * group + r * group +
-                                   c.heads.member(qh));
-}
-
-/// `ragged_decode_item`'s start: the item's query rows (the query heads of its KV heads) into
-/// the scratch, their outputs zeroed and their softmax states started (with the sinks).
-template <class Q, class KV, class Index, class Acc>
-void decode_item_start(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem& it,
-                       RaggedScratch<Acc>& sc) {
-  const std::int64_t group = c.heads.group(), dim = c.dim;
-  const Eigen::Index rows = static_cast<Eigen::Index>(it.q_len * group);
-  const std::int64_t qh0 = it.kv_head_begin * group, qh1 = it.kv_head_end * group;
-  for (std::int64_t r = 0; r < it.q_len; ++r)
-    for (std::int64_t qh = qh0; qh < qh1; ++qh) {
-      Acc* dst = sc.qs.row(decode_row(c, it, r, qh)).data();
-      for (std::int64_t d = 0; d < dim; ++d) dst[d] = load_as<Acc>(c.a.q(it.row0 + r, qh, d));
-    }
-  sc.acc_s
-      .middleRows(rows * static_cast<Eigen::Index>(it.kv_head_begin),
-                  rows * static_cast<Eigen::Index>(it.kv_head_end - it.kv_head_begin))
-      .setZero();
-  for (std::int64_t r = 0; r < it.q_len; ++r)
-    for (std::int64_t qh = qh0; qh < qh1; ++qh) {
-      const Eigen::Index row = decode_row(c, it, r, qh);
-      c.start(qh, sc.m_s[row], sc.l_s[row]);
-    }
-}
-
-/// `ragged_decode_item`'s end: each row's output normalized into `out`, and its logsumexp.
-template <class Q, class KV, class Index, class Acc>
-void decode_item_store(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem& it,
-                       const RaggedScratch<Acc>& sc) {
-  const std::int64_t group = c.heads.group(), dim = c.dim;
-  const std::int64_t qh0 = it.kv_head_begin * group, qh1 = it.kv_head_end * group;
-  for (std::int64_t r = 0; r < it.q_len; ++r)
-    for (std::int64_t qh = qh0; qh < qh1; ++qh) {
-      const Eigen::Index row = decode_row(c, it, r, qh);
-      const Acc inv = inverse_sum(sc.m_s[row], sc.l_s[row], true);  // every row sees a key
-      for (std::int64_t d = 0; d < dim; ++d)
-        c.out(it.row0 + r, qh, d) = store_as<Q>(sc.acc_s(row, static_cast<Eigen::Index>(d)) * inv);
-      if (!c.lse.empty_view())
-        c.lse(it.row0 + r, qh) = logsumexp_of(sc.m_s[row], sc.l_s[row], true);
-    }
-}
-
 /// Few rows (decode): the item's KV heads (all of them unless the sequence was split between
 /// threads) together, page by page, so a token-major page is read front to back once, with
 /// register-blocked tile products. One softmax step takes a chunk of `ragged_few_rows_chunk`
@@ -516,7 +465,22 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
   const Eigen::Index all = rows * static_cast<Eigen::Index>(h1 - h0);
   sc.fit_few(static_cast<Eigen::Index>(kRaggedSmallRows * hkv), static_cast<Eigen::Index>(chunk),
              static_cast<Eigen::Index>(chunk * hkv), static_cast<Eigen::Index>(dim));
-  decode_item_start(c, it, sc);
+  auto row_of = [&](std::int64_t r, std::int64_t qh) {
+    return static_cast<Eigen::Index>(c.heads.kv_head(qh) * it.q_len * group + r * group +
+                                     c.heads.member(qh));
+  };
+  const std::int64_t qh0 = h0 * group, qh1 = h1 * group;  // the query heads of KV heads [h0, h1)
+  for (std::int64_t r = 0; r < it.q_len; ++r)
+    for (std::int64_t qh = qh0; qh < qh1; ++qh) {
+      Acc* dst = sc.qs.row(row_of(r, qh)).data();
+      for (std::int64_t d = 0; d < dim; ++d) dst[d] = load_as<Acc>(c.a.q(it.row0 + r, qh, d));
+    }
+  sc.acc_s.middleRows(first, all).setZero();
+  for (std::int64_t r = 0; r < it.q_len; ++r)
+    for (std::int64_t qh = qh0; qh < qh1; ++qh) {
+      const Eigen::Index row = row_of(r, qh);
+      c.start(qh, sc.m_s[row], sc.l_s[row]);
+    }
   const std::int64_t lds = sc.logits_s.cols();
   for (std::int64_t lo = it.keys.lo, hi = 0; lo < it.kv_len; lo = hi) {
     // Tokens [lo, hi), at most `chunk` of them over as many pages: one softmax step.
@@ -598,7 +562,15 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
       }
     }
   }
-  decode_item_store(c, it, sc);
+  for (std::int64_t r = 0; r < it.q_len; ++r)
+    for (std::int64_t qh = qh0; qh < qh1; ++qh) {
+      const Eigen::Index row = row_of(r, qh);
+      const Acc inv = inverse_sum(sc.m_s[row], sc.l_s[row], true);  // every row sees a key
+      for (std::int64_t d = 0; d < dim; ++d)
+        c.out(it.row0 + r, qh, d) = store_as<Q>(sc.acc_s(row, static_cast<Eigen::Index>(d)) * inv);
+      if (!c.lse.empty_view())
+        c.lse(it.row0 + r, qh) = logsumexp_of(sc.m_s[row], sc.l_s[row], true);
+    }
 }
 
 /// Rows of a prefill item that see any key of [lo, hi): pos >= lo and pos - W < hi - 1.
