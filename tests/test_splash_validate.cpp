@@ -453,7 +453,7 @@ TEST(SplashValidate, AgainstMaskInfo) {
   expect_error(attnref::check_splash(a, wrong_blocks, Profile::kReference),
                ErrorCode::kInvalidBlockSize, "",
                "the MaskInfo was built for blocks (64, 128) but block_sizes say (128, 128)");
-  a.k.extents[2] = 32;  // JAX's input checks come first
+  a.k.extents[2] = 32;  // the tiling fits: JAX's input checks find S4
   EXPECT_EQ(std::string(attnref::check_splash(a, good, Profile::kReference).jax_check()), "S4");
 }
 

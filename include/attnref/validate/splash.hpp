@@ -377,13 +377,13 @@ Status check_splash(const SplashAttentionArgs<Q, KV>& a, const M& mask, Profile 
 }
 
 /// Forward checks against a classified mask (the mask itself was checked when it was
-/// classified): JAX's input checks, then the tiling's fit to this call (heads 1 or Hq,
-/// (Sq, Skv), the forward block sizes, M3..M7 under `kJax`), then the safety checks, then the
-/// metadata tier. The splash kernels call it with a plan's MaskInfo (masks/mask_info.hpp).
+/// classified), in the order of `check_splash_shapes`: the tiling's fit to this call (heads 1 or
+/// Hq, (Sq, Skv), the forward block sizes, M3..M7 under `kJax`), then JAX's input checks, then
+/// the safety checks, then the metadata tier. The splash kernels call it with a plan's MaskInfo
+/// (masks/mask_info.hpp).
 template <class Q, class KV>
 Status check_splash(const SplashAttentionArgs<Q, KV>& a, const MaskTiling& tiling,
                     Profile profile) {
-  ATTNREF_RETURN_IF_ERROR(detail::check_splash_inputs(a, profile));
   ATTNREF_RETURN_IF_ERROR(
       detail::check_splash_mask_fit(a, tiling.num_heads, {tiling.q_seq_len, tiling.kv_seq_len}));
   const SplashBlockSizes& b = a.block_sizes;
@@ -395,6 +395,7 @@ Status check_splash(const SplashAttentionArgs<Q, KV>& a, const MaskTiling& tilin
   }
   ATTNREF_RETURN_IF_ERROR(check_mask_blocks(a.q_seq_len(), a.kv_seq_len(), tiling.num_heads,
                                             tiling.block_q, tiling.block_kv, profile, a.sharding));
+  ATTNREF_RETURN_IF_ERROR(detail::check_splash_inputs(a, profile));
   ATTNREF_RETURN_IF_ERROR(detail::check_splash_safety(a));
   return check_splash_metadata(a, tiling, profile);
 }
