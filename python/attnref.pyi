@@ -26,7 +26,7 @@ MaskSpec = Union[
 class Cause(TypedDict):
     what: str  # "sm_scale 1/sqrt(D) = 0.125 was used instead of 1"
     max_abs: float  # the largest |got - reference| under that change
-    reproduce: str  # the attnref-run options that reproduce got
+    reproduce: str  # the keyword arguments that reproduce got, e.g. "soft_cap=30"
 
 class Report(TypedDict):
     """A compare_* result: totals, likely causes (most specific first), where the mismatches

@@ -442,6 +442,35 @@ Status check_compare_shapes(const CompareInputs& c, const std::vector<std::int64
                "got_lse");
 }
 
+std::string reproduce_keywords(const compare::Reproduce& r) {
+  using K = compare::Reproduce::Kind;
+  switch (r.kind) {
+    case K::kSet:
+      if (r.field == "offset") return "mask offset " + r.value;
+      if (r.field == "local_left") return "mask=('local', " + r.value + ", right)";
+      return r.field + "=" + r.value;
+    case K::kUnset:
+      return r.field + "=None";
+    case K::kEnable:
+      return r.field + "=True";
+    case K::kSwap:
+      if (r.other.empty()) return "K and V swapped in " + r.field;
+      return "swapping " + r.field + " and " + r.other +
+             (r.value == "scales" ? " (and their scales)" : "");
+    case K::kRelayout:
+      return r.field + "='" + r.value + "' with " + r.other + " reshaped (same bytes) to the " +
+             r.value + " shape";
+    case K::kLseLog2:
+      return "the lse of return_lse=True divided by ln 2";
+    case K::kInterleaveQueryHeads:  // the library's words name the inputs as the functions do
+    case K::kShiftEach:
+    case K::kQueryLengths:
+    case K::kNone:
+      break;
+  }
+  return compare::words_of(r);
+}
+
 py::dict report_dict(const compare::Report& r) {
   py::dict d;
   d["ok"] = r.ok();
@@ -458,7 +487,7 @@ py::dict report_dict(const compare::Report& r) {
     py::dict one;
     one["what"] = c.what;
     one["max_abs"] = c.max_abs;
-    one["reproduce"] = c.option;
+    one["reproduce"] = reproduce_keywords(c.reproduce);
     causes.append(one);
   }
   d["causes"] = causes;
@@ -466,7 +495,7 @@ py::dict report_dict(const compare::Report& r) {
   std::vector<std::string> notes = r.skipped;
   if (!r.cap_note.empty()) notes.insert(notes.begin(), r.cap_note);
   d["notes"] = py::cast(notes);
-  d["text"] = compare::format_report(r);
+  d["text"] = compare::format_report(r, reproduce_keywords);
   return d;
 }
 

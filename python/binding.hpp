@@ -409,6 +409,9 @@ CompareInputs read_compare_options(py::handle got, py::kwargs& kwargs, const cha
 Status check_compare_shapes(const CompareInputs& c, const std::vector<std::int64_t>& out_shape,
                             const std::vector<std::int64_t>& lse_shape);
 
+/// The keyword arguments (or inputs) that make a report's change: "soft_cap=30", "sinks=None".
+std::string reproduce_keywords(const compare::Reproduce& r);
+
 /// The report as a dict: ok, count, mismatches, lse_mismatches, max_abs, max_rel, lse_max_abs,
 /// ignored_padding, padding_only, causes (dicts of what, max_abs, reproduce), where, notes and
 /// text (attnref-run's report).

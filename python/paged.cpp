@@ -276,8 +276,9 @@ and options, as attnref-run --expect does. An element matches when
 time (sm_scale, soft cap, GQA head mapping, K/V swapped, layout, ...) and each change under
 which `got` matches is a likely cause. Returns a dict: ok, count, mismatches, lse_mismatches,
 max_abs, max_rel, lse_max_abs, ignored_padding, padding_only, causes (a list of dicts: what,
-max_abs under the change, reproduce: the attnref-run options), where (lines), notes (lines),
-text (the whole report as attnref-run prints it).)");
+max_abs under the change, reproduce: the keyword arguments or inputs that make the change,
+such as soft_cap=30), where (lines), notes (lines),
+text (the whole report, worded as here).)");
 }
 
 }  // namespace python

@@ -97,13 +97,7 @@ MultiHeadMask make_mask(SplashInputs& in, MaskShape shape) {
   raise_if_error(check_mask_rank(a.rank(), a.shape.data()));
   raise_if_error(check_mask_dtype(a.dtype));
   const auto heads_extent = a.shape[0];
-  if (heads_extent != 1 && heads_extent != in.q.shape[0]) {
-    raise_if_error(Status(ErrorCode::kMaskHeadCount, "",
-                          "the mask has {0} heads; expected 1 (shared by all heads) or "
-                          "num_q_heads={1}",
-                          "give one mask per query head, or a single mask for all of them",
-                          {heads_extent, in.q.shape[0]}));
-  }
+  raise_if_error(check_mask_head_count(heads_extent, in.q.shape[0]));
   const TensorView<const bool, 3> all = view_of<bool, 3>(a);
   // Heads of no element, or all at one address (stride 0), are one mask shared by every head,
   // so a (2^24, 0, 0) mask does not become 2^24 mask objects.

@@ -615,7 +615,7 @@ TEST_F(Cli, PagedIndexDtypes) {
   EXPECT_EQ(r.err_line(0),
             "attnref: error[dtype_not_supported] lengths has dtype float32, which "
             "is not supported here");
-  EXPECT_EQ(r.err_line(1), "lengths must be int32 or int64 (int32 under --profile jax)");
+  EXPECT_EQ(r.err_line(1), "lengths must be int32 or int64 (int32 under the jax profile)");
 
   // JAX's order: a P5 batch mismatch comes before the P7 dtype check.
   save<float>("lengths.npy", {p.batch + 1}, std::vector<float>(4, 1.0f));

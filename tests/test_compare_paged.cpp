@@ -84,7 +84,9 @@ TEST(ComparePaged, SmScaleOneOverSqrtD) {
   wrong.sm_scale = 1.0f / std::sqrt(8.0f);
   const compare::Report r = report_of(p.args, attnref::reference::paged_attention(wrong));
   expect_one_cause(r, "sm_scale 1/sqrt(head_dim)");
-  EXPECT_NE(r.causes[0].option.find("--sm-scale 0.353553"), std::string::npos);
+  EXPECT_EQ(r.causes[0].reproduce.kind, compare::Reproduce::Kind::kSet);
+  EXPECT_EQ(r.causes[0].reproduce.field, "sm_scale");
+  EXPECT_EQ(r.causes[0].reproduce.value, "0.353553");
   EXPECT_NE(compare::format_report(r).find("heads 0-3 all wrong"), std::string::npos)
       << compare::format_report(r);
 }
@@ -143,7 +145,9 @@ TEST(ComparePaged, KvReadInAnotherLayout) {
                                                       p.page_size, p.dim);
   const compare::Report r = report_of(p.args, attnref::reference::paged_attention(wrong));
   expect_one_cause(r, "read as nhd");
-  EXPECT_NE(r.causes[0].option.find("--kv-layout nhd"), std::string::npos);
+  EXPECT_EQ(r.causes[0].reproduce.kind, compare::Reproduce::Kind::kRelayout);
+  EXPECT_EQ(r.causes[0].reproduce.field, "kv_layout");
+  EXPECT_EQ(r.causes[0].reproduce.value, "nhd");
 }
 
 TEST(ComparePaged, KAndVSwapped) {
@@ -169,7 +173,9 @@ TEST(ComparePaged, SoftCapNotAsked) {
   wrong.soft_cap = 10.0f;
   const compare::Report r = report_of(p.args, attnref::reference::paged_attention(wrong));
   expect_one_cause(r, "soft cap of 10 applied");
-  EXPECT_EQ(r.causes[0].option, "--soft-cap 10");
+  EXPECT_EQ(r.causes[0].reproduce.kind, compare::Reproduce::Kind::kSet);
+  EXPECT_EQ(r.causes[0].reproduce.field, "soft_cap");
+  EXPECT_EQ(r.causes[0].reproduce.value, "10");
 }
 
 TEST(ComparePaged, LastKeyDropped) {
@@ -271,7 +277,9 @@ TEST(ComparePaged, SlidingWindowOffByOne) {
   wrong.sliding_window = 2;
   const compare::Report r = report_of(p.args, attnref::reference::paged_attention(wrong));
   ASSERT_NO_FATAL_FAILURE(expect_one_cause(r, "sliding window off by one: 2 instead of 3"));
-  EXPECT_EQ(r.causes[0].option, "--sliding-window 2");
+  EXPECT_EQ(r.causes[0].reproduce.kind, compare::Reproduce::Kind::kSet);
+  EXPECT_EQ(r.causes[0].reproduce.field, "sliding_window");
+  EXPECT_EQ(r.causes[0].reproduce.value, "2");
 }
 
 // A window of INT64_MAX (no bound) is valid; its off-by-one hypotheses stop at INT64_MAX - 1
@@ -345,7 +353,8 @@ TEST(ComparePaged, SinksIgnored) {
   wrong.sinks = {};
   const compare::Report r = report_of(p.args, attnref::reference::paged_attention(wrong));
   ASSERT_NO_FATAL_FAILURE(expect_one_cause(r, "attention sinks ignored"));
-  EXPECT_EQ(r.causes[0].option, "no --sinks");
+  EXPECT_EQ(r.causes[0].reproduce.kind, compare::Reproduce::Kind::kUnset);
+  EXPECT_EQ(r.causes[0].reproduce.field, "sinks");
 }
 
 // A hypothesis changes one thing: the asked window, sinks and ALiBi slopes stay in its re-run.

@@ -101,7 +101,9 @@ TEST(CompareRagged, SlidingWindowOffByOne) {
   const compare::Report r =
       report_of(p.args, attnref::reference::ragged_paged_attention(wrong.args));
   expect_one_cause(r, "sliding window off by one: 4 instead of 3");
-  EXPECT_EQ(r.causes[0].option, "--sliding-window 4");
+  EXPECT_EQ(r.causes[0].reproduce.kind, compare::Reproduce::Kind::kSet);
+  EXPECT_EQ(r.causes[0].reproduce.field, "sliding_window");
+  EXPECT_EQ(r.causes[0].reproduce.value, "4");
 }
 
 TEST(CompareRagged, SinksIgnored) {
@@ -112,7 +114,8 @@ TEST(CompareRagged, SinksIgnored) {
   const compare::Report r =
       report_of(p.args, attnref::reference::ragged_paged_attention(wrong.args));
   ASSERT_NO_FATAL_FAILURE(expect_one_cause(r, "attention sinks ignored"));
-  EXPECT_EQ(r.causes[0].option, "no --sinks");
+  EXPECT_EQ(r.causes[0].reproduce.kind, compare::Reproduce::Kind::kUnset);
+  EXPECT_EQ(r.causes[0].reproduce.field, "sinks");
 }
 
 // A hypothesis changes one thing: the asked window, sinks and ALiBi slopes stay in its re-run.

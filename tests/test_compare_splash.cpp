@@ -98,7 +98,9 @@ TEST(CompareSplash, DiagonalTopLeftInsteadOfBottomRight) {
   const compare::Report r = report_of(p.args, mask, causal_params(4),
                                       attnref::reference::splash_forward(p.args, causal(0)).out);
   expect_one_cause(r, "causal diagonal aligned top-left (offset 0) instead of at offset 4");
-  EXPECT_EQ(r.causes[0].option, "--offset 0");
+  EXPECT_EQ(r.causes[0].reproduce.kind, compare::Reproduce::Kind::kSet);
+  EXPECT_EQ(r.causes[0].reproduce.field, "offset");
+  EXPECT_EQ(r.causes[0].reproduce.value, "0");
 }
 
 TEST(CompareSplash, DiagonalBottomRightInsteadOfTopLeft) {
@@ -152,7 +154,9 @@ TEST(CompareSplash, SlidingWindowOptionOffByOne) {
   const compare::Report r = report_of(p.args, mask, causal_params(0),
                                       attnref::reference::splash_forward(wrong, causal(0)).out);
   ASSERT_NO_FATAL_FAILURE(expect_one_cause(r, "sliding window off by one: 4 instead of 3"));
-  EXPECT_EQ(r.causes[0].option, "--sliding-window 4");
+  EXPECT_EQ(r.causes[0].reproduce.kind, compare::Reproduce::Kind::kSet);
+  EXPECT_EQ(r.causes[0].reproduce.field, "sliding_window");
+  EXPECT_EQ(r.causes[0].reproduce.value, "4");
 }
 
 // A hypothesis changes one thing: the asked window, sinks and ALiBi slopes stay in its re-run.

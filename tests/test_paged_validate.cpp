@@ -142,7 +142,7 @@ TEST(PagedValidate, RuntimeIndexDtypes) {
   expect_error(lengths, ErrorCode::kDtypeNotSupported, "",
                "lengths has dtype float32, which is not supported here");
   EXPECT_EQ(std::string(lengths.field()), "lengths");
-  EXPECT_EQ(lengths.hint(), "lengths must be int32 or int64 (int32 under --profile jax)");
+  EXPECT_EQ(lengths.hint(), "lengths must be int32 or int64 (int32 under the jax profile)");
   const Status table = check_paged_index_dtypes(DType::kInt32, DType::kBool, Profile::kJax);
   expect_error(table, ErrorCode::kDtypeNotSupported, "",
                "page_indices has dtype bool, which is not supported here");

@@ -30,7 +30,7 @@ def test_paged_sm_scale_one_over_sqrt_d():
     assert not r["ok"] and r["mismatches"] > 0 and r["max_abs"] > 1e-2
     cause = r["causes"][0]
     assert cause["what"].startswith("sm_scale 1/sqrt(head_dim) = 0.25 used instead of 1")
-    assert cause["reproduce"] == "--sm-scale 0.25" and cause["max_abs"] < 1e-4
+    assert cause["reproduce"] == "sm_scale=0.25" and cause["max_abs"] < 1e-4
     assert "likely cause: sm_scale 1/sqrt(head_dim)" in r["text"]
 
 

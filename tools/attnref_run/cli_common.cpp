@@ -702,6 +702,57 @@ Input load_expect_lse(const ParsedArgs& args, const std::vector<std::int64_t>& s
   return load_float_of_shape(args, "--expect-lse", shape);
 }
 
+namespace {
+
+/// The option for a field of the args: "soft_cap" -> "--soft-cap".
+std::string flag_of(const std::string& field) {
+  std::string flag = "--" + field;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+}  // namespace
+
+std::string reproduce_options(const compare::Reproduce& r) {
+  using K = compare::Reproduce::Kind;
+  switch (r.kind) {
+    case K::kSet:
+      if (r.field == "local_left") return "--local LEFT,RIGHT with LEFT " + r.value;
+      return flag_of(r.field) + " " + r.value;
+    case K::kUnset:
+      return "no " + flag_of(r.field);
+    case K::kEnable:
+      return flag_of(r.field);
+    case K::kSwap:
+      if (r.other.empty()) return "swapping K and V in the combined pool";
+      return "swapping " + flag_of(r.field) + " and " + flag_of(r.other) +
+             (r.value == "scales" ? " (and their scales)" : "");
+    case K::kInterleaveQueryHeads:
+      return flag_of(r.field) +
+             " with its heads reordered (head h * group + g := query head g * num_kv_heads + "
+             "h) and the output's heads put back";
+    case K::kRelayout: {
+      const std::size_t slash = r.other.find('/');
+      const std::string inputs =
+          slash == std::string::npos
+              ? flag_of(r.other)
+              : flag_of(r.other.substr(0, slash)) + "/" + flag_of(r.other.substr(slash + 1));
+      return flag_of(r.field) + " " + r.value + " with " + inputs +
+             " reshaped (same bytes) to the " + r.value + " shape";
+    }
+    case K::kShiftEach:
+      return flag_of(r.field) + " with each length " + r.value.substr(0, 1) + " " +
+             r.value.substr(1);
+    case K::kQueryLengths:
+      return flag_of(r.field) + " set to each sequence's query length";
+    case K::kLseLog2:
+      return "--lse-out, divided by ln 2";
+    case K::kNone:
+      break;
+  }
+  return "";
+}
+
 compare::Options compare_options(const ParsedArgs& args, Tolerance tol) {
   compare::Options o;
   const Tolerance t = tolerance_of(args, tol);
@@ -835,7 +886,7 @@ int finish_output(const ParsedArgs& args, const std::vector<std::int64_t>& shape
           text += "\nlogsumexp mismatches: " + std::to_string(report->lse_mismatches) +
                   " (max abs error " + number(report->lse_max_abs) + ")";
         }
-        std::string causes = compare::format_causes(*report);
+        std::string causes = compare::format_causes(*report, reproduce_options);
         if (!causes.empty() && causes.back() == '\n') causes.pop_back();
         text += "\n" + causes;
       }

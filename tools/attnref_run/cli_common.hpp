@@ -410,6 +410,9 @@ Input load_expect_lse(const ParsedArgs& args, const std::vector<std::int64_t>& s
 /// `--ignore-padding`.
 compare::Options compare_options(const ParsedArgs& args, Tolerance tol);
 
+/// The attnref-run options that make a report's change: "--soft-cap 30", "no --sinks".
+std::string reproduce_options(const compare::Reproduce& r);
+
 /// Checks the options of a result before any file is read: `--atol`/`--rtol` need `--expect`
 /// and must be non-negative numbers (exit 1 otherwise).
 void check_result_options(const ParsedArgs& args);

@@ -345,13 +345,7 @@ int run_splash(int argc, char** argv) {
     const std::vector<std::int64_t>& s = in.mask.array.shape;
     fail_if_error(check_mask_rank(static_cast<std::int64_t>(s.size()), s.data()));
     fail_if_error(check_mask_dtype(in.mask.array.dtype));
-    if (s[0] != 1 && s[0] != in.q.array.shape[0]) {
-      fail_status(
-          Status(ErrorCode::kMaskHeadCount, "",
-                 "the mask has {0} heads; expected 1 (shared by all heads) or num_q_heads={1}",
-                 "give one mask per query head, or a single mask for all of them",
-                 {s[0], in.q.array.shape[0]}));
-    }
+    fail_if_error(check_mask_head_count(s[0], in.q.array.shape[0]));
   }
   for (const Input* seg : {&in.q_seg, &in.kv_seg}) {
     if (!seg->present()) continue;

@@ -32,9 +32,9 @@ namespace compare {
 
 /// One change to the reference. Fields left at their defaults change nothing.
 struct Change {
-  std::string what;    ///< the cause, in words
-  std::string option;  ///< the attnref-run options that reproduce it
-  int group = 0;       ///< changes of one group compete: only the closest is reported
+  std::string what;     ///< the cause, in words
+  Reproduce reproduce;  ///< how the caller reproduces it
+  int group = 0;        ///< changes of one group compete: only the closest is reported
   std::optional<float> sm_scale;
   bool change_soft_cap = false;
   std::optional<float> soft_cap;  ///< with change_soft_cap: the cap (none: no cap)
@@ -45,7 +45,7 @@ struct Change {
   bool top_left = false;                        ///< causal diagonal at the first key (ragged)
   std::optional<std::int64_t> diagonal_offset;  ///< splash: the causal/local offset
   std::optional<std::int64_t> window;           ///< the sliding window
-  std::optional<std::int64_t> local_left;       ///< splash --local: the window's left side
+  std::optional<std::int64_t> local_left;       ///< splash's local mask: its left side
   bool drop_sinks = false;
   bool lse_log2 = false;  ///< the logsumexp is log2 of the denominator
 };
@@ -56,16 +56,20 @@ struct Features {
   std::int64_t head_dim = 0;
   std::optional<float> soft_cap;
   std::int64_t num_q_heads = 0, num_kv_heads = 0;
-  std::optional<KvLayout> layout;   ///< the pools' layout, when they are dense in one
-  const char* layout_option = "";   ///< "--k-pages/--v-pages" for the layout's hint
-  const char* lengths_option = "";  ///< "--lengths", "--kv-lens" ("" when no lengths)
-  bool causal_rows = false;         ///< ragged: bottom-right causal rows with q_len < kv_len
+  std::optional<KvLayout> layout;  ///< the pools' layout, when they are dense in one
+  const char* layout_inputs = "";  ///< "k_pages/v_pages": the inputs a layout change reshapes
+  const char* lengths_field = "";  ///< "lengths", "kv_lens" ("" when no lengths)
+  bool causal_rows = false;        ///< ragged: bottom-right causal rows with q_len < kv_len
   std::optional<std::int64_t> splash_offset;  ///< splash causal/local: the asked offset
   std::int64_t q_seq_len = 0, kv_seq_len = 0;
   std::optional<std::int64_t> window;      ///< the asked sliding window
-  std::optional<std::int64_t> local_left;  ///< splash --local: the asked left side
+  std::optional<std::int64_t> local_left;  ///< splash's local mask: the asked left side
   bool has_sinks = false;
-  const char* swap_option = "";  ///< "--k-pages and --v-pages", "--k and --v"
+  /// The inputs K and V come in ("k_pages", "v_pages"; "k", "v"); `swap_second` empty: one
+  /// combined pool `swap_first`. `swap_scales`: their scales swap with them.
+  const char* swap_first = "";
+  const char* swap_second = "";
+  bool swap_scales = false;
   bool lse_given = false;
 };
 
@@ -76,7 +80,8 @@ inline std::vector<Change> candidate_changes(const Features& f) {
   {
     Change c;
     c.what = "K and V swapped";
-    c.option = std::string("swapping ") + f.swap_option;
+    c.reproduce = {Reproduce::Kind::kSwap, f.swap_first, f.swap_scales ? "scales" : "",
+                   f.swap_second};
     c.swap_kv = true;
     add(c);
   }
@@ -88,9 +93,7 @@ inline std::vector<Change> candidate_changes(const Features& f) {
         "GQA mapping: query head qh read KV head qh % num_kv_heads (interleaved) instead "
         "of qh / group (" +
         std::to_string(f.num_q_heads / f.num_kv_heads) + " query heads per KV head)";
-    c.option =
-        "--q with its heads reordered (head h * group + g := query head g * "
-        "num_kv_heads + h) and the output's heads put back";
+    c.reproduce = {Reproduce::Kind::kInterleaveQueryHeads, "q", "", ""};
     c.interleaved_heads = true;
     add(c);
   }
@@ -100,19 +103,18 @@ inline std::vector<Change> candidate_changes(const Features& f) {
       Change c;
       c.what =
           std::string("K/V pages (stored ") + to_string(*f.layout) + ") read as " + to_string(l);
-      c.option = std::string("--kv-layout ") + to_string(l) + " with " + f.layout_option +
-                 " reshaped (same bytes) to the " + to_string(l) + " shape";
+      c.reproduce = {Reproduce::Kind::kRelayout, "kv_layout", to_string(l), f.layout_inputs};
       c.layout = l;
       c.group = 1;
       add(c);
     }
   }
-  if (f.lengths_option[0] != '\0') {
+  if (f.lengths_field[0] != '\0') {
     for (int delta : {-1, 1}) {
       Change c;
       c.what = delta < 0 ? "length off by one: the last key of each sequence dropped"
                          : "length off by one: one key past each sequence's length read";
-      c.option = std::string(f.lengths_option) + " with each length " + (delta < 0 ? "- 1" : "+ 1");
+      c.reproduce = {Reproduce::Kind::kShiftEach, f.lengths_field, delta < 0 ? "-1" : "+1", ""};
       c.length_delta = delta;
       c.group = 2;
       add(c);
@@ -123,7 +125,7 @@ inline std::vector<Change> candidate_changes(const Features& f) {
     c.what =
         "causal diagonal aligned top-left (query row r sees keys <= r) instead of "
         "bottom-right (keys <= kv_len - q_len + r)";
-    c.option = std::string(f.lengths_option) + " set to each sequence's query length";
+    c.reproduce = {Reproduce::Kind::kQueryLengths, f.lengths_field, "", ""};
     c.top_left = true;
     add(c);
   }
@@ -137,46 +139,46 @@ inline std::vector<Change> candidate_changes(const Features& f) {
                       : "causal diagonal aligned bottom-right (offset kv_seq_len - q_seq_len = " +
                             std::to_string(br) + ") instead of at offset " +
                             std::to_string(*f.splash_offset);
-      c.option = "--offset " + std::to_string(o);
+      c.reproduce = {Reproduce::Kind::kSet, "offset", std::to_string(o), ""};
       c.diagonal_offset = o;
       add(c);
     }
   }
   // A window and a local mask's left side are apart: a run may have both, each off alone.
-  auto off_by_one = [&](std::int64_t asked, const std::string& option, int group, bool local) {
+  auto off_by_one = [&](std::int64_t asked, const char* field, int group, bool local) {
     for (std::int64_t delta : {-1, 1}) {
       std::int64_t w = 0;
       // A window of INT64_MAX (unbounded) is valid; one more is not a window.
       if (!checked_add(asked, delta, &w) || w <= 0) continue;
       Change c;
       c.what = "sliding window off by one: " + std::to_string(w) + " instead of " +
-               std::to_string(asked) + (local ? " (the --local mask's left side)" : "");
-      c.option = option + std::to_string(w);
+               std::to_string(asked) + (local ? " (the local mask's left side)" : "");
+      c.reproduce = {Reproduce::Kind::kSet, field, std::to_string(w), ""};
       (local ? c.local_left : c.window) = w;
       c.group = group;
       add(c);
     }
   };
-  if (f.window) off_by_one(*f.window, "--sliding-window ", 3, false);
-  if (f.local_left) off_by_one(*f.local_left, "--local LEFT,RIGHT with LEFT ", 6, true);
+  if (f.window) off_by_one(*f.window, "sliding_window", 3, false);
+  if (f.local_left) off_by_one(*f.local_left, "local_left", 6, true);
   if (f.has_sinks) {
     Change c;
     c.what = "attention sinks ignored";
-    c.option = "no --sinks";
+    c.reproduce = {Reproduce::Kind::kUnset, "sinks", "", ""};
     c.drop_sinks = true;
     add(c);
   }
   if (f.soft_cap) {
     Change c;
     c.what = "soft cap " + detail::num(*f.soft_cap) + " not applied";
-    c.option = "no --soft-cap";
+    c.reproduce = {Reproduce::Kind::kUnset, "soft_cap", "", ""};
     c.change_soft_cap = true;
     add(c);
   } else {
     for (float cap : {50.0f, 30.0f, 20.0f, 10.0f}) {
       Change c;
       c.what = "a soft cap of " + detail::num(cap) + " applied that was not asked for";
-      c.option = "--soft-cap " + detail::num(cap);
+      c.reproduce = {Reproduce::Kind::kSet, "soft_cap", detail::num(cap), ""};
       c.change_soft_cap = true;
       c.soft_cap = cap;
       c.group = 4;
@@ -186,7 +188,7 @@ inline std::vector<Change> candidate_changes(const Features& f) {
   if (f.lse_given) {
     Change c;
     c.what = "logsumexp in log2 (base 2) instead of the natural log";
-    c.option = "--lse-out, divided by ln 2";
+    c.reproduce = {Reproduce::Kind::kLseLog2, "", "", ""};
     c.lse_log2 = true;
     add(c);
   }
@@ -196,7 +198,7 @@ inline std::vector<Change> candidate_changes(const Features& f) {
     if (static_cast<float>(v) == f.sm_scale || !(v > 0) || !std::isfinite(v)) return;
     Change c;
     c.what = why;
-    c.option = "--sm-scale " + detail::num(v);
+    c.reproduce = {Reproduce::Kind::kSet, "sm_scale", detail::num(v), ""};
     c.sm_scale = static_cast<float>(v);
     c.group = 5;
     add(c);
@@ -324,7 +326,7 @@ inline void try_changes(const std::vector<Change>& changes, const OutputShape& s
           }
         }
     if (!match) continue;
-    Cause cause{c.what, c.option, c.lse_log2 ? lse_worst : worst};
+    Cause cause{c.what, c.reproduce, c.lse_log2 ? lse_worst : worst};
     const auto same = std::find(groups.begin(), groups.end(), c.group);
     if (c.group != 0 && same != groups.end()) {
       Cause& prev = found[static_cast<std::size_t>(same - groups.begin())];

@@ -66,9 +66,11 @@ Status try_compare_paged(const PagedAttentionArgs<Q, KV, Index>& a, const std::v
   if (f.layout && dense_layout(a.v_pages) != f.layout) f.layout.reset();
   const bool has_scales = !a.k_scales.empty_view();  // int8 always; fp8 optionally
   if (has_scales) f.layout.reset();                  // scales: their own
-  f.layout_option = "--k-pages/--v-pages";
-  f.lengths_option = "--lengths";
-  f.swap_option = "--k-pages and --v-pages (and their scales)";
+  f.layout_inputs = "k_pages/v_pages";
+  f.lengths_field = "lengths";
+  f.swap_first = "k_pages";
+  f.swap_second = "v_pages";
+  f.swap_scales = true;
 
   const std::int64_t pps = a.pages_per_sequence();
   const Subset subset = pick_subset(

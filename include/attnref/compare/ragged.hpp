@@ -79,12 +79,13 @@ Status try_compare_ragged(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
   Features f = detail::common_features(a, dim, got_lse);
   f.layout = dense_layout(a.k_pages);  // none for JAX's combined pool
   if (f.layout && dense_layout(a.v_pages) != f.layout) f.layout.reset();
-  f.layout_option = "--k-pages/--v-pages";
-  f.lengths_option = "--kv-lens";
+  f.layout_inputs = "k_pages/v_pages";
+  f.lengths_field = "kv_lens";
   for (std::int64_t i = 0; i < a.num_seqs_count(); ++i)
     f.causal_rows =
         f.causal_rows || (q_len(i) > 0 && q_len(i) < static_cast<std::int64_t>(a.kv_lens(i)));
-  f.swap_option = f.layout ? "--k-pages and --v-pages" : "K and V in the combined pool";
+  f.swap_first = f.layout ? "k_pages" : "kv_pages";
+  f.swap_second = f.layout ? "v_pages" : "";
 
   const std::int64_t pps = a.pages_per_seq();
   const Subset subset = pick_subset(

@@ -52,12 +52,72 @@ struct Options {
   std::int64_t work_cap = std::int64_t{1} << 26;
 };
 
+/// How the caller makes a cause's change to reproduce the user's output, as data: which field
+/// (an option or input, by its name in the family's args: "soft_cap", "lengths", "k_pages"),
+/// which value, and what is done with it. Each front end words it in its own terms
+/// (`words_of` below in C++ terms).
+struct Reproduce {
+  enum class Kind {
+    kNone,                  ///< nothing the caller can change
+    kSet,                   ///< option `field` set to `value` ("offset", "local_left": the mask's)
+    kUnset,                 ///< option `field` left out
+    kEnable,                ///< the boolean option `field` turned on
+    kSwap,                  ///< inputs `field` and `other` swapped; `value` "scales": theirs too;
+                            ///< `other` empty: K and V inside the combined pool `field`
+    kInterleaveQueryHeads,  ///< input `field` (q) with its heads reordered (head h * group +
+                            ///< g := query head g * num_kv_heads + h), the output's put back
+    kRelayout,              ///< option `field` (kv_layout) set to `value`, with the inputs `other`
+                            ///< ("k_pages/v_pages") reshaped (same bytes) to that layout's shape
+    kShiftEach,             ///< each entry of input `field` shifted by `value` ("-1", "+1")
+    kQueryLengths,          ///< input `field` set to each sequence's query length
+    kLseLog2,               ///< the logsumexp output divided by ln 2
+  };
+  Kind kind = Kind::kNone;
+  std::string field, value, other;
+};
+
 /// One change to the reference under which the user's output matches.
 struct Cause {
-  std::string what;    ///< "sm_scale 1/sqrt(D) = 0.125 was used instead of 1"
-  std::string option;  ///< the attnref-run options that reproduce the user's output
-  double max_abs = 0;  ///< the largest |got - reference| under that change
+  std::string what;     ///< "sm_scale 1/sqrt(D) = 0.125 was used instead of 1"
+  Reproduce reproduce;  ///< how to reproduce the user's output
+  double max_abs = 0;   ///< the largest |got - reference| under that change
 };
+
+/// `r` in the C++ library's terms: "soft_cap = 30", "k_pages and v_pages swapped".
+inline std::string words_of(const Reproduce& r) {
+  using K = Reproduce::Kind;
+  switch (r.kind) {
+    case K::kSet:
+      return r.field + " = " + r.value;
+    case K::kUnset:
+      return r.field + " left out";
+    case K::kEnable:
+      return r.field + " = true";
+    case K::kSwap:
+      if (r.other.empty()) return "K and V swapped in " + r.field;
+      return r.field + " and " + r.other + " swapped" +
+             (r.value == "scales" ? " (and their scales)" : "");
+    case K::kInterleaveQueryHeads:
+      return r.field +
+             " with its heads reordered (head h * group + g := query head g * num_kv_heads + "
+             "h) and the output's heads put back";
+    case K::kRelayout:
+      return r.field + " = " + r.value + " with " + r.other + " reshaped (same bytes) to the " +
+             r.value + " shape";
+    case K::kShiftEach:
+      return r.field + " with each length " + r.value.substr(0, 1) + " " + r.value.substr(1);
+    case K::kQueryLengths:
+      return r.field + " set to each sequence's query length";
+    case K::kLseLog2:
+      return "the logsumexp divided by ln 2";
+    case K::kNone:
+      break;
+  }
+  return "";
+}
+
+/// A front end's wording of a Reproduce.
+using ReproduceWords = std::string (*)(const Reproduce&);
 
 /// The role of one output row.
 enum class RowKind { kPlain, kDecode, kPrefill, kPadding };
@@ -363,23 +423,25 @@ inline Report compare_values(const OutputShape& shape, const std::vector<double>
     }
     if (match)
       r.causes.push_back({"logsumexp in log2 (base 2) instead of the natural log",
-                          "--lse-out, divided by ln 2", worst});
+                          {Reproduce::Kind::kLseLog2, "", "", ""},
+                          worst});
   }
   return r;
 }
 
 /// The explaining part of the report: the likely causes (or "no likely cause found"), the
-/// notes, then where the mismatches are; one line each.
-inline std::string format_causes(const Report& r) {
+/// notes, then where the mismatches are; one line each. `words` words the changes.
+inline std::string format_causes(const Report& r, ReproduceWords words = words_of) {
   using detail::num;
   std::string s;
   if (r.padding_only) {
     s += "likely cause: only padding rows differ (rows past cu_q_lens[num_seqs] or sequences "
-         "of length 0); --ignore-padding leaves them out\n";
+         "of length 0); " +
+         words({Reproduce::Kind::kEnable, "ignore_padding", "", ""}) + " leaves them out\n";
   }
   for (const Cause& c : r.causes) {
     s += "likely cause: " + c.what + " (max abs error " + num(c.max_abs) + " under it)";
-    if (!c.option.empty()) s += "; reproduce with " + c.option;
+    if (c.reproduce.kind != Reproduce::Kind::kNone) s += "; reproduce with " + words(c.reproduce);
     s += "\n";
   }
   if (r.causes.empty() && !r.padding_only) s += "no likely cause found\n";
@@ -390,7 +452,7 @@ inline std::string format_causes(const Report& r) {
 }
 
 /// The report as text: totals, then `format_causes`.
-inline std::string format_report(const Report& r) {
+inline std::string format_report(const Report& r, ReproduceWords words = words_of) {
   using detail::num;
   std::string s = "mismatches: " + std::to_string(r.mismatches) + " of " + std::to_string(r.count) +
                   " elements";
@@ -400,7 +462,7 @@ inline std::string format_report(const Report& r) {
   if (r.ignored_padding > 0)
     s += "ignored: " + std::to_string(r.ignored_padding) + " padding values\n";
   if (r.ok()) return s;
-  return s + format_causes(r);
+  return s + format_causes(r, words);
 }
 
 }  // namespace compare

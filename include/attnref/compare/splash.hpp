@@ -30,7 +30,7 @@
 namespace attnref {
 namespace compare {
 
-/// What the mask is, when it is a causal or local mask (attnref-run's --causal, --local).
+/// What the mask is, when it is a causal or local mask.
 struct SplashMaskParams {
   enum class Kind { kOther, kCausal, kLocal };
   Kind kind = Kind::kOther;
@@ -90,7 +90,8 @@ Status try_compare_splash(const SplashAttentionArgs<Q, KV>& a, const MultiHeadMa
   f.q_seq_len = sq;
   f.kv_seq_len = a.kv_seq_len();
   if (params.kind == SplashMaskParams::Kind::kLocal) f.local_left = params.left;
-  f.swap_option = "--k and --v";
+  f.swap_first = "k";
+  f.swap_second = "v";
 
   const Subset subset = pick_subset(
       shape, e,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file kv_dtypes.hpp
 /// The element types a paged or ragged query and its K/V pages may have at run time, as one
-/// table: attnref-run, the Python module and any engine that picks a kernel from runtime dtypes
+/// table: attnref's front ends and any engine that picks a kernel from runtime dtypes
 /// take the same pairs, refuse the others with the same error, and instantiate one kernel per
 /// pair (`dispatch_query_and_kv`).
 ///

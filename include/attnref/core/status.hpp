@@ -89,11 +89,11 @@ enum class ErrorCode : int {
   kUnknownEngineTarget,  ///< an engine kernel, GPU architecture or version attnref does not know
   // Data tier.
   kNonFiniteData,  ///< NaN or Inf in the region the kernel reads
-  // Files and command line (attnref-run).
+  // Files and command lines (the front ends).
   kBadFile,  ///< a .npy file is unreadable or malformed
 };
 
-/// Stable snake_case name of an error code, as printed by attnref-run: `gqa_not_divisible`.
+/// Stable snake_case name of an error code, as the front ends print it: `gqa_not_divisible`.
 constexpr const char* error_code_name(ErrorCode c) noexcept {
   switch (c) {
     case ErrorCode::kOk:

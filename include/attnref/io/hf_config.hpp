@@ -120,7 +120,7 @@ inline Status hf_dtype(const JsonValue& root, const JsonValue& o, HfAttentionCon
   if (t == nullptr && &o != &root) t = root.find("torch_dtype");
   if (t == nullptr) t = root.find("dtype");
   if (t == nullptr || t->kind != JsonValue::Kind::kString) {
-    return hf_missing("torch_dtype", "give the model's dtype (--dtype bf16 on attnref-run)");
+    return hf_missing("torch_dtype", "give the model's dtype explicitly (bf16, for example)");
   }
   const std::string& s = t->string;
   DType d = DType::kUnknown;

@@ -434,7 +434,7 @@ inline NpyStatus npy_parse_preamble(const std::string& file, const unsigned char
     return NpyStatus(
         file,
         "not a .npy file (it does not start with \\x93NUMPY; " + std::to_string(total) + " bytes)",
-        "attnref-run reads files written by numpy.save; .npz archives are not read");
+        "attnref reads files written by numpy.save; .npz archives are not read");
   }
   const int major = p[6], minor = p[7];
   if ((major != 1 && major != 2 && major != 3) || minor != 0) {

@@ -340,7 +340,7 @@ Status check_paged_data(const PagedAttentionArgs<Q, KV, Index>& a) {
 
 /// P5 for a `lengths` array of run-time rank 2, `[rows, cols]` (e.g. saved as `[batch, 1]`):
 /// JAX compares `lengths.shape` with `(batch,)` and gives P5's text, which names no shape; the
-/// hint does. For callers that hold arrays of run-time rank (attnref-run's .npy files), after
+/// hint does. For callers that hold arrays of run-time rank (arrays read from files), after
 /// the shape tier reached P5.
 constexpr Status paged_lengths_rank_error(std::int64_t rows, std::int64_t cols) noexcept {
   return Status(ErrorCode::kBatchMismatch, "P5", "`lengths` and `q` must have the same batch size",
@@ -366,7 +366,7 @@ constexpr Status check_paged_index_dtypes(DType lengths, DType page_indices,
   if (!is_index(lengths)) {
     return Status(ErrorCode::kDtypeNotSupported, "",
                   "{f} has dtype {d0}, which is not supported here",
-                  "lengths must be int32 or int64 (int32 under --profile jax)",
+                  "lengths must be int32 or int64 (int32 under the jax profile)",
                   {static_cast<std::int64_t>(lengths)}, {}, "lengths");
   }
   if (!is_index(page_indices)) {

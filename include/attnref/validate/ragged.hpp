@@ -465,7 +465,7 @@ Status check_ragged_data(const RaggedPagedAttentionArgs<Q, KV, Index>& a) {
 
 /// JAX's R1, R3 or R4 text (`check`) for a metadata array of run-time rank 2, `[rows, cols]`,
 /// with the real shape: num_seqs, kv_lens or cu_q_lens saved with a trailing axis. For callers
-/// that hold arrays of run-time rank (attnref-run's .npy files), after the shape tier reached
+/// that hold arrays of run-time rank (arrays read from files), after the shape tier reached
 /// that check. `max_num_seqs` is `page_indices.shape[0]`.
 inline Status ragged_metadata_rank_error(const char* check, std::int64_t rows, std::int64_t cols,
                                          std::int64_t max_num_seqs) {

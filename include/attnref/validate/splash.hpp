@@ -13,7 +13,7 @@
 ///  - `check_splash_backward_tensors(...)`: shapes of out, logsumexp, dO and the gradients;
 ///  - `check_key_rank(rank, is_mqa)` (S3), `check_mask_rank(shape)` (S2) and
 ///    `check_mask_dtype(dtype)` (K9) for callers that hold arrays of run-time rank or dtype
-///    (attnref-run's .npy files).
+///    (arrays read from files).
 ///  - `check_splash(args, const MaskTiling&, profile)`: the forward checks against a classified
 ///    mask (masks/mask_info.hpp's `MaskInfo::tiling()`; `check_splash(args, info, profile)` there
 ///    converts);
@@ -201,6 +201,18 @@ inline Status check_splash_heads(std::int64_t num_q_heads, std::int64_t num_kv_h
 
 }  // namespace detail
 
+/// A mask of `mask_heads` heads fits `num_q_heads` query heads: 1 (shared) or one per head.
+/// For callers that hold a mask array before they build the args.
+inline Status check_mask_head_count(std::int64_t mask_heads, std::int64_t num_q_heads) {
+  if (mask_heads != 1 && mask_heads != num_q_heads) {
+    return Status(ErrorCode::kMaskHeadCount, "",
+                  "the mask has {0} heads; expected 1 (shared by all heads) or num_q_heads={1}",
+                  "give one mask per query head, or a single mask for all of them",
+                  {mask_heads, num_q_heads});
+  }
+  return Status();
+}
+
 namespace detail {
 
 /// JAX's forward input checks S3..S11 (S7, S8 under `kJax`) and block-size positivity.
@@ -282,18 +294,6 @@ Status check_splash_inputs(const SplashAttentionArgs<Q, KV>& a, Profile profile)
                   "sinks must have shape ({1},), one logit per query head. Got ({0},).",
                   "JAX asserts sinks.shape == (num_q_heads,) without a message",
                   {a.sinks.extents[0], q[0]});
-  }
-  return Status();
-}
-
-/// A mask of `mask_heads` heads fits `num_q_heads` query heads: 1 (shared) or one per head.
-/// For callers that hold a mask array before they build the args.
-inline Status check_mask_head_count(std::int64_t mask_heads, std::int64_t num_q_heads) {
-  if (mask_heads != 1 && mask_heads != num_q_heads) {
-    return Status(ErrorCode::kMaskHeadCount, "",
-                  "the mask has {0} heads; expected 1 (shared by all heads) or num_q_heads={1}",
-                  "give one mask per query head, or a single mask for all of them",
-                  {mask_heads, num_q_heads});
   }
   return Status();
 }

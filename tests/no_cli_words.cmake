@@ -1,0 +1,32 @@
+# The library speaks C++: no header under include/attnref names the command-line tool or one of
+# its options (a `--flag` in a comment or string literal). Causes and hints are data or neutral
+# words, which attnref-run and the Python module word in their own terms.
+# Usage: cmake -DSOURCE_DIR=<repository root> -P tests/no_cli_words.cmake
+file(GLOB_RECURSE headers "${SOURCE_DIR}/include/attnref/*.hpp")
+set(found "")
+foreach(header IN LISTS headers)
+  # One list element per line: semicolons and brackets would split or join list elements.
+  file(READ "${header}" content)
+  string(REPLACE ";" "<semicolon>" content "${content}")
+  string(REPLACE "[" "<open>" content "${content}")
+  string(REPLACE "]" "<close>" content "${content}")
+  string(REPLACE "\n" ";" lines "${content}")
+  set(number 0)
+  foreach(line IN LISTS lines)
+    math(EXPR number "${number} + 1")
+    set(text "")
+    string(FIND "${line}" "//" comment)
+    if(comment GREATER -1)
+      string(SUBSTRING "${line}" ${comment} -1 text)
+    endif()
+    string(REGEX MATCHALL "\"[^\"]*\"" literals "${line}")
+    string(APPEND text " ${literals}")
+    if(line MATCHES "attnref-run" OR text MATCHES "--[a-z]")
+      file(RELATIVE_PATH where "${SOURCE_DIR}" "${header}")
+      string(APPEND found "${where}:${number}: ${line}\n")
+    endif()
+  endforeach()
+endforeach()
+if(found)
+  message(FATAL_ERROR "command-line words in library headers:\n${found}")
+endif()
