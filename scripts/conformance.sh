@@ -8,9 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python=$(scripts/pyenv.sh | tail -n 1)
 if [ "$#" -gt 0 ]; then
-  build=$1
+  build=$(cd "$1" && pwd)
 else
-  build=build/release
+  build=$PWD/build/release
   cmake --preset release >/dev/null
   cmake --build --preset release --target attnref_python attnref-run
 fi
@@ -18,11 +18,12 @@ record=$(mktemp)
 trap 'rm -f "$record"' EXIT
 start=$SECONDS
 echo "=== attnref conformance: full grids (JAX interpret mode; progress below) ==="
-PYTHONPATH="$PWD/$build/python" ATTNREF_RUN="$PWD/$build/tools/attnref_run/attnref-run" \
+PYTHONPATH="$build/python" ATTNREF_RUN="$build/tools/attnref_run/attnref-run" \
   ATTNREF_REQUIRE_JAX=1 ATTNREF_CONFORMANCE_RECORD="$record" JAX_PLATFORMS=cpu \
+  ATTNREF_CONFORMANCE_EXAMPLES=300 \
   PYTHONDONTWRITEBYTECODE=1 \
-  "$python" -m pytest -v -p no:cacheprovider tests/conformance --full || status=$?
-PYTHONPATH="$PWD/$build/python:$PWD/tests/conformance" \
+  "$python" -m pytest -v -s -p no:cacheprovider tests/conformance --full || status=$?
+PYTHONPATH="$build/python:$PWD/tests/conformance" \
   "$python" tests/conformance/report.py "$record" docs/conformance.md $((SECONDS - start))
 echo "attnref: wrote docs/conformance.md ($((SECONDS - start)) s)"
 exit "${status:-0}"

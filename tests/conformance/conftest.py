@@ -37,11 +37,13 @@ def pytest_configure(config):
             raise pytest.UsageError(f"ATTNREF_REQUIRE_JAX=1 but {JAX_ERROR}")
         return
     probe = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True)
-    if probe.returncode != 0:
+    if probe.returncode > 0:
+        raise pytest.UsageError(f"attnref fails here: {probe.stderr.strip()[-300:]}")
+    if probe.returncode < 0:
         raise pytest.UsageError(
-            "attnref cannot take this interpreter's numpy arrays (exit "
-            f"{probe.returncode}): {probe.stderr.strip()[-300:]}\nBuild the module with "
-            "pybind11 >= 2.12: -Dpybind11_DIR=$(build/venv/bin/python -m pybind11 --cmakedir)")
+            f"attnref dies on this interpreter's numpy arrays (signal {-probe.returncode}); "
+            "build the module with pybind11 >= 2.12: "
+            "-Dpybind11_DIR=$(build/venv/bin/python -m pybind11 --cmakedir)")
 
 
 def pytest_addoption(parser):

@@ -72,10 +72,10 @@ def paged_case(dtype, batch_lengths, hq, hkv, dim, page_size, pps, ppcb, soft_ca
     return x
 
 
-def paged_attnref(x):
+def paged_attnref(x, **extra):
     args, opts = judge.paged_attnref_args(x)
     args = tuple(for_attnref(a) for a in args)
-    return np.asarray(attnref.paged_attention(*args, **opts), np.float32)
+    return np.asarray(attnref.paged_attention(*args, **opts, **extra), np.float32)
 
 
 def paged_jax_reference(x):

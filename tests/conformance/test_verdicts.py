@@ -2,6 +2,8 @@
 """Verdict conformance: for every row of cases.py, JAX's entry point (CPU, TPU interpret mode)
 and attnref's module under profile="jax" agree: both accept, or both reject with the row's JAX
 check and JAX's text inside attnref's message. Rows of differences.py are held to their row."""
+import os
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -85,7 +87,9 @@ def _drawn_agree(family, x, own_rules):
     assert text_ok or reworded, f"JAX: {jax_v}\nattnref: {ours}"
 
 
-SETTINGS = settings(max_examples=25, deadline=None, derandomize=True,
+# 25 drawn inputs per family in CI; scripts/conformance.sh asks for more.
+SETTINGS = settings(max_examples=int(os.environ.get("ATTNREF_CONFORMANCE_EXAMPLES", "25")),
+                    deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
 
 
