@@ -330,6 +330,20 @@ Status flashinfer_to_dense(const FlashInferPageTable<Index>& t, std::int64_t pag
   return Status();
 }
 
+namespace detail {
+
+/// The dense table of `t` over the pool `k_pages` (its page size and page count), into `*table`,
+/// after `k_pages` itself is checked.
+template <class KV, class Index>
+Status flashinfer_pool_table(const FlashInferPageTable<Index>& t,
+                             const TensorView<const KV, 4>& k_pages, DensePageTable<Index>* table,
+                             const DenseTableOptions& options) {
+  ATTNREF_RETURN_IF_ERROR(check_view(k_pages, "k_pages"));
+  return flashinfer_to_dense(t, k_pages.extents[2], k_pages.extents[1], table, options);
+}
+
+}  // namespace detail
+
 /// Fills `*args` with `q`, the K/V page views (logical `[num_kv_heads, total_pages, page_size,
 /// head_dim]`, e.g. from `kv_pages_view(..., KvLayout::kNhd, ...)`) and the converted table, whose
 /// storage `*table` owns (keep it alive as long as `*args`). Page size and total pages come from
@@ -340,9 +354,7 @@ Status flashinfer_paged_args(const FlashInferPageTable<Index>& t, TensorView<con
                              TensorView<const KV, 4> k_pages, TensorView<const KV, 4> v_pages,
                              DensePageTable<Index>* table, PagedAttentionArgs<Q, KV, Index>* args,
                              const DenseTableOptions& options = {}) {
-  ATTNREF_RETURN_IF_ERROR(check_view(k_pages, "k_pages"));
-  ATTNREF_RETURN_IF_ERROR(
-      flashinfer_to_dense(t, k_pages.extents[2], k_pages.extents[1], table, options));
+  ATTNREF_RETURN_IF_ERROR(detail::flashinfer_pool_table(t, k_pages, table, options));
   args->q = q;
   args->k_pages = k_pages;
   args->v_pages = v_pages;
@@ -364,9 +376,7 @@ Status flashinfer_ragged_args(const FlashInferPageTable<Index>& t,
                               DensePageTable<Index>* table,
                               RaggedPagedAttentionArgs<Q, KV, Index>* args,
                               const DenseTableOptions& options = {}) {
-  ATTNREF_RETURN_IF_ERROR(check_view(k_pages, "k_pages"));
-  ATTNREF_RETURN_IF_ERROR(
-      flashinfer_to_dense(t, k_pages.extents[2], k_pages.extents[1], table, options));
+  ATTNREF_RETURN_IF_ERROR(detail::flashinfer_pool_table(t, k_pages, table, options));
   args->q = q;
   args->k_pages = k_pages;
   args->v_pages = v_pages;
