@@ -1,0 +1,147 @@
+// attnref-run engines: the compatibility matrix from explicit fields and from config.json,
+// its JSON form, its errors, and the matrices the README shows (produced here by the tool).
+#include <gtest/gtest.h>
+
+#include <attnref/io/json.hpp>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_harness.hpp"
+
+namespace {
+
+using attnref::cli_test::CliTest;
+using attnref::cli_test::Result;
+
+std::string source_path(const std::string& relative) {
+  return std::string(ATTNREF_SOURCE_DIR) + "/" + relative;
+}
+
+class EnginesCli : public CliTest {};
+
+TEST_F(EnginesCli, Qwen2ConfigOnSm90NamesTheGroupSizeAndTheNearestConfig) {
+  const Result r = run_subcommand(
+      "engines", "--hf-config " + source_path("examples/configs/qwen2-7b.json") + " --arch sm90");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(
+      r.out,
+      "sm90: 28 query heads, 4 KV heads, head_dim 128, pages of 16, bfloat16\n"
+      "note: head_dim is absent: hidden_size / num_attention_heads = 128\n"
+      "note: sliding_window 131072 is off (use_sliding_window is false)\n"
+      "\u2718 flashinfer.decode               rejects  group_size (nearest: num_kv_heads 4 -> 7)\n"
+      "\u2714 flashinfer.decode.tensor_cores  accepts\n"
+      "\u2714 flashinfer.prefill.fa2          accepts\n"
+      "\u2714 flashinfer.prefill.fa3          accepts\n"
+      "\u2714 vllm.paged_attention_v1         accepts\n"
+      "\u2714 vllm.paged_attention_v2         accepts\n"
+      "\u2714 vllm.flash_attn                 accepts\n"
+      "\u2718 flash_attn2                     rejects  page_size (nearest: page_size 16 -> 256)\n"
+      "\u2714 flash_attn3                     accepts\n"
+      "\u2718 flashmla.decode                 rejects  head_dim, head_dim_v, page_size (nearest: "
+      "page_size 16 -> 64, head_dim 128 -> 512)\n");
+}
+
+TEST_F(EnginesCli, ExplicitFieldsWithDetailsGiveMessagesHintsAndSources) {
+  const Result r =
+      run_subcommand("engines", "--q-heads 40 --kv-heads 8 --head-dim 128 --sinks --details");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("    rejects flashinfer.decode.group_size: Unsupported group_size: 5\n"
+                       "      hint: use_tensor_cores=True"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("      source: flashinfer-ai/flashinfer@fb28d7242b35 "
+                       "include/flashinfer/utils.cuh DISPATCH_GQA_GROUP_SIZE\n"),
+            std::string::npos);
+  EXPECT_NE(r.out.find("    silently wrong flashinfer.decode.sinks_ignored: sinks= is dropped"),
+            std::string::npos);
+}
+
+TEST_F(EnginesCli, JsonHoldsEveryKernelWithItsFindings) {
+  const Result r =
+      run_subcommand("engines", "--hf-config " + source_path("examples/configs/gpt-oss-20b.json") +
+                                    " --arch sm80 --kv-dtype e4m3 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  attnref::JsonValue v;
+  ASSERT_TRUE(attnref::parse_json(r.out, &v).ok()) << r.out;
+  EXPECT_EQ(v.find("arch")->string, "sm80");
+  EXPECT_EQ(v.find("config")->find("kv_dtype")->string, "float8_e4m3fn");
+  const attnref::JsonValue* kernels = v.find("kernels");
+  ASSERT_EQ(kernels->array.size(), 10u);
+  const attnref::JsonValue& vllm_fa = kernels->array[6];
+  EXPECT_EQ(vllm_fa.find("kernel")->string, "vllm.flash_attn");
+  EXPECT_EQ(vllm_fa.find("verdict")->string, "rejects");
+  const attnref::JsonValue& first = vllm_fa.find("findings")->array[0];
+  EXPECT_EQ(first.find("id")->string, "vllm.flash_attn.fp8_kv_arch");
+  EXPECT_EQ(first.find("upstream")->string,
+            "FlashAttention does not support fp8 kv-cache on this device.");
+  EXPECT_EQ(kernels->array[1].find("conventions")->array[0].find("conversion")->string,
+            "pass window_left 127 for the same keys");
+}
+
+TEST_F(EnginesCli, BadInputGetsAClearError) {
+  Result r = run_subcommand("engines", "--q-heads 32 --kv-heads 8 --head-dim 128 --arch sm75");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(
+      r.first_err_line(),
+      "attnref: error[unknown_engine_target] attnref has no rules for that GPU architecture.");
+  EXPECT_EQ(r.err_line(1), "known architectures: sm80, sm86, sm89, sm90, sm100, sm120");
+
+  r = run_subcommand("engines", "--q-heads 32 --kv-heads 0 --head-dim 128");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.first_err_line().find("error[invalid_head_count]"), std::string::npos) << r.err;
+
+  r = run_subcommand("engines", "--hf-config " + path("missing.json"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.first_err_line().find("cannot read"), std::string::npos) << r.err;
+
+  std::ofstream(path("partial.json")) << R"({"num_attention_heads": 32, "head_dim": 128})";
+  r = run_subcommand("engines", "--hf-config " + path("partial.json"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.first_err_line(),
+            "attnref-run engines: " + path("partial.json") + ": config.json has no torch_dtype.");
+
+  std::ofstream(path("broken.json")) << R"({"num_attention_heads": 32,)";
+  r = run_subcommand("engines", "--hf-config " + path("broken.json"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.first_err_line().find("is not valid JSON"), std::string::npos) << r.err;
+
+  r = run_subcommand(
+      "engines", "--hf-config " + source_path("examples/configs/qwen2-7b.json") + " --q-heads 8");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--q-heads and --hf-config together"), std::string::npos) << r.err;
+}
+
+// The README shows matrices as `<!-- attnref-run engines ARGS -->` and a ```text block; each
+// must be what the tool prints for ARGS today (paths relative to the source tree).
+TEST_F(EnginesCli, TheReadmeMatricesAreWhatTheToolPrints) {
+  std::ifstream in(source_path("README.md"));
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string readme = text.str();
+  const std::string marker = "<!-- attnref-run engines ";
+  int blocks = 0;
+  for (std::size_t at = readme.find(marker); at != std::string::npos;
+       at = readme.find(marker, at + 1)) {
+    const std::size_t args_end = readme.find(" -->", at);
+    const std::string args = readme.substr(at + marker.size(), args_end - at - marker.size());
+    const std::size_t open = readme.find("```text\n", args_end);
+    const std::size_t close = readme.find("```\n", open + 8);
+    ASSERT_NE(close, std::string::npos);
+    const std::string shown = readme.substr(open + 8, close - open - 8);
+    std::string words;
+    std::istringstream split(args);
+    for (std::string w; split >> w;) {
+      words += (words.empty() ? "" : " ") + (w.rfind("examples/", 0) == 0 ? source_path(w) : w);
+    }
+    const Result r = run_subcommand("engines", words);
+    EXPECT_EQ(r.code, 0) << args << ": " << r.err;
+    EXPECT_EQ(r.out, shown) << "README block for: " << args;
+    ++blocks;
+  }
+  EXPECT_EQ(blocks, 2);
+}
+
+}  // namespace
