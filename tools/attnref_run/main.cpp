@@ -14,12 +14,13 @@
 // The subcommands, one line each: X(name, summary). Subcommand `name` is the function
 // `int attnref::cli::run_<name>(int argc, char** argv)` (the arguments after the name), defined
 // in cmd_<name>.cpp, which tools/attnref_run/CMakeLists.txt lists.
-#define ATTNREF_RUN_SUBCOMMANDS(X)                                                         \
-  X(config, "check an attention configuration: head counts, head_dim, page size")          \
-  X(paged, "validate and run paged attention (decode) on .npy files")                      \
-  X(splash, "validate and run splash attention (prefill/training) on .npy files")          \
-  X(ragged, "validate and run ragged paged attention (continuous batching) on .npy files") \
-  X(merge, "merge two results over disjoint key sets (out + logsumexp) into one")          \
+#define ATTNREF_RUN_SUBCOMMANDS(X)                                                             \
+  X(config, "check an attention configuration: head counts, head_dim, page size")              \
+  X(paged, "validate and run paged attention (decode) on .npy files")                          \
+  X(splash, "validate and run splash attention (prefill/training) on .npy files")              \
+  X(ragged, "validate and run ragged paged attention (continuous batching) on .npy files")     \
+  X(merge, "merge two results over disjoint key sets (out + logsumexp) into one")              \
+  X(engines, "which engine kernels (FlashInfer, vLLM, FlashAttention, FlashMLA) take a model") \
   /* add a subcommand above this line */
 
 namespace attnref {
