@@ -185,9 +185,8 @@ const char* scales_shape_hint(KvLayout layout) {
   }
 }
 
-}  // namespace
-
-int run_paged(int argc, char** argv) {
+/// The subcommand's usage, help text and options.
+const CommandSpec& paged_spec() {
   static const CommandSpec kSpec{
       "paged",
       "--q Q.npy --k-pages K.npy --v-pages V.npy --lengths L.npy --page-indices PI.npy\n"
@@ -239,8 +238,15 @@ int run_paged(int argc, char** argv) {
             "hnd [P,Hkv,S,D]"},
            kExpectLseOption,
            kIgnorePaddingOption})};
-  const ParsedArgs args(kSpec, argc, argv);
-  if (args.help_requested()) return print_help(kSpec);
+  return kSpec;
+}
+
+}  // namespace
+
+int run_paged(int argc, char** argv) {
+  const CommandSpec& spec = paged_spec();
+  const ParsedArgs args(spec, argc, argv);
+  if (args.help_requested()) return print_help(spec);
 
   PagedInputs in;
   // Options first: a usage error costs no file reading.

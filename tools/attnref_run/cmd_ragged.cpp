@@ -244,9 +244,8 @@ int run_with_kv(const ParsedArgs& args, const RaggedInputs& in) {
       lt, [&](auto index) { return run_typed<Q, KV, typename decltype(index)::type>(args, in); });
 }
 
-}  // namespace
-
-int run_ragged(int argc, char** argv) {
+/// The subcommand's usage, help text and options.
+const CommandSpec& ragged_spec() {
   static const CommandSpec kSpec{
       "ragged",
       "--q Q.npy --kv-pages KV.npy --kv-lens L.npy --page-indices PI.npy\n"
@@ -303,8 +302,15 @@ int run_ragged(int argc, char** argv) {
             "write logsumexp [max_num_batched_tokens, num_q_heads] as float32 .npy"},
            kExpectLseOption,
            kIgnorePaddingOption})};
-  const ParsedArgs args(kSpec, argc, argv);
-  if (args.help_requested()) return print_help(kSpec);
+  return kSpec;
+}
+
+}  // namespace
+
+int run_ragged(int argc, char** argv) {
+  const CommandSpec& spec = ragged_spec();
+  const ParsedArgs args(spec, argc, argv);
+  if (args.help_requested()) return print_help(spec);
 
   RaggedInputs in;
   // Options first: a usage error costs no file reading.

@@ -195,9 +195,62 @@ std::optional<std::int64_t> window_side(const ParsedArgs& args, const std::strin
   return static_cast<std::int64_t>(v);
 }
 
-}  // namespace
+/// The mask options (--mask, --causal, --local, --chunked, --offset): at most one mask.
+void parse_mask_options(const ParsedArgs& args, SplashInputs* in) {
+  int mask_options = 0;
+  if (args.has("--mask")) {
+    in->mask_kind = MaskKind::kFile;
+    ++mask_options;
+  }
+  if (args.has("--causal")) {
+    in->mask_kind = MaskKind::kCausal;
+    ++mask_options;
+  }
+  if (std::optional<std::string> local = args.value("--local")) {
+    in->mask_kind = MaskKind::kLocal;
+    ++mask_options;
+    const std::size_t comma = local->find(',');
+    if (comma == std::string::npos)
+      args.usage_error("--local takes LEFT,RIGHT; got '" + *local + "'");
+    in->left = window_side(args, local->substr(0, comma));
+    in->right = window_side(args, local->substr(comma + 1));
+  }
+  if (std::optional<std::int64_t> c = args.int64("--chunked")) {
+    in->mask_kind = MaskKind::kChunked;
+    in->chunk = *c;
+    ++mask_options;
+  }
+  if (mask_options > 1)
+    args.usage_error("give at most one of --mask, --causal, --local, --chunked");
+  if (std::optional<std::int64_t> o = args.int64("--offset")) {
+    if (in->mask_kind != MaskKind::kCausal && in->mask_kind != MaskKind::kLocal)
+      args.usage_error("--offset applies to --causal and --local only");
+    in->offset = *o;
+  }
+}
 
-int run_splash(int argc, char** argv) {
+/// Element types: q, k, v (and dout) share one float dtype; raw bf16 codes become bfloat16
+/// (--q-dtype for q and dout, --kv-dtype for k and v) first. Returns q's dtype.
+DType check_splash_dtypes(SplashInputs* in, DType q_as, DType kv_as) {
+  fail_if_error(apply_dtype_option(&in->q, q_as, "q", "--q-dtype"));
+  fail_if_error(apply_dtype_option(&in->k, kv_as, "k", "--kv-dtype"));
+  fail_if_error(apply_dtype_option(&in->v, kv_as, "v", "--kv-dtype"));
+  if (in->dout.present()) fail_if_error(apply_dtype_option(&in->dout, q_as, "dout", "--q-dtype"));
+  if (in->q.array.dtype != DType::kBFloat16) fail_if_error(check_q_dtype(in->q));
+  const DType qt = in->q.array.dtype;
+  for (const Input* x : {&in->k, &in->v, &in->dout}) {
+    if (!x->present() || x->array.dtype == qt) continue;
+    fail_status(Status(ErrorCode::kDtypeNotSupported, "",
+                       "{f} has dtype {d0}; attnref-run takes k, v and dout of q's dtype ({d1})",
+                       "save q, k, v and dout with one dtype",
+                       {static_cast<std::int64_t>(x->array.dtype), static_cast<std::int64_t>(qt)},
+                       {}, x == &in->k ? "k" : (x == &in->v ? "v" : "dout")));
+  }
+  return qt;
+}
+
+/// The subcommand's usage, help text and options.
+const CommandSpec& splash_spec() {
   static const CommandSpec kSpec{
       "splash",
       "--q Q.npy --k K.npy --v V.npy\n"
@@ -250,8 +303,15 @@ int run_splash(int argc, char** argv) {
            {"--q-dtype", "T", "bf16: q (and dout) hold raw bfloat16 codes (uint16 or |V2)"},
            {"--kv-dtype", "T", "bf16: k and v hold raw bfloat16 codes (uint16 or |V2)"},
            kExpectLseOption})};
-  const ParsedArgs args(kSpec, argc, argv);
-  if (args.help_requested()) return print_help(kSpec);
+  return kSpec;
+}
+
+}  // namespace
+
+int run_splash(int argc, char** argv) {
+  const CommandSpec& spec = splash_spec();
+  const ParsedArgs args(spec, argc, argv);
+  if (args.help_requested()) return print_help(spec);
 
   SplashInputs in;
   // Options first: a usage error costs no file reading.
@@ -260,36 +320,7 @@ int run_splash(int argc, char** argv) {
   // Splash takes no fp8: k and v are q's float type.
   const DType kv_as =
       args.choice("--kv-dtype", {"bf16"}, "") == "bf16" ? DType::kBFloat16 : DType::kUnknown;
-  int mask_options = 0;
-  if (args.has("--mask")) {
-    in.mask_kind = MaskKind::kFile;
-    ++mask_options;
-  }
-  if (args.has("--causal")) {
-    in.mask_kind = MaskKind::kCausal;
-    ++mask_options;
-  }
-  if (std::optional<std::string> local = args.value("--local")) {
-    in.mask_kind = MaskKind::kLocal;
-    ++mask_options;
-    const std::size_t comma = local->find(',');
-    if (comma == std::string::npos)
-      args.usage_error("--local takes LEFT,RIGHT; got '" + *local + "'");
-    in.left = window_side(args, local->substr(0, comma));
-    in.right = window_side(args, local->substr(comma + 1));
-  }
-  if (std::optional<std::int64_t> c = args.int64("--chunked")) {
-    in.mask_kind = MaskKind::kChunked;
-    in.chunk = *c;
-    ++mask_options;
-  }
-  if (mask_options > 1)
-    args.usage_error("give at most one of --mask, --causal, --local, --chunked");
-  if (std::optional<std::int64_t> o = args.int64("--offset")) {
-    if (in.mask_kind != MaskKind::kCausal && in.mask_kind != MaskKind::kLocal)
-      args.usage_error("--offset applies to --causal and --local only");
-    in.offset = *o;
-  }
+  parse_mask_options(args, &in);
   in.sliding_window = args.int64("--sliding-window");
   const std::int64_t bq = args.int64("--block-q").value_or(128);
   const std::int64_t bkv = args.int64("--block-kv").value_or(128);
@@ -370,22 +401,7 @@ int run_splash(int argc, char** argv) {
   in.expect = load_expect(args, out_shape);
   in.expect_lse = load_expect_lse(args, {out_shape[0], out_shape[1]});
 
-  // Element types: q, k, v (and dout) share one float dtype; raw bf16 codes become bfloat16
-  // (--q-dtype for q and dout, --kv-dtype for k and v) first.
-  fail_if_error(apply_dtype_option(&in.q, q_as, "q", "--q-dtype"));
-  fail_if_error(apply_dtype_option(&in.k, kv_as, "k", "--kv-dtype"));
-  fail_if_error(apply_dtype_option(&in.v, kv_as, "v", "--kv-dtype"));
-  if (in.dout.present()) fail_if_error(apply_dtype_option(&in.dout, q_as, "dout", "--q-dtype"));
-  if (in.q.array.dtype != DType::kBFloat16) fail_if_error(check_q_dtype(in.q));
-  const DType qt = in.q.array.dtype;
-  for (const Input* x : {&in.k, &in.v, &in.dout}) {
-    if (!x->present() || x->array.dtype == qt) continue;
-    fail_status(Status(ErrorCode::kDtypeNotSupported, "",
-                       "{f} has dtype {d0}; attnref-run takes k, v and dout of q's dtype ({d1})",
-                       "save q, k, v and dout with one dtype",
-                       {static_cast<std::int64_t>(x->array.dtype), static_cast<std::int64_t>(qt)},
-                       {}, x == &in.k ? "k" : (x == &in.v ? "v" : "dout")));
-  }
+  const DType qt = check_splash_dtypes(&in, q_as, kv_as);
 
   // k and v have q's dtype: one instantiation per q dtype.
   return dispatch_float(qt,
