@@ -26,6 +26,8 @@ UNREACHABLE = {
     "page_count_mismatch": "the FlashInfer/vLLM adapters are not bound",
     "invalid_page_stride": "the FlashInfer/vLLM adapters are not bound",
     "bad_file": "attnref-run's .npy reading only",
+    "engine_rule": "the engine targets (validate/engines/) are not bound",
+    "unknown_engine_target": "the engine targets (validate/engines/) are not bound",
 }
 
 
