@@ -161,6 +161,7 @@ RAGGED_ROWS = [
         _ragged(kv_pages=lambda x: np.zeros((10, 4, 3, 128), np.float32))),
     Row("R13 k_scale an int", "R13", _ragged(k_scale=1)),
     Row("R14 6 combined KV heads (float32)", "R14", _ragged(hq=6, hkv=3)),
+    Row("R14 and R16 both broken", "R14", _ragged(hq=6, hkv=3, kv_lens=_i32(7, 13, 0))),
     Row("R15 num_seqs 4 > 3 slots", "R15", _ragged(num_seqs=_i32(4))),
     Row("R16 kv_len 13 past 3 pages of 4", "R16", _ragged(kv_lens=_i32(7, 13, 0))),
     Row("R16 padding slot's kv_len past the table", "R16", _ragged(kv_lens=_i32(7, 9, 13))),

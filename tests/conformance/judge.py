@@ -6,8 +6,6 @@ import dataclasses
 import json
 import os
 import re
-from typing import Any, Optional
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -232,8 +230,11 @@ def splash_jax(x: dict):
     q, k, v = (jnp.asarray(x[n]) for n in ("q", "k", "v"))
     if not backward:
         return jax.eval_shape(fn, q, k, v)
-    vjp = lambda q, k, v: jax.vjp(fn, q, k, v)[1](jnp.ones(q.shape[:2] + v.shape[-1:], q.dtype))  # noqa: E731,E501
-    return jax.eval_shape(vjp, q, k, v)
+
+    def backward_pass(q, k, v):
+        return jax.vjp(fn, q, k, v)[1](jnp.ones(q.shape[:2] + v.shape[-1:], q.dtype))
+
+    return jax.eval_shape(backward_pass, q, k, v)
 
 
 SPLASH_OPTIONS = ("mask", "q_segment_ids", "kv_segment_ids", "sinks", "soft_cap",
@@ -259,7 +260,3 @@ FAMILIES = {
 def verdicts(family: str, x: dict):
     jax_fn, attnref_fn = FAMILIES[family]
     return judge(lambda: jax_fn(x)), judge(lambda: attnref_fn(x))
-
-
-def as_numpy(value: Any) -> Optional[np.ndarray]:
-    return None if value is None else np.asarray(value)

@@ -80,7 +80,8 @@ def _drawn_agree(family, x, own_rules):
         return
     verdict_ok = jax_v.accepted == ours.accepted and (jax_v.accepted or ours.check != "")
     text_ok = jax_v.accepted or judge.text_agrees(jax_v.text, ours.text)
-    reworded = not text_ok and differences.reworded(family, ours.check)
+    reworded = not text_ok and (differences.reworded(family, ours.check) or
+                                differences.reordered(family, ours.check, jax_v.text))
     judge.record(kind="verdict", family=family, row="drawn", documented=reworded,
                  held=reworded, verdict=verdict_ok, text=text_ok, rejected=not jax_v.accepted)
     assert verdict_ok, f"JAX: {jax_v}\nattnref: {ours}"
@@ -89,7 +90,7 @@ def _drawn_agree(family, x, own_rules):
 
 # 25 drawn inputs per family in CI; scripts/conformance.sh asks for more.
 SETTINGS = settings(max_examples=int(os.environ.get("ATTNREF_CONFORMANCE_EXAMPLES", "25")),
-                    deadline=None, derandomize=True,
+                    deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -117,7 +118,7 @@ def test_paged_drawn_shapes(batch, hq, hkv, pps, ppcb, page_size, megacore, data
        pps=st.integers(1, 3), kv_block=st.integers(0, 4), q_block=st.integers(0, 3),
        num_seqs=st.integers(0, 4), data=st.data())
 def test_ragged_drawn_shapes(hq, hkv, pps, kv_block, q_block, num_seqs, data):
-    page_size, slots, tokens = 4, 3, 8
+    page_size, slots = 4, 3
     capacity = pps * page_size
     kv_lens = np.array(data.draw(st.lists(st.sampled_from([0, 1, 3, capacity, capacity + 1]),
                                           min_size=slots, max_size=slots)), np.int32)
@@ -127,7 +128,6 @@ def test_ragged_drawn_shapes(hq, hkv, pps, kv_block, q_block, num_seqs, data):
              page_indices=np.zeros((slots, pps), np.int32),
              num_seqs=np.array([num_seqs], np.int32), num_kv_pages_per_block=kv_block,
              num_queries_per_block=q_block)
-    del tokens
     _drawn_agree("ragged", x, lambda x: False)
 
 
