@@ -2,6 +2,7 @@
 """Type stub of the attnref Python module (python/*.cpp). Shapes in brackets, as in the C++
 headers. Arrays are numpy arrays (any strides, read in place), objects with __dlpack__ on the
 CPU (torch tensors), sequences numpy converts, or view_as results."""
+import os
 from typing import Any, List, Literal, Optional, Sequence, Tuple, TypedDict, Union, overload
 
 import numpy as np
@@ -73,6 +74,14 @@ def view_as(array: ArrayLike,
 
 def check_config(num_q_heads: int, num_kv_heads: int, head_dim: int, *,
                  head_dim_v: Optional[int] = None, page_size: Optional[int] = None) -> None: ...
+
+def engines(config: Union[None, dict, str, "os.PathLike[str]"] = None, arch: str = "sm90", *,
+            page_size: int = 16, num_q_heads: Optional[int] = None,
+            num_kv_heads: Optional[int] = None, head_dim: Optional[int] = None,
+            head_dim_v: Optional[int] = None, dtype: Optional[str] = None,
+            kv_dtype: Optional[str] = None, sliding_window: Optional[int] = None,
+            soft_cap: bool = False, alibi: bool = False, sinks: bool = False,
+            fa2_uneven_k_disabled: bool = False) -> dict: ...
 
 def check_paged(q: ArrayLike, k_pages: ArrayLike, v_pages: ArrayLike, lengths: ArrayLike,
                 page_indices: ArrayLike, *, kv_layout: KvLayout = "jax",

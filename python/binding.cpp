@@ -611,4 +611,5 @@ PYBIND11_MODULE(_attnref, m) {
   attnref::python::bind_splash(m);
   attnref::python::bind_ragged(m);
   attnref::python::bind_merge_and_config(m);
+  attnref::python::bind_engines(m);
 }

@@ -451,6 +451,7 @@ void bind_paged(py::module_& m);
 void bind_splash(py::module_& m);
 void bind_ragged(py::module_& m);
 void bind_merge_and_config(py::module_& m);
+void bind_engines(py::module_& m);
 
 }  // namespace python
 }  // namespace attnref

@@ -25,9 +25,7 @@ UNREACHABLE = {
     "invalid_last_page_len": "the FlashInfer adapter is not bound",
     "page_count_mismatch": "the FlashInfer/vLLM adapters are not bound",
     "invalid_page_stride": "the FlashInfer/vLLM adapters are not bound",
-    "bad_file": "attnref-run's .npy reading only",
-    "engine_rule": "the engine targets (validate/engines/) are not bound",
-    "unknown_engine_target": "the engine targets (validate/engines/) are not bound",
+    "engine_rule": "attnref.engines returns broken engine rules as data; it never raises them",
 }
 
 
@@ -142,6 +140,9 @@ CASES = {
     "device_not_supported": paged(q=FakeCudaTensor()),
     "misaligned_offset": paged(q=odd_stride),
     "non_finite_data": paged(q=nan_q, tiers=("shape", "metadata", "data")),
+    "bad_file": lambda: attnref.engines({"num_attention_heads": 32, "head_dim": 128}),
+    "unknown_engine_target": lambda: attnref.engines(num_q_heads=32, num_kv_heads=8,
+                                                     head_dim=128, arch="sm75"),
 }
 
 

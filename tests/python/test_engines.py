@@ -1,0 +1,78 @@
+# SPDX-License-Identifier: Apache-2.0
+"""attnref.engines: the engine compatibility matrix from a config.json (dict or path) or from
+fields, the same as attnref-run engines --json, and its errors."""
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+import attnref
+
+CONFIGS = pathlib.Path(__file__).resolve().parents[2] / "examples" / "configs"
+
+
+def verdicts(matrix):
+    return {k["kernel"]: k["verdict"] for k in matrix["kernels"]}
+
+
+def test_a_config_dict_gives_every_kernel_its_verdict():
+    qwen = json.loads((CONFIGS / "qwen2-7b.json").read_text())
+    m = attnref.engines(qwen, arch="sm90")
+    assert m["arch"] == "sm90"
+    assert m["config"]["num_q_heads"] == 28 and m["config"]["num_kv_heads"] == 4
+    v = verdicts(m)
+    assert len(v) == 10
+    assert v["flashinfer.decode"] == "rejects"
+    assert v["flashinfer.decode.tensor_cores"] == "accepts"
+    assert v["flash_attn2"] == "rejects"
+    decode = m["kernels"][0]
+    assert decode["findings"][0]["upstream"] == "Unsupported group_size: 7"
+    assert decode["findings"][0]["severity"] == "rejects"
+    assert decode["nearest"]["changes"][0]["text"] == "num_kv_heads 4 -> 7"
+    assert "sliding_window 131072 is off (use_sliding_window is false)" in m["notes"]
+
+
+def test_a_path_and_fields_and_dtype_overrides():
+    oss = attnref.engines(CONFIGS / "gpt-oss-20b.json", arch="sm90")
+    assert verdicts(oss)["vllm.flash_attn"] == "accepts"
+    assert verdicts(oss)["flashinfer.decode"] == "hazard"  # sinks dropped
+    fp8 = attnref.engines(str(CONFIGS / "gpt-oss-20b.json"), arch="sm80", kv_dtype="float8_e4m3fn")
+    assert fp8["config"]["kv_dtype"] == "float8_e4m3fn"
+    assert verdicts(fp8)["vllm.flash_attn"] == "rejects"
+    fields = attnref.engines(num_q_heads=128, num_kv_heads=1, head_dim=576, head_dim_v=512,
+                             page_size=64, arch="sm90")
+    assert verdicts(fields)["flashmla.decode"] == "accepts"
+    assert verdicts(fields)["flash_attn2"] == "rejects"
+
+
+@pytest.mark.skipif(not os.environ.get("ATTNREF_RUN"), reason="attnref-run is not built")
+def test_python_and_attnref_run_give_the_same_matrix():
+    path = CONFIGS / "deepseek-v3.json"
+    cli = subprocess.run([os.environ["ATTNREF_RUN"], "engines", "--hf-config", str(path),
+                          "--page-size", "64", "--arch", "sm90", "--json"],
+                         capture_output=True, text=True, check=True)
+    assert json.loads(cli.stdout) == attnref.engines(path, arch="sm90", page_size=64)
+
+
+def test_bad_input_gets_a_clear_error():
+    with pytest.raises(attnref.ShapeError) as e:
+        attnref.engines(num_q_heads=32, num_kv_heads=8, head_dim=128, arch="sm75")
+    assert e.value.code == "unknown_engine_target"
+    assert e.value.hint == "known architectures: sm80, sm86, sm89, sm90, sm100, sm120"
+    with pytest.raises(attnref.ShapeError) as e:
+        attnref.engines({"num_attention_heads": 32, "head_dim": 128})
+    assert e.value.code == "bad_file"
+    assert e.value.message == "config.json has no torch_dtype."
+    with pytest.raises(attnref.ShapeError) as e:
+        attnref.engines(num_q_heads=32, head_dim=128)
+    assert e.value.code == "invalid_head_count"
+    with pytest.raises(ValueError, match="give a config.json or the fields, not both"):
+        attnref.engines({"num_attention_heads": 32}, num_q_heads=32)
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        attnref.engines(num_q_heads=32, num_kv_heads=8, head_dim=128, dtype="bf16")
+    with pytest.raises(ValueError, match="cannot read"):
+        attnref.engines("/nonexistent/config.json")
+    with pytest.raises(TypeError):
+        attnref.engines(num_q_heads=32, num_kv_heads=8, head_dim=128, window=4)
