@@ -237,7 +237,12 @@ std::vector<RuleCase> rule_cases() {
        Severity::kSilentlyWrong,
        "sinks= reaches paged_run but only backend trtllm-gen uses it: on fa2 and fa3 the softmax "
        "runs without the sink logits"},
-      {kFa2Pf, 80, {}, 0, soft_cap(alibi(L)), "flashinfer.alibi_soft_cap_scale",
+      {kFa2Pf,
+       80,
+       {},
+       0,
+       soft_cap(alibi(L)),
+       "flashinfer.alibi_soft_cap_scale",
        Severity::kSilentlyWrong,
        "with both ALiBi and a soft cap, DefaultAttention scales the logits by sm_scale twice: c * "
        "tanh((s * sm_scale + bias) * sm_scale / c)"},
