@@ -15,7 +15,8 @@ else
   cmake --build --preset release --target attnref_python attnref-run
 fi
 record=$(mktemp)
-trap 'rm -f "$record"' EXIT
+export HYPOTHESIS_STORAGE_DIRECTORY=$(mktemp -d)  # hypothesis' cache, out of the source tree
+trap 'rm -rf "$record" "$HYPOTHESIS_STORAGE_DIRECTORY"' EXIT
 start=$SECONDS
 echo "=== attnref conformance: full grids (JAX interpret mode; progress below) ==="
 PYTHONPATH="$build/python" ATTNREF_RUN="$build/tools/attnref_run/attnref-run" \

@@ -25,7 +25,7 @@ NOT_REACHED = {
     "M5": "the module takes no q_seq_shards (one device); C++ SplashSharding has them",
     "M6": "as M5",
     "M7": "the module takes no head_shards (one device); C++ SplashSharding has them",
-    "K2": "the module builds masks from specs, never with JAX's | and & operators",
+    "K2": "the module builds masks from specs, never with JAX's mask operators (or, and)",
     "K3": "as K2",
     "K4": "an empty list of masks; JAX's MultiHeadMask([]) fails before any shape is known",
     "K5": "the module gives every head mask the (Sq, Skv) of q and k",
