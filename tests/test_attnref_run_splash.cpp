@@ -117,14 +117,15 @@ TEST_F(SplashCli, RoundTripGqaForwardAndBackwardWithMaskFileSegmentsSinks) {
   expect_close(load("dv.npy", {hkv, skv, dv}), b.dv, 1e-4, "dv");
   expect_close(load("ds.npy", {hq}), b.dsinks, 1e-4, "dsinks");
 
-  // --check-only under both profiles: JAX's S8 (lanes) comes before M3 (21 % 8 != 0).
+  // --check-only under both profiles: JAX checks the mask's blocks (M3: 21 % 8 != 0) when it
+  // makes the kernel, before the inputs' lane rule (S8).
   Result c = run(inputs + " --check-only");
   EXPECT_EQ(c.code, 0) << c.err;
   EXPECT_EQ(c.out, "ok\n");
   c = run(inputs + " --check-only --profile jax");
   EXPECT_EQ(c.code, 2);
   EXPECT_EQ(c.first_err_line(),
-            "attnref: error[tiling_rule] bkv_compute=16 must be a multiple of 128.");
+            "attnref: error[block_not_divisible] q_block_size=8 should divide q_seq_len=21.");
 }
 
 TEST_F(SplashCli, MqaCausalLocalChunkedAndFull) {
