@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Runs the conformance suite with its full grids (attnref's verdicts and numbers against JAX's
 # own Pallas TPU kernels on the CPU, tests/conformance) and writes docs/conformance.md. Installs
-# the pinned tools (scripts/pyenv.sh) and builds the Python module and attnref-run of the
-# release preset if they are missing. Takes a while; pytest prints each test as it runs.
+# what it needs (scripts/deps.sh: Debian's packages; scripts/pyenv.sh: the pinned PyPI tools)
+# and builds the Python module and attnref-run of the release preset if they are missing. Takes
+# a while; pytest prints each test as it runs.
 # Usage: scripts/conformance.sh [build dir holding python/ and the CLI; default build/release]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/deps.sh
 python=$(scripts/pyenv.sh | tail -n 1)
 if [ "$#" -gt 0 ]; then
   build=$(cd "$1" && pwd)
