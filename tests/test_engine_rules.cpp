@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -912,6 +913,7 @@ TEST(EngineTargets, UnknownNamesListTheKnownOnes) {
   EXPECT_EQ(k, EngineKernel::kVllmFlashAttn);
   const attnref::Status s = attnref::parse_engine_kernel("flashinfer.decod", &k);
   EXPECT_EQ(s.code(), attnref::ErrorCode::kUnknownEngineTarget);
+  EXPECT_EQ(s.message(), "attnref has no engine kernel of that name.");
   EXPECT_NE(s.hint().find("flashinfer.decode, flashinfer.decode.tensor_cores"), std::string::npos);
   int arch = 0;
   EXPECT_TRUE(attnref::parse_engine_arch("sm120", &arch).ok());
@@ -919,6 +921,7 @@ TEST(EngineTargets, UnknownNamesListTheKnownOnes) {
   for (const char* bad : {"sm75", "90", "sm", "sm9x", "sm900000"}) {
     const attnref::Status a = attnref::parse_engine_arch(bad, &arch);
     EXPECT_EQ(a.code(), attnref::ErrorCode::kUnknownEngineTarget) << bad;
+    EXPECT_EQ(a.message(), "attnref has no rules for that GPU architecture.") << bad;
     EXPECT_EQ(a.hint(), "known architectures: sm80, sm86, sm89, sm90, sm100, sm120") << bad;
   }
   attnref::EngineVersion v;
@@ -927,18 +930,52 @@ TEST(EngineTargets, UnknownNamesListTheKnownOnes) {
   EXPECT_TRUE(attnref::parse_engine_version("2.8", &v).ok());
   EXPECT_TRUE((v == attnref::EngineVersion{2, 8, 0}));
   for (const char* bad : {"", "1", "1.", ".1", "1..2", "1.2.3.4", "a.b", "99999.1"}) {
-    EXPECT_FALSE(attnref::parse_engine_version(bad, &v).ok()) << bad;
+    const attnref::Status e = attnref::parse_engine_version(bad, &v);
+    EXPECT_EQ(e.code(), attnref::ErrorCode::kUnknownEngineTarget) << bad;
+    EXPECT_EQ(e.message(), "an engine version is MAJOR.MINOR or MAJOR.MINOR.PATCH.") << bad;
   }
   const attnref::Status t = attnref::check_engine(kLlama3_8b, {kFiDec, 75}).status;
+  EXPECT_EQ(t.code(), attnref::ErrorCode::kUnknownEngineTarget);
   EXPECT_EQ(t.message(), "attnref has no rules for GPU architecture sm75.");
-  const attnref::Status c = attnref::check_engine(dims(kLlama3_8b, 0), kFiDecode).status;
-  EXPECT_EQ(c.code(), attnref::ErrorCode::kInvalidHeadDim);
+  EXPECT_TRUE(attnref::check_engine(kLlama3_8b, {kFiDec, 75}).findings.empty());
+}
+
+TEST(EngineTargets, AnInvalidConfigurationIsRefusedBeforeAnyRule) {
+  struct Case {
+    EngineConfig config;
+    attnref::ErrorCode code;
+    const char* message;
+  };
+  const Case cases[] = {
+      {heads(kLlama3_8b, 0, 8), attnref::ErrorCode::kInvalidHeadCount,
+       "num_q_heads and num_kv_heads must be positive. Got 0 and 8."},
+      {heads(kLlama3_8b, 32, -1), attnref::ErrorCode::kInvalidHeadCount,
+       "num_q_heads and num_kv_heads must be positive. Got 32 and -1."},
+      {dims(kLlama3_8b, 0), attnref::ErrorCode::kInvalidHeadDim,
+       "head_dim must be positive and head_dim_v 0 (same) or positive. Got 0 and 0."},
+      {dims(kLlama3_8b, 128, -64), attnref::ErrorCode::kInvalidHeadDim,
+       "head_dim must be positive and head_dim_v 0 (same) or positive. Got 128 and -64."},
+      {page(kLlama3_8b, -16), attnref::ErrorCode::kInvalidPageSize,
+       "page_size must be 0 (not paged) or positive. Got -16."},
+      {q_len(kLlama3_8b, 0), attnref::ErrorCode::kInvalidSlidingWindow,
+       "q_len must be positive and sliding_window 0 (none) or positive. Got 0 and 0."},
+      {window(kLlama3_8b, -4), attnref::ErrorCode::kInvalidSlidingWindow,
+       "q_len must be positive and sliding_window 0 (none) or positive. Got 1 and -4."},
+  };
+  for (const Case& c : cases) {
+    const attnref::EngineReport r = attnref::check_engine(c.config, kFiDecode);
+    EXPECT_EQ(r.status.code(), c.code) << c.message;
+    EXPECT_EQ(r.status.message(), c.message);
+    EXPECT_TRUE(r.findings.empty());
+    EXPECT_EQ(attnref::engine_finding_count(c.config, kFiDecode), -1) << c.message;
+    EXPECT_TRUE(attnref::engine_matrix(c.config, 90).empty()) << c.message;
+  }
 }
 
 // docs/engines.md: its rule tables are rendered from the constexpr tables here; run this test
 // with ATTNREF_UPDATE_ENGINES_DOC=1 to rewrite them after changing a rule.
 std::string markdown_cell(const std::string& s) {
-  static const std::pair<const char*, const char*> kNames[] = {
+  static const std::pair<std::string_view, const char*> kNames[] = {
       {"{0}", "{num_q_heads}"}, {"{1}", "{num_kv_heads}"}, {"{2}", "{head_dim}"},
       {"{3}", "{head_dim_v}"},  {"{4}", "{page_size}"},    {"{5}", "{group_size}"},
       {"{d6}", "{q_dtype}"},    {"{7}", "{q_len}"},        {"{k0}", "{divisors of num_q_heads}"}};
@@ -946,9 +983,9 @@ std::string markdown_cell(const std::string& s) {
   for (std::size_t i = 0; i < s.size(); ++i) {
     bool named = false;
     for (const auto& [placeholder, name] : kNames) {
-      if (s.compare(i, std::string(placeholder).size(), placeholder) == 0) {
+      if (std::string_view(s).substr(i, placeholder.size()) == placeholder) {
         out += name;
-        i += std::string(placeholder).size() - 1;
+        i += placeholder.size() - 1;
         named = true;
         break;
       }

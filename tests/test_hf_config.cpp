@@ -121,6 +121,11 @@ TEST(Json, MalformedTextSaysWhatAndWhere) {
     EXPECT_EQ(s.code(), ErrorCode::kBadFile) << c.text;
     EXPECT_EQ(s.message(), c.message) << c.text;
   }
+  attnref::JsonValue too_big;
+  const attnref::Status big = attnref::parse_json(std::string((64 << 20) + 1, ' '), &too_big);
+  EXPECT_EQ(big.code(), ErrorCode::kBadFile);
+  EXPECT_EQ(big.message(),
+            "the file holds 67108865 bytes; a JSON configuration is read up to 64 MiB.");
   attnref::JsonValue v;
   ASSERT_TRUE(
       attnref::parse_json(R"( {"a": [true, null, -1.5e2, "x\u00e9\n"], "a": 2} )", &v).ok());
