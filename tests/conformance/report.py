@@ -114,7 +114,7 @@ def main(record, out, seconds):
         *_differences_table(),
         "",
         "JAX checks no input of the Python module reaches (their C++ checks have tests in "
-        "`tests/test_splash_validate.cpp`, `tests/test_mask_info.cpp` and `tests/test_masks.cpp`):",
+        "`tests/validate/test_splash_validate.cpp`, `tests/masks/test_mask_info.cpp` and `tests/masks/test_masks.cpp`):",
         "",
         "| check | why |",
         "|---|---|",

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The comparison report's causes come from the library as data (which field, which value) and
 the module words them as keyword arguments: `soft_cap=30`, `sinks=None`, never attnref-run's
-`--soft-cap 30`. attnref-run words the same causes as its options (tests/test_attnref_run_compare)."""
+`--soft-cap 30`. attnref-run words the same causes as its options (tests/cli/test_attnref_run_compare.cpp)."""
 import numpy as np
 
 import attnref

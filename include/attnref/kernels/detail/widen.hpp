@@ -14,9 +14,9 @@
 ///    (a gather from the table was slower than scalar lookups on AMD Zen 3), or the 256-entry
 ///    table.
 /// Every conversion is exact, so which path the build takes never changes a result
-/// (tests/test_widened_tiles.cpp compares them bit for bit against the converted-scratch path),
-/// with one exception the kernels route around: e4m3fn's two NaN codes, which the F16C paths
-/// give as +-480 (mending them cost a fifth of e4m3 decode); without VBMI, `widens_exactly`
+/// (tests/kernels/test_widened_tiles.cpp compares them bit for bit against the converted-scratch
+/// path), with one exception the kernels route around: e4m3fn's two NaN codes, which the F16C
+/// paths give as +-480 (mending them cost a fifth of e4m3 decode); without VBMI, `widens_exactly`
 /// looks for them first, and a piece of rows that holds one is converted through the table.
 #pragma once
 

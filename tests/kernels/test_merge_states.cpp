@@ -21,6 +21,7 @@
 #include "attnref/kernels/merge_attention_states.hpp"
 #include "attnref/kernels/paged_attention.hpp"
 #include "attnref/validate/merge.hpp"
+#include "reference/merge.hpp"
 #include "reference/paged.hpp"
 #include "reference/splash_problem.hpp"
 
@@ -116,6 +117,49 @@ TEST(MergeStates, HandWorkedNumbers) {
   EXPECT_NEAR(out.out[0], 2.5, 1e-6);
   EXPECT_NEAR(out.out[1], 3.5, 1e-6);
   EXPECT_NEAR(out.lse[0], std::log(4.0f), 1e-6);
+}
+
+/// Random states (lse in [-30, 30], a few -inf, NaN and +inf rows) merged by the kernel and by
+/// the float64 oracle of reference/merge.hpp.
+TEST(MergeStates, RandomStatesMatchTheFloat64Oracle) {
+  std::mt19937 rng(41);
+  std::uniform_real_distribution<float> value(-3, 3), lse(-30, 30);
+  const std::int64_t rows = 64, heads = 2, dim = 7;
+  State<float> a(rows, heads, dim), b(rows, heads, dim), out(rows, heads, dim);
+  for (float& x : a.out) x = value(rng);
+  for (float& x : b.out) x = value(rng);
+  for (float& x : a.lse) x = lse(rng);
+  for (float& x : b.lse) x = lse(rng);
+  a.lse[3] = -kInf;
+  b.lse[5] = -kInf;
+  a.lse[7] = b.lse[7] = -kInf;
+  a.lse[9] = kNaN;
+  b.lse[11] = kInf;
+  ASSERT_TRUE(
+      attnref::try_merge_attention_states(merge_args(a, b), out.out_view(), out.lse_view()).ok());
+  attnref::reference::MergeState ra, rb;
+  for (float x : a.out) ra.out.push_back(x);
+  for (float x : b.out) rb.out.push_back(x);
+  for (float x : a.lse) ra.lse.push_back(x);
+  for (float x : b.lse) rb.lse.push_back(x);
+  const attnref::reference::MergeState want = attnref::reference::merge_states(ra, rb, dim);
+  for (std::size_t r = 0; r < want.lse.size(); ++r) {
+    if (std::isnan(want.lse[r])) {
+      EXPECT_TRUE(std::isnan(out.lse[r])) << r;
+      for (std::int64_t d = 0; d < dim; ++d)
+        EXPECT_TRUE(std::isnan(out.out[r * at(dim) + at(d)])) << r;
+      continue;
+    }
+    if (std::isinf(want.lse[r])) {
+      EXPECT_EQ(static_cast<double>(out.lse[r]), want.lse[r]) << r;
+    } else {
+      EXPECT_NEAR(out.lse[r], want.lse[r], 1e-5 * (1 + std::fabs(want.lse[r]))) << r;
+    }
+    for (std::int64_t d = 0; d < dim; ++d) {
+      const double w = want.out[r * at(dim) + at(d)];
+      EXPECT_NEAR(out.out[r * at(dim) + at(d)], w, 1e-5 * (1 + std::fabs(w))) << r << ", " << d;
+    }
+  }
 }
 
 // --- paged: each part run by the kernel ---------------------------------------------------------

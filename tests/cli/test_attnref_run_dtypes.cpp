@@ -11,7 +11,7 @@
 
 #include "attnref/io/npy.hpp"
 #include "cli_harness.hpp"
-#include "kv_dtype_cases.hpp"
+#include "kernels/kv_dtype_cases.hpp"
 #include "reference/paged.hpp"
 #include "reference/ragged.hpp"
 #include "reference/splash.hpp"

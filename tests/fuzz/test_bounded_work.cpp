@@ -27,7 +27,7 @@
 #include <attnref/attnref.hpp>
 
 #ifdef ATTNREF_RUN_PATH
-#include "cli_harness.hpp"
+#include "cli/cli_harness.hpp"
 #endif
 
 // --- counting global allocator -------------------------------------------------------------------
