@@ -23,7 +23,9 @@
 // Names: BM_PagedDecode/<variant>/<dtype>/B:/Hq:/Hkv:/D:/page:/ctx:/threads:, variant grouped,
 // per_head or naive; dtype f32, bf16, half, int8 (per-token scales) or e4m3 (fp8 e4m3fn with a
 // per-tensor scale, as vLLM's fp8 cache has); threads: the kernel and the probe use the same pool.
-// A page of ctx tokens is one page per sequence (contiguous K/V).
+// A page of ctx tokens is one page per sequence (contiguous K/V). Variant mla (.../D:/Dv:/...) is
+// the grouped kernel on an MLA latent cache: one KV head, K rows D wide, V the view of their
+// first Dv columns (no V pool: GBps counts the latent cache once).
 #include <benchmark/benchmark.h>
 #include <attnref/kernels/paged_attention.hpp>
 
@@ -113,6 +115,10 @@ struct Shape {
   std::int64_t batch, hq, hkv, dim, page, context;
   /// The least K/V bytes the iterations cycle through (copies of the batch); 0: one copy.
   std::int64_t cycle_bytes = 0;
+  /// MLA: V is the view of the first dim_v columns of K's rows (no V pool); 0: V of its own.
+  std::int64_t dim_v = 0;
+  bool latent() const { return dim_v != 0; }
+  std::int64_t value_dim() const { return latent() ? dim_v : dim; }
 };
 
 /// K and V of the f32 reference shape (B = 8, Hkv = 8, D = 128, context 4096): what every
@@ -133,27 +139,27 @@ struct Fixture {
 
   explicit Fixture(const Shape& s) : sh(s) {
     pps = sh.context / sh.page;
-    const std::int64_t copy_bytes =
-        2 * sh.hkv * sh.batch * pps * sh.page * sh.dim * static_cast<std::int64_t>(sizeof(KV));
+    const std::int64_t copy_bytes = (sh.latent() ? 1 : 2) * sh.hkv * sh.batch * pps * sh.page *
+                                    sh.dim * static_cast<std::int64_t>(sizeof(KV));
     copies = std::max<std::int64_t>(1, (sh.cycle_bytes + copy_bytes - 1) / copy_bytes);
     total_pages = copies * sh.batch * pps;
     std::mt19937 rng(42);
     std::normal_distribution<float> normal;
     q.resize(static_cast<size_t>(sh.batch * sh.hq * sh.dim));
     for (float& x : q) x = normal(rng) * 0.1f;
-    out.assign(q.size(), 0.0f);
+    out.assign(static_cast<size_t>(sh.batch * sh.hq * sh.value_dim()), 0.0f);
     k.resize(
         static_cast<size_t>(sh.hkv * total_pages * sh.page * sh.dim));  // zero-filled: pre-touched
-    v.resize(k.size());
+    v.resize(sh.latent() ? 0 : k.size());
     std::uniform_int_distribution<int> small(-100, 100);
     for (size_t i = 0; i < k.size(); i += 7) {
       if constexpr (attnref::is_fp8_dtype<KV>) {
         // Codes of finite values (0x7f and 0xff are e4m3fn's NaN): |v| <= 448.
         k[i] = KV{static_cast<std::uint8_t>(small(rng) & 0x7E)};
-        v[i] = KV{static_cast<std::uint8_t>(small(rng) & 0xFE)};
+        if (!sh.latent()) v[i] = KV{static_cast<std::uint8_t>(small(rng) & 0xFE)};
       } else {
         k[i] = static_cast<KV>(small(rng));
-        v[i] = static_cast<KV>(small(rng));
+        if (!sh.latent()) v[i] = static_cast<KV>(small(rng));
       }
     }
     lengths.assign(static_cast<size_t>(sh.batch), static_cast<std::int32_t>(sh.context));
@@ -164,6 +170,8 @@ struct Fixture {
     args.q = {q.data(), {sh.batch, sh.hq, sh.dim}};
     args.k_pages = {k.data(), {sh.hkv, total_pages, sh.page, sh.dim}};
     args.v_pages = {v.data(), {sh.hkv, total_pages, sh.page, sh.dim}};
+    if (sh.latent())
+      args.v_pages = {k.data(), {sh.hkv, total_pages, sh.page, sh.dim_v}, args.k_pages.strides};
     if constexpr (std::is_same<KV, std::int8_t>::value) {
       k_scales.assign(static_cast<size_t>(sh.hkv * total_pages * sh.page), 0.01f);
       v_scales.assign(k_scales.size(), 0.01f);
@@ -191,7 +199,7 @@ struct Fixture {
 
   /// K/V bytes of one copy's pages.
   double page_bytes() const {
-    return 2.0 * static_cast<double>(k.size() * sizeof(KV)) / static_cast<double>(copies);
+    return static_cast<double>((k.size() + v.size()) * sizeof(KV)) / static_cast<double>(copies);
   }
 
   /// K/V bytes one call reads: its copy's pages and their scales.
@@ -203,7 +211,7 @@ struct Fixture {
     return bytes;
   }
 
-  TensorView<float, 3> out_view() { return {out.data(), {sh.batch, sh.hq, sh.dim}}; }
+  TensorView<float, 3> out_view() { return {out.data(), {sh.batch, sh.hq, sh.value_dim()}}; }
 
   /// Median of five passes (GB/s) reading every live K and V page, for each (sequence, KV head)
   /// in page-table order, K page then V page, over the kernel's executor; pass r reads copy
@@ -222,10 +230,13 @@ struct Fixture {
         float sum = 0;
         for (std::int64_t j = 0; j < pps; ++j) {
           const std::int64_t first = (h * total_pages + pass_table[b * pps + j]) * sh.page * sh.dim;
-          for (const KV* base : {k.data() + first, v.data() + first})
-            sum +=
-                Eigen::Map<const Eigen::ArrayXf>(reinterpret_cast<const float*>(base), page_floats)
-                    .sum();
+          const auto page_sum = [&](const KV* base) {
+            return Eigen::Map<const Eigen::ArrayXf>(reinterpret_cast<const float*>(base),
+                                                    page_floats)
+                .sum();
+          };
+          sum += page_sum(k.data() + first);
+          if (!sh.latent()) sum += page_sum(v.data() + first);  // MLA: V is K's memory
         }
         sinks[static_cast<size_t>(item)] = sum;
       });
@@ -337,29 +348,35 @@ void run(benchmark::State& state, const Shape& sh, int variant, int threads) {
   // How much of the K and V pools the OS gave huge pages: without them decode runs slower, so
   // two runs' times compare only where this is alike.
   state.counters["huge_frac"] = (f.k.huge_page_fraction() + f.v.huge_page_fraction()) / 2;
-  // q.k and p.v: 2 multiply-adds per (query head, key, dim), G query heads per K/V row.
-  const double flops = 4.0 * static_cast<double>(sh.batch * sh.hq * sh.context * sh.dim);
+  // q.k and p.v: a multiply-add per (query head, key, dim of K and of V), x 2 flops.
+  const double flops =
+      2.0 * static_cast<double>(sh.batch * sh.hq * sh.context * (sh.dim + sh.value_dim()));
   state.counters["GFLOPs"] = flops / 1e9 / (seconds / static_cast<double>(state.iterations()));
   state.counters["fma_GFLOPs"] = fma;
   // The best fraction of the probe a kernel doing this arithmetic at the FMA probe's rate could
   // reach: 1 when reading the bytes takes longer than the multiply-adds.
   state.counters["of_probe_at_fma_peak"] =
       std::min(1.0, (bytes / 1e9 / probe) / (flops / 1e9 / fma));
-  state.SetLabel(variant == 0 ? "grouped" : variant == 1 ? "per_head" : "naive");
+  state.SetLabel(sh.latent()    ? "mla"
+                 : variant == 0 ? "grouped"
+                 : variant == 1 ? "per_head"
+                                : "naive");
 }
 
 const char* const kVariantNames[] = {"grouped", "per_head", "naive"};
 
-/// BM_PagedDecode/<variant>/<dtype>/B:../Hq:../Hkv:../D:../page:../ctx:../threads:.., once.
+/// BM_PagedDecode/<variant>/<dtype>/B:../Hq:../Hkv:../D:../page:../ctx:../threads:.., once; an
+/// MLA shape is variant mla (the grouped kernel) with /Dv:.. after D.
 template <class KV>
 void register_paged(int variant, const char* dtype, const Shape& sh, int threads) {
   static std::set<std::string> registered;
-  const std::string name = std::string("BM_PagedDecode/") + kVariantNames[variant] + "/" + dtype +
-                           "/B:" + std::to_string(sh.batch) + "/Hq:" + std::to_string(sh.hq) +
-                           "/Hkv:" + std::to_string(sh.hkv) + "/D:" + std::to_string(sh.dim) +
-                           "/page:" + std::to_string(sh.page) +
-                           "/ctx:" + std::to_string(sh.context) +
-                           "/threads:" + std::to_string(threads);
+  const std::string name =
+      std::string("BM_PagedDecode/") + (sh.latent() ? "mla" : kVariantNames[variant]) + "/" +
+      dtype + "/B:" + std::to_string(sh.batch) + "/Hq:" + std::to_string(sh.hq) +
+      "/Hkv:" + std::to_string(sh.hkv) + "/D:" + std::to_string(sh.dim) +
+      (sh.latent() ? "/Dv:" + std::to_string(sh.dim_v) : std::string()) +
+      "/page:" + std::to_string(sh.page) + "/ctx:" + std::to_string(sh.context) +
+      "/threads:" + std::to_string(threads);
   if (!registered.insert(name).second) return;
   benchmark::RegisterBenchmark(
       name.c_str(),
@@ -412,6 +429,11 @@ const bool kRegistered = [] {
   }
   // Split-KV: one sequence, one KV head, long context, 1 vs 2 threads.
   for (int threads : {1, 2}) register_paged<float>(0, "f32", {1, 4, 1, 128, 16, 32768}, threads);
+  // MLA decode (FlashMLA's shape): 128 query heads on one latent KV head, K rows 576 wide and V
+  // the view of their first 512, pages of 64; beside it the same call with a V of its own, 576
+  // wide (twice the bytes, 576 + 576 multiply-adds per key and head).
+  for (std::int64_t dim_v : {512, 0})
+    register_paged<Eigen::bfloat16>(0, "bf16", {4, 128, 1, 576, 64, 4096, 0, dim_v}, 1);
   return true;
 }();
 

@@ -94,7 +94,7 @@ CASES = {
     "negative_stride": paged(q=q32[::-1]),
     "size_overflow": paged(q=huge_stride),
     "rank_mismatch": paged(q=q32[0]),
-    "shape_mismatch": paged(v_pages=v32[:, :, :, :8]),
+    "shape_mismatch": paged(v_pages=v32[:, :5]),
     "batch_mismatch": paged(lengths=lengths32[:2]),
     "dtype_not_supported": paged(q=q32.astype(np.int32)),
     "invalid_head_count": lambda: attnref.check_config(0, 1, 8),

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Test-only float64 oracle of paged attention (decode), read straight from the arguments:
 //   out[b, qh, :] = sum_{t < lengths[b]} softmax_t(cap(sm_scale * q[b, qh] . k_t)) v_t,
-// k_t / v_t the K/V row of token t through the page table, a zero row for length 0, and
+// k_t / v_t the K/V row of token t through the page table (k_t head_dim wide, v_t head_dim_v:
+// v_pages' own last extent, 512 of MLA's 576), a zero row for length 0, and
 //   lse[b, qh] = log sum_{t < lengths[b]} exp(cap(sm_scale * q[b, qh] . k_t)), -inf for length 0
 // (when asked for). Engine features, in the pipeline's order: the ALiBi bias
 // slope[qh] * (t - (lengths[b] - 1)) is added after the cap; a sliding window W keeps the keys
@@ -30,7 +31,7 @@ namespace attnref {
 namespace reference {
 
 /// Error scales of a paged result for callers that size tolerances (the fuzz harness); lo, hi
-/// are [B, Hq, D].
+/// are [B, Hq, Dv].
 struct PagedBounds : ValueRange {
   std::vector<double> max_logit;  ///< [B, Hq]: largest |sm_scale * q.k| before the cap, or |bias|
 };
@@ -55,15 +56,17 @@ double paged_kv_value(const PagedAttentionArgs<Q, KV, Index>& a, bool is_v, std:
   }
 }
 
-/// Plain float64 paged attention: [B, Hq, D] row-major. `bounds`, when given, gets the error
-/// scales of every row; `lse`, when given, the natural logsumexp of every row [B, Hq].
+/// Plain float64 paged attention: [B, Hq, Dv] row-major (Dv: v_pages' last extent). `bounds`, when
+/// given, gets the error scales of every row; `lse`, when given, the natural logsumexp of every row
+/// [B, Hq].
 template <class Q, class KV, class Index>
 std::vector<double> paged_attention(const PagedAttentionArgs<Q, KV, Index>& a,
                                     PagedBounds* bounds = nullptr,
                                     std::vector<double>* lse = nullptr) {
   const std::int64_t batch = a.batch(), hq = a.num_q_heads(), dim = a.head_dim();
+  const std::int64_t dim_v = a.v_pages.extents[3];
   const std::int64_t page_size = a.page_size(), group = hq / a.num_kv_heads();
-  const auto n = static_cast<size_t>(batch * hq * dim);
+  const auto n = static_cast<size_t>(batch * hq * dim_v);
   std::vector<double> out(n, 0.0);
   if (bounds) {
     bounds->reset(n);
@@ -104,8 +107,8 @@ std::vector<double> paged_attention(const PagedAttentionArgs<Q, KV, Index>& a,
         max_w = (std::isnan(x) || std::isnan(max_w)) ? std::nan("") : std::max(max_w, x);
       }
       if ((len > 0 || has_sink) && !std::isfinite(max_w)) {  // NaN / +inf logit, or all -inf
-        for (std::int64_t d = 0; d < dim; ++d)
-          out[row * static_cast<size_t>(dim) + static_cast<size_t>(d)] = std::nan("");
+        for (std::int64_t d = 0; d < dim_v; ++d)
+          out[row * static_cast<size_t>(dim_v) + static_cast<size_t>(d)] = std::nan("");
         if (lse) (*lse)[row] = std::nan("");
         continue;
       }
@@ -116,8 +119,8 @@ std::vector<double> paged_attention(const PagedAttentionArgs<Q, KV, Index>& a,
       if (lse && (len > 0 || has_sink)) (*lse)[row] = max_w + std::log(sum);
       for (std::int64_t t = first; t < len; ++t) {
         const std::int64_t page = static_cast<std::int64_t>(a.page_indices(b, t / page_size));
-        for (std::int64_t d = 0; d < dim; ++d) {
-          const size_t i = row * static_cast<size_t>(dim) + static_cast<size_t>(d);
+        for (std::int64_t d = 0; d < dim_v; ++d) {
+          const size_t i = row * static_cast<size_t>(dim_v) + static_cast<size_t>(d);
           const double v = paged_kv_value(a, true, h, page, t % page_size, d);
           out[i] += w[static_cast<size_t>(t - first)] / sum * v;
           // A sink is a zero value row: the output then lies between 0 and the values.

@@ -425,6 +425,106 @@ TEST(PagedValidate, WorksOnEveryLayout) {
   }
 }
 
+/// MLA's shape at a small size: one KV head whose latent rows are 8 wide, V the view of their
+/// first 6 columns (the same memory, K's strides); q [2, 4, 8], 10 pages of 4 tokens.
+struct MlaBatch {
+  std::int64_t b = 2, hq = 4, d = 8, dv = 6, pages = 10, s = 4, pps = 3;
+  std::vector<float> q = std::vector<float>(sz(b * hq * d), 0.5f);
+  std::vector<float> cache = std::vector<float>(sz(pages * s * d), 1.0f);
+  std::vector<std::int32_t> lengths{5, 12};
+  std::vector<std::int32_t> table{0, 1, 9, 2, 3, 4};
+  std::vector<float> out = std::vector<float>(sz(b * hq * d));
+  attnref::PagedAttentionArgs<float> args;
+
+  MlaBatch() {
+    args.q = {q.data(), {b, hq, d}};
+    args.k_pages = {cache.data(), {1, pages, s, d}};
+    args.v_pages = {cache.data(), {1, pages, s, dv}, args.k_pages.strides};
+    args.lengths = {lengths.data(), {b}};
+    args.page_indices = {table.data(), {b, pps}};
+  }
+};
+
+TEST(PagedValidate, MlaVAViewOfTheLatentCachePassesTheReferenceProfile) {
+  MlaBatch m;
+  EXPECT_EQ(m.args.head_dim(), 8);
+  EXPECT_EQ(m.args.head_dim_v(), 6);
+  EXPECT_TRUE(attnref::check_paged(m.args, Profile::kReference).ok());
+  EXPECT_TRUE(attnref::check_paged_data(m.args).ok());
+  EXPECT_TRUE(
+      attnref::check_paged_output(m.args, TensorView<float, 3>(m.out.data(), {2, 4, 6})).ok());
+  // The data tier reads K's 8 columns and V's 6: a NaN in column 7 (K's only) is K's.
+  m.cache[sz(4 * m.d + 7)] = std::nanf("");  // page 1, slot 0: token 4 of sequence 0
+  expect_error(attnref::check_paged_data(m.args), ErrorCode::kNonFiniteData, "",
+               "k_pages is not finite at sequence 0, token 4 (page 1, slot 0), kv head 0, dim 7");
+}
+
+TEST(PagedValidate, MlaJaxProfileRefusesWithP1) {
+  MlaBatch m;
+  const Status s = attnref::check_paged(m.args, Profile::kJax);
+  expect_error(s, ErrorCode::kShapeMismatch, "P1",
+               "k_pages and v_pages must have the same shape. Got (1, 10, 4, 8) and "
+               "(1, 10, 4, 6)");
+  EXPECT_EQ(s.hint(),
+            "JAX's kernel reads V with K's head_dim (8); the reference profile takes a V head_dim "
+            "of its own (MLA)");
+}
+
+TEST(PagedValidate, MlaVMustShareEveryDimensionButTheLast) {
+  for (int dim = 0; dim < 3; ++dim) {
+    MlaBatch m;
+    m.args.v_pages.extents[sz(dim)] -= 1;
+    const Status s = attnref::check_paged(m.args, Profile::kReference);
+    EXPECT_EQ(s.code(), ErrorCode::kShapeMismatch) << dim;
+    EXPECT_EQ(std::string(s.jax_check()), "P1");
+    EXPECT_EQ(s.hint(),
+              "K and V pages share [num_kv_heads, total_pages, page_size]; only V's head_dim may "
+              "differ (MLA)");
+  }
+  MlaBatch m;
+  m.args.v_pages.extents[1] = 9;
+  expect_error(attnref::check_paged(m.args, Profile::kReference), ErrorCode::kShapeMismatch, "P1",
+               "k_pages and v_pages must have the same shape. Got (1, 10, 4, 8) and (1, 9, 4, 6)");
+  m.args.v_pages.extents = {1, 10, 4, 0};
+  expect_error(attnref::check_paged(m.args, Profile::kReference), ErrorCode::kInvalidHeadDim, "",
+               "head_dim_v must be positive. Got 0.");
+}
+
+TEST(PagedValidate, MlaOutputIsVsWidth) {
+  MlaBatch m;
+  const Status s =
+      attnref::check_paged_output(m.args, TensorView<float, 3>(m.out.data(), {2, 4, 8}));
+  expect_error(s, ErrorCode::kShapeMismatch, "",
+               "out has shape (2, 4, 8); expected (2, 4, 6): q's with V's head_dim");
+  EXPECT_EQ(s.hint(), "the output is [batch, num_q_heads, head_dim_v]: V's head_dim, not q's");
+}
+
+TEST(PagedValidate, MlaScalesOfVAreOneOrHeadDimV) {
+  std::vector<std::int8_t> cache(10 * 4 * 8, 1);
+  std::vector<float> q(2 * 4 * 8, 0.5f), k_scales(10 * 4, 1.0f), v_scales(10 * 4 * 8, 1.0f);
+  std::vector<std::int32_t> lengths{5, 12}, table{0, 1, 9, 2, 3, 4};
+  attnref::PagedAttentionArgs<float, std::int8_t> a;
+  a.q = {q.data(), {2, 4, 8}};
+  a.k_pages = {cache.data(), {1, 10, 4, 8}};
+  a.v_pages = {cache.data(), {1, 10, 4, 6}, a.k_pages.strides};
+  a.lengths = {lengths.data(), {2}};
+  a.page_indices = {table.data(), {2, 3}};
+  a.k_scales = {k_scales.data(), {1, 10, 4, 1}};
+  a.v_scales = {v_scales.data(), {1, 10, 4, 1}};
+  EXPECT_TRUE(attnref::check_paged(a, Profile::kReference).ok());
+  a.v_scales = {v_scales.data(), {1, 10, 4, 6}};
+  EXPECT_TRUE(attnref::check_paged(a, Profile::kReference).ok());
+  a.v_scales = {v_scales.data(), {1, 10, 4, 8}};  // K's head_dim: not V's
+  const Status s = attnref::check_paged(a, Profile::kReference);
+  expect_error(s, ErrorCode::kScalesShape, "",
+               "v_scales has shape (1, 10, 4, 8); expected (1, 10, 4, 1) or (1, 10, 4, 6)");
+  EXPECT_EQ(s.hint(),
+            "one scale per token per head ([..., 1]) or one per element of V ([..., head_dim_v])");
+  a.k_scales = {v_scales.data(), {1, 10, 4, 6}};  // k_scales still go by K's head_dim
+  EXPECT_EQ(attnref::check_paged(a, Profile::kReference).message(),
+            "k_scales has shape (1, 10, 4, 6); expected (1, 10, 4, 1) or (1, 10, 4, 8)");
+}
+
 #if !defined(ATTNREF_NO_EXCEPTIONS)
 TEST(PagedValidate, ThrowingWrapperCarriesTheStatus) {
   Batch<> batch;

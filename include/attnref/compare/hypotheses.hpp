@@ -66,7 +66,8 @@ struct Features {
   std::optional<std::int64_t> local_left;  ///< splash's local mask: the asked left side
   bool has_sinks = false;
   /// The inputs K and V come in ("k_pages", "v_pages"; "k", "v"); `swap_second` empty: one
-  /// combined pool `swap_first`. `swap_scales`: their scales swap with them.
+  /// combined pool `swap_first`; `swap_first` empty: K and V cannot swap (their head_dims
+  /// differ). `swap_scales`: their scales swap with them.
   const char* swap_first = "";
   const char* swap_second = "";
   bool swap_scales = false;
@@ -77,7 +78,7 @@ struct Features {
 inline std::vector<Change> candidate_changes(const Features& f) {
   std::vector<Change> out;
   auto add = [&](Change c) { out.push_back(std::move(c)); };
-  {
+  if (f.swap_first[0] != '\0') {
     Change c;
     c.what = "K and V swapped";
     c.reproduce = {Reproduce::Kind::kSwap, f.swap_first, f.swap_scales ? "scales" : "",

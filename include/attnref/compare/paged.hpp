@@ -24,13 +24,13 @@
 
 namespace attnref {
 namespace compare {
-/// The `[batch, num_q_heads, head_dim]` output shape of paged attention: one decode row per
+/// The `[batch, num_q_heads, head_dim_v]` output shape of paged attention: one decode row per
 /// sequence; a sequence of length 0 is a padding row.
 template <class Q, class KV, class Index>
 OutputShape paged_output_shape(const PagedAttentionArgs<Q, KV, Index>& a) {
   OutputShape s;
   s.heads = a.num_q_heads();
-  s.dim = a.head_dim();
+  s.dim = a.head_dim_v();
   for (std::int64_t b = 0; b < a.batch(); ++b) {
     const auto len = static_cast<std::int64_t>(a.lengths(b));
     s.rows.push_back({b, len - 1, len == 0 ? RowKind::kPadding : RowKind::kPlain});
@@ -38,7 +38,7 @@ OutputShape paged_output_shape(const PagedAttentionArgs<Q, KV, Index>& a) {
   return s;
 }
 
-/// Compares `got` ([batch, num_q_heads, head_dim], C order) and, when not empty, `got_lse`
+/// Compares `got` ([batch, num_q_heads, head_dim_v], C order) and, when not empty, `got_lse`
 /// ([batch, num_q_heads]) with the reference for `a` and writes the report. Validates `a`
 /// (reference profile) and the sizes first; on error `report` is untouched.
 template <class Q, class KV, class Index>
@@ -46,12 +46,13 @@ Status try_compare_paged(const PagedAttentionArgs<Q, KV, Index>& a, const std::v
                          const std::vector<double>& got_lse, const Options& opt, Report* report) {
   ATTNREF_RETURN_IF_ERROR(check_paged(a, Profile::kReference));
   const std::int64_t batch = a.batch(), hq = a.num_q_heads(), dim = a.head_dim();
-  ATTNREF_RETURN_IF_ERROR(detail::check_got_size(got.size(), batch * hq * dim, "got"));
+  const std::int64_t dv = a.head_dim_v();  // the output's; q's and K's is dim
+  ATTNREF_RETURN_IF_ERROR(detail::check_got_size(got.size(), batch * hq * dv, "got"));
   if (!got_lse.empty())
     ATTNREF_RETURN_IF_ERROR(detail::check_got_size(got_lse.size(), batch * hq, "got_lse"));
-  std::vector<Q> ref(static_cast<std::size_t>(batch * hq * dim));
+  std::vector<Q> ref(static_cast<std::size_t>(batch * hq * dv));
   std::vector<float> ref_lse(static_cast<std::size_t>(batch * hq));
-  paged_attention_unchecked(a, TensorView<Q, 3>(ref.data(), {batch, hq, dim}),
+  paged_attention_unchecked(a, TensorView<Q, 3>(ref.data(), {batch, hq, dv}),
                             TensorView<float, 2>(ref_lse.data(), {batch, hq}));
   Report r;
   const OutputShape shape = paged_output_shape(a);
@@ -68,7 +69,7 @@ Status try_compare_paged(const PagedAttentionArgs<Q, KV, Index>& a, const std::v
   if (has_scales) f.layout.reset();                  // scales: their own
   f.layout_inputs = "k_pages/v_pages";
   f.lengths_field = "lengths";
-  f.swap_first = "k_pages";
+  f.swap_first = dv == dim ? "k_pages" : "";  // K and V of different widths cannot swap (MLA)
   f.swap_second = "v_pages";
   f.swap_scales = true;
 
@@ -98,9 +99,9 @@ Status try_compare_paged(const PagedAttentionArgs<Q, KV, Index>& a, const std::v
         pages[static_cast<std::size_t>(i * pps + j)] =
             static_cast<std::int64_t>(a.page_indices(b, j));
     }
-    std::vector<Q> q(static_cast<std::size_t>(n * dim)), o(q.size());
+    std::vector<Q> q(static_cast<std::size_t>(n * dim)), o(static_cast<std::size_t>(n * dv));
     std::vector<float> l(static_cast<std::size_t>(n));
-    out->assign(static_cast<std::size_t>(n * nh * dim), 0.0);
+    out->assign(static_cast<std::size_t>(n * nh * dv), 0.0);
     lse->assign(static_cast<std::size_t>(n * nh), 0.0);
     for (std::int64_t hi = 0; hi < nh; ++hi) {
       const std::int64_t qh = s.heads[static_cast<std::size_t>(hi)];
@@ -120,16 +121,16 @@ Status try_compare_paged(const PagedAttentionArgs<Q, KV, Index>& a, const std::v
       b.page_indices = TensorView<const std::int64_t, 2>(pages.data(), {n, pps});
       b.round_kv_to_bf16 = a.round_kv_to_bf16;
       detail::set_head_options(a, qh, c, &b);
-      const Status st = try_paged_attention(b, TensorView<Q, 3>(o.data(), {n, 1, dim}),
+      const Status st = try_paged_attention(b, TensorView<Q, 3>(o.data(), {n, 1, dv}),
                                             TensorView<float, 2>(l.data(), {n, 1}));
       if (!st.ok()) {
         *why = st.message();
         return false;
       }
       for (std::int64_t i = 0; i < n; ++i) {
-        for (std::int64_t d = 0; d < dim; ++d)
-          (*out)[static_cast<std::size_t>((i * nh + hi) * dim + d)] =
-              detail::value_of(o[static_cast<std::size_t>(i * dim + d)]);
+        for (std::int64_t d = 0; d < dv; ++d)
+          (*out)[static_cast<std::size_t>((i * nh + hi) * dv + d)] =
+              detail::value_of(o[static_cast<std::size_t>(i * dv + d)]);
         (*lse)[static_cast<std::size_t>(i * nh + hi)] = l[static_cast<std::size_t>(i)];
       }
     }

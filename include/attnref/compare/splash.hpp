@@ -90,7 +90,7 @@ Status try_compare_splash(const SplashAttentionArgs<Q, KV>& a, const MultiHeadMa
   f.q_seq_len = sq;
   f.kv_seq_len = a.kv_seq_len();
   if (params.kind == SplashMaskParams::Kind::kLocal) f.local_left = params.left;
-  f.swap_first = "k";
+  f.swap_first = a.head_dim_qk() == a.head_dim_v() ? "k" : "";  // else K and V cannot swap
   f.swap_second = "v";
 
   const Subset subset = pick_subset(

@@ -4,9 +4,11 @@
 /// fixed-size pages behind a page table; grouped-query attention.
 ///
 /// out[b, qh, :] = sum_{t < lengths[b]} softmax_t(cap(sm_scale * q[b, qh] . k_t)) v_t,
-/// with k_t = k_pages[kv_head_of(qh), page_indices[b, t / S], t % S, :], cap(x) = c tanh(x / c)
-/// when a soft cap c is set, and a zero row when lengths[b] == 0. The optional logsumexp
-/// [batch, num_q_heads] (f32) is the natural log of the softmax's denominator,
+/// with k_t = k_pages[kv_head_of(qh), page_indices[b, t / S], t % S, :], v_t the same row of
+/// v_pages, cap(x) = c tanh(x / c) when a soft cap c is set, and a zero row when lengths[b] == 0.
+/// out is [batch, num_q_heads, head_dim_v]: V's head_dim, q's and K's except for MLA, where v_t
+/// is 512 of a 576-wide latent row (V a view of K's memory; docs/integration.md). The optional
+/// logsumexp [batch, num_q_heads] (f32) is the natural log of the softmax's denominator,
 /// log sum_{t < lengths[b]} exp(cap(sm_scale * q[b, qh] . k_t)), and -inf when lengths[b] == 0;
 /// with it, results over disjoint pages merge exactly (kernels/merge_attention_states.hpp).
 ///
@@ -30,8 +32,8 @@
 /// @code
 ///   attnref::PagedAttentionArgs<float> args;  // q, k_pages, v_pages, lengths, page_indices
 ///   ...
-///   std::vector<float> out_buf(batch * num_q_heads * head_dim);
-///   attnref::TensorView<float, 3> out(out_buf.data(), {batch, num_q_heads, head_dim});
+///   std::vector<float> out_buf(batch * num_q_heads * args.head_dim_v());
+///   attnref::TensorView<float, 3> out(out_buf.data(), {batch, num_q_heads, args.head_dim_v()});
 ///   attnref::paged_attention(args, out);  // validates (reference profile), then runs
 ///   std::vector<float> lse_buf(batch * num_q_heads);  // optional: the logsumexp too
 ///   attnref::paged_attention(args, out, attnref::TensorView<float, 2>(lse_buf.data(),
@@ -110,17 +112,17 @@ struct ChunkRows {
 /// measured 10-30% slower tile products on AVX2.
 template <class Acc>
 struct PagedScratch {
-  // [G, D], 2 x [G, chunk_tokens(G)], [piece_rows(D), D] x 2: a chunk's scores stay while the
-  // next chunk's are computed (`attend_pages`)
+  // [G, D], 2 x [G, chunk_tokens(G)], [piece_rows(D), D], [piece_rows(Dv), Dv]: a chunk's
+  // scores stay while the next chunk's are computed (`attend_pages`)
   std::vector<Acc, Eigen::aligned_allocator<Acc>> q, scores, k, v;
   std::vector<Acc> alpha;  // [G] the factors of a softmax step for the rows' outputs
   OnlineSoftmax<Acc> state;
   ChunkRows chunks[2];
-  void reserve(std::int64_t group, std::int64_t dim) {
+  void reserve(std::int64_t group, std::int64_t dim, std::int64_t dim_v) {
     q.resize(static_cast<size_t>(group * dim));
     scores.resize(static_cast<size_t>(2 * group * chunk_tokens(group)));
     k.resize(static_cast<size_t>(piece_rows(dim) * dim));
-    v.resize(static_cast<size_t>(piece_rows(dim) * dim));
+    v.resize(static_cast<size_t>(piece_rows(dim_v) * dim_v));
     alpha.resize(static_cast<size_t>(group));
     for (ChunkRows& c : chunks) c.reserve(chunk_tokens(group));
   }
@@ -359,7 +361,7 @@ template <class Q, class KV, class Index>
 bool list_chunk(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std::int64_t h,
                 std::int64_t t0, std::int64_t t1, std::int64_t t_end, ChunkRows& c) {
   const auto page_of = [&](std::int64_t j) { return a.page_indices(b, j); };
-  const std::int64_t dim = a.head_dim(), page_size = a.page_size();
+  const std::int64_t dim = a.head_dim(), dim_v = a.head_dim_v(), page_size = a.page_size();
   const ChunkScales k_kind = chunk_scales(kScaledElements<KV>, a.k_scales);
   const ChunkScales v_kind = chunk_scales(kScaledElements<KV>, a.v_scales);
   bool exact = true;
@@ -377,7 +379,7 @@ bool list_chunk(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std::
         if constexpr (std::is_same<KV, float8_e4m3fn>::value && !kWidensE4m3NanCodes)
           exact = exact &&
                   widens_exactly(&a.k_pages(h, page, slot, 0), a.k_pages.strides[2], n, dim) &&
-                  widens_exactly(&a.v_pages(h, page, slot, 0), a.v_pages.strides[2], n, dim);
+                  widens_exactly(&a.v_pages(h, page, slot, 0), a.v_pages.strides[2], n, dim_v);
       });
   const auto factored = [&](ChunkScales kind, const TensorView<const float, 4>& scales,
                             const std::vector<float>& gathered) {
@@ -397,16 +399,16 @@ bool list_chunk(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std::
                       list_rows(a.k_pages, h, page, slot, n, c.k_ahead.data() + i);
                       list_rows(a.v_pages, h, page, slot, n, c.v_ahead.data() + i);
                     });
-  const auto rows_ahead = [&](const std::vector<const char*>& list) {
+  const auto rows_ahead = [&](const std::vector<const char*>& list, std::int64_t row_dim) {
     RowsAhead r;
     r.listed = list.data();
-    r.row_bytes = dim * kBytes;
+    r.row_bytes = row_dim * kBytes;
     r.rows = u1 - u0;
     r.into_l1 = ahead_into_l1(kBytes);
     return r;
   };
-  c.k_rows_ahead = rows_ahead(c.k_ahead);
-  c.v_rows_ahead = rows_ahead(c.v_ahead);
+  c.k_rows_ahead = rows_ahead(c.k_ahead, dim);
+  c.v_rows_ahead = rows_ahead(c.v_ahead, dim_v);
   return true;
 }
 
@@ -476,17 +478,17 @@ void listed_scores(const PagedScratch<Acc>& s, const ChunkRows& c, Acc* scores, 
 }
 
 /// Tokens [i0, i1) of a listed chunk `c`: their probabilities (columns i0.. of `probs` [group,
-/// chunk], scaled already) times their V rows, added to the output; the rows ahead of those
-/// tokens asked for.
+/// chunk], scaled already) times their V rows (`dim_v` wide), added to the output; the rows
+/// ahead of those tokens asked for.
 template <class Acc, class KV>
 void listed_values(PagedScratch<Acc>& s, const ChunkRows& c, const Acc* probs, std::int64_t group,
-                   std::int64_t dim, std::int64_t i0, std::int64_t i1, std::int64_t chunk) {
+                   std::int64_t dim_v, std::int64_t i0, std::int64_t i1, std::int64_t chunk) {
   if constexpr (kListableRows<Acc, KV>) {  // else never listed (`chunks_listable`)
     RowsAhead ahead = c.v_rows_ahead;
     ahead.listed += i0;
     ahead.rows = std::max<std::int64_t>(0, std::min(ahead.rows, i1) - i0);
     pv_rows<Acc>(probs + i0, chunk, group, ListedChunkRows<Acc, KV>{{c.v.data() + i0}}, i1 - i0,
-                 dim, s.state.o.data(), dim, ahead);
+                 dim_v, s.state.o.data(), dim_v, ahead);
   }
 }
 
@@ -520,7 +522,7 @@ void start_group(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std:
   for (std::int64_t g = 0; g < group; ++g)
     for (std::int64_t d = 0; d < dim; ++d)
       s.q[static_cast<size_t>(g * dim + d)] = load_as<Acc>(a.q(b, heads.q_head(h, g), d));
-  s.state.reset(group, dim);
+  s.state.reset(group, a.head_dim_v());
   if (with_sinks && !a.sinks.empty_view())
     for (std::int64_t g = 0; g < group; ++g)
       s.state.start_with_sink(g, static_cast<Acc>(a.sinks(heads.q_head(h, g))));
@@ -541,7 +543,7 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
                   std::int64_t page_begin, std::int64_t page_end, PagedScratch<Acc>& s) {
   const HeadGroups heads{a.num_q_heads(), a.num_kv_heads()};
   const std::int64_t group = heads.group();
-  const std::int64_t dim = a.head_dim(), page_size = a.page_size();
+  const std::int64_t dim = a.head_dim(), dim_v = a.head_dim_v(), page_size = a.page_size();
   const std::int64_t length = a.lengths(b);
   const bool round_kv = a.round_kv_to_bf16 && !PagedAttentionArgs<Q, KV, Index>::kScaled;
   constexpr bool kDivide = std::is_same<KV, std::int8_t>::value;  // JAX's (w * s) / 127.5
@@ -550,7 +552,7 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
   const KeyRange keys = paged_keys(a, b, page_begin, page_end);
   const std::int64_t t_begin = keys.lo, t_end = std::max(keys.lo, keys.hi);
   if (t_begin >= t_end) return;
-  const std::int64_t max_rows = piece_rows(dim);
+  const std::int64_t max_rows = piece_rows(dim), max_rows_v = piece_rows(dim_v);
   const std::int64_t chunk = chunk_tokens(group);
   const bool listable = chunks_listable<Acc>(a, round_kv, chunk);
 
@@ -610,9 +612,9 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
     for (std::int64_t r = 0; r < runs; ++r) {
       const std::int64_t i0 = n * r / runs, i1 = n * (r + 1) / runs;
       if (c.listed)
-        listed_values<Acc, KV>(s, rows, probs, group, dim, i0, i1, chunk);
+        listed_values<Acc, KV>(s, rows, probs, group, dim_v, i0, i1, chunk);
       else
-        for_each_piece(c.t0 + i0, c.t0 + i1, page_size, max_rows,
+        for_each_piece(c.t0 + i0, c.t0 + i1, page_size, max_rows_v,
                        [&](std::int64_t j, std::int64_t first, std::int64_t m) {
                          const std::int64_t t = j * page_size + first;
                          with_page_rows<Acc>(
@@ -621,7 +623,7 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
                                Acc* p = probs + (t - c.t0);  // not needed after this
                                if constexpr (std::is_same<Acc, float>::value)
                                  if (v_scales) scale_columns<kDivide>(p, chunk, group, m, v_scales);
-                               pv_rows<Acc>(p, chunk, group, v, m, dim, s.state.o.data(), dim,
+                               pv_rows<Acc>(p, chunk, group, v, m, dim_v, s.state.o.data(), dim_v,
                                             paged_rows_ahead(a, a.v_pages, b, h, t, m, t_end));
                              });
                        });
@@ -662,12 +664,12 @@ void paged_run(const PagedAttentionArgs<Q, KV, Index>& a, const TensorView<Q, 3>
   const std::int64_t batch = a.batch(), num_kv_heads = a.num_kv_heads();
   const HeadGroups heads{a.num_q_heads(), num_kv_heads};
   const std::int64_t group = heads.group();
-  const std::int64_t dim = a.head_dim();
+  const std::int64_t dim = a.head_dim(), dim_v = a.head_dim_v();  // out is [.., dim_v]
   const std::int64_t items = batch * num_kv_heads;
   const std::int64_t splits = kv_splits(items, executor.concurrency(), a.pages_per_sequence());
   const auto write_row = [&](std::int64_t b, std::int64_t h, std::int64_t g, const Acc* o,
                              Acc scale, float lse) {
-    for (std::int64_t d = 0; d < dim; ++d)
+    for (std::int64_t d = 0; d < dim_v; ++d)
       out(b, heads.q_head(h, g), d) = store_as<Q>(o[d] * scale);
     if (!logsumexp.empty_view()) logsumexp(b, heads.q_head(h, g)) = lse;
   };
@@ -681,13 +683,13 @@ void paged_run(const PagedAttentionArgs<Q, KV, Index>& a, const TensorView<Q, 3>
     executor.parallel_for(items, [&](std::int64_t k) {
       thread_local PagedScratch<Acc> scratch;
       const std::int64_t item = order[static_cast<std::size_t>(k)];
-      scratch.reserve(group, dim);
+      scratch.reserve(group, dim, dim_v);
       const std::int64_t b = item / num_kv_heads, h = item % num_kv_heads;
       attend_pages(a, b, h, 0, a.pages_per_sequence(), scratch);
       const auto& st = scratch.state;
       const bool has_logits = a.lengths(b) > 0 || !a.sinks.empty_view();
       for (std::int64_t g = 0; g < group; ++g)
-        write_row(b, h, g, st.o.data() + g * dim, st.inverse_sum_of(g, has_logits),
+        write_row(b, h, g, st.o.data() + g * dim_v, st.inverse_sum_of(g, has_logits),
                   st.logsumexp(g, has_logits));
     });
     return;
@@ -695,13 +697,13 @@ void paged_run(const PagedAttentionArgs<Q, KV, Index>& a, const TensorView<Q, 3>
 
   // Split-KV: partial (max, sum, unnormalised output) per (item, split), then a merge.
   const std::int64_t per_split = ceil_div(a.pages_per_sequence(), splits);
-  const std::int64_t stride = group * (2 + dim);  // m[G], l[G], o[G, D]
+  const std::int64_t stride = group * (2 + dim_v);  // m[G], l[G], o[G, Dv]
   thread_local std::vector<Acc> partials;
   partials.resize(static_cast<size_t>(items * splits * stride));
   Acc* partial = partials.data();
   executor.parallel_for(items * splits, [&](std::int64_t task) {
     thread_local PagedScratch<Acc> scratch;
-    scratch.reserve(group, dim);
+    scratch.reserve(group, dim, dim_v);
     const std::int64_t item = task / splits, split = task % splits;
     const std::int64_t b = item / num_kv_heads, h = item % num_kv_heads;
     attend_pages(a, b, h, split * per_split, (split + 1) * per_split, scratch);
@@ -711,11 +713,11 @@ void paged_run(const PagedAttentionArgs<Q, KV, Index>& a, const TensorView<Q, 3>
       dst[g] = st.m[g];
       dst[group + g] = st.l[g];
     }
-    std::copy(st.o.data(), st.o.data() + group * dim, dst + 2 * group);
+    std::copy(st.o.data(), st.o.data() + group * dim_v, dst + 2 * group);
   });
   executor.parallel_for(items, [&](std::int64_t item) {
     thread_local std::vector<Acc> merged;
-    merged.assign(static_cast<size_t>(dim), Acc(0));
+    merged.assign(static_cast<size_t>(dim_v), Acc(0));
     const std::int64_t b = item / num_kv_heads, h = item % num_kv_heads;
     // Split s has logits iff it read a token or holds the sinks (an all -inf split has l = 0
     // too, and its o may hold 0 * NaN from a live V row: it is merged, not skipped).
@@ -726,9 +728,10 @@ void paged_run(const PagedAttentionArgs<Q, KV, Index>& a, const TensorView<Q, 3>
     for (std::int64_t g = 0; g < group; ++g) {
       const auto state_of = [&](std::int64_t s) {
         const Acc* src = partial + (item * splits + s) * stride;
-        return PartialState<Acc>{src[g], src[group + g], src + 2 * group + g * dim, !has_logits(s)};
+        return PartialState<Acc>{src[g], src[group + g], src + 2 * group + g * dim_v,
+                                 !has_logits(s)};
       };
-      const MergedState<Acc> m = merge_partial_states<Acc>(splits, dim, state_of, merged.data());
+      const MergedState<Acc> m = merge_partial_states<Acc>(splits, dim_v, state_of, merged.data());
       write_row(b, h, g, merged.data(), m.inverse_sum(), m.logsumexp());
     }
   });
@@ -737,7 +740,7 @@ void paged_run(const PagedAttentionArgs<Q, KV, Index>& a, const TensorView<Q, 3>
 }  // namespace detail
 
 /// Runs paged attention without validating. Precondition: `check_paged(args, profile).ok()` for
-/// some profile, and `out` a valid `[batch, num_q_heads, head_dim]` view and `logsumexp` empty
+/// some profile, and `out` a valid `[batch, num_q_heads, head_dim_v]` view and `logsumexp` empty
 /// or a valid `[batch, num_q_heads]` one (see `check_paged_output`). Use it to validate once and
 /// run many times.
 ///

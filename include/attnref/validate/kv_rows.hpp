@@ -88,14 +88,16 @@ Status check_live_pages(const TensorView<const Index, 2>& page_indices, std::int
 }
 
 /// `kNonFiniteData` for the first bad element of token t's K or V row (K first) of KV head h,
-/// stored at (h, page, slot, 0..dim).
+/// stored at (h, page, slot, 0..dim) for K and (h, page, slot, 0..v_pages' last extent) for V
+/// (paged MLA: V narrower than K).
 template <class KvPages>
 Status check_kv_row(const KvPages& k_pages, const KvPages& v_pages, std::int64_t seq,
                     std::int64_t t, std::int64_t page, std::int64_t slot, std::int64_t h,
                     std::int64_t dim) noexcept {
-  for (std::int64_t d = 0; d < dim; ++d) {
-    const bool k_ok = element_is_finite(k_pages(h, page, slot, d));
-    const bool v_ok = element_is_finite(v_pages(h, page, slot, d));
+  const std::int64_t dim_v = v_pages.extents[3];
+  for (std::int64_t d = 0; d < dim || d < dim_v; ++d) {
+    const bool k_ok = d >= dim || element_is_finite(k_pages(h, page, slot, d));
+    const bool v_ok = d >= dim_v || element_is_finite(v_pages(h, page, slot, d));
     if (!k_ok || !v_ok) {
       return non_finite_kv_row(k_ok ? v_pages(h, page, slot, d) : k_pages(h, page, slot, d),
                                k_ok ? "v_pages" : "k_pages", seq, t, page, slot, h, d);

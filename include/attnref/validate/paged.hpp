@@ -7,6 +7,8 @@
 ///  - metadata (O(batch + pages)): every length within capacity, every live page index in range;
 ///  - data (opt-in, O(live elements)): no NaN/Inf in q or in the K/V rows that lengths make live;
 ///  - outputs (`check_paged_output`): out and the optional logsumexp.
+/// Under `kReference` V's head_dim may differ from K's (MLA: `head_dim_v()` 512 of a 576-wide
+/// latent row, v_pages a view of k_pages' memory); under `kJax` that is JAX's P1.
 ///
 /// Example:
 /// @code
@@ -61,12 +63,12 @@ struct PagedAttentionArgs {
 
   TensorView<const Q, 3> q;                 ///< [batch, num_q_heads, head_dim]
   TensorView<const KV, 4> k_pages;          ///< [num_kv_heads, total_pages, page_size, head_dim]
-  TensorView<const KV, 4> v_pages;          ///< [num_kv_heads, total_pages, page_size, head_dim]
+  TensorView<const KV, 4> v_pages;          ///< k_pages' shape but the last: head_dim_v()
   TensorView<const Index, 1> lengths;       ///< [batch]
   TensorView<const Index, 2> page_indices;  ///< [batch, pages_per_sequence]
   /// int8 and fp8 only: [num_kv_heads, total_pages, page_size, 1 or head_dim]
   TensorView<const float, 4> k_scales;
-  TensorView<const float, 4> v_scales;       ///< int8 and fp8 only: same as k_scales
+  TensorView<const float, 4> v_scales;       ///< int8 and fp8 only: [..., 1 or head_dim_v]
   float sm_scale = 1.0f;                     ///< multiplies q.k (JAX has no scale: 1.0)
   std::optional<float> soft_cap;             ///< c in c * tanh(x / c), applied before masking
   float mask_value = kDefaultMaskValue;      ///< JAX's additive mask; validated, no effect here
@@ -81,7 +83,11 @@ struct PagedAttentionArgs {
 
   std::int64_t batch() const noexcept { return q.extents[0]; }
   std::int64_t num_q_heads() const noexcept { return q.extents[1]; }
-  std::int64_t head_dim() const noexcept { return q.extents[2]; }
+  std::int64_t head_dim() const noexcept { return q.extents[2]; }  ///< q's and K's
+  /// V's head_dim, the output's last dimension: head_dim() under `Profile::kJax`; any positive
+  /// value under `kReference` (MLA: 512 of a 576-wide latent row, v_pages a view of k_pages'
+  /// memory).
+  std::int64_t head_dim_v() const noexcept { return v_pages.extents[3]; }
   std::int64_t num_kv_heads() const noexcept { return k_pages.extents[0]; }
   std::int64_t total_pages() const noexcept { return k_pages.extents[1]; }
   std::int64_t page_size() const noexcept { return k_pages.extents[2]; }
@@ -121,16 +127,22 @@ Status check_paged_scales(const Args& a) {
         {has_k ? 1 : 0, has_v ? 1 : 0});
   }
   for (const auto* s : {&a.k_scales, &a.v_scales}) {
-    const char* name = s == &a.k_scales ? "k_scales" : "v_scales";
+    const bool is_k = s == &a.k_scales;
+    const char* name = is_k ? "k_scales" : "v_scales";
     ATTNREF_RETURN_IF_ERROR(check_view(*s, name));
     const auto& e = s->extents;
     const auto& p = a.k_pages.extents;
-    if (e[0] != p[0] || e[1] != p[1] || e[2] != p[2] || (e[3] != 1 && e[3] != p[3])) {
+    const std::int64_t dim = is_k ? p[3] : a.head_dim_v();  // each over its own pages
+    if (e[0] != p[0] || e[1] != p[1] || e[2] != p[2] || (e[3] != 1 && e[3] != dim)) {
       return Status(ErrorCode::kScalesShape, "",
                     "{f} has shape ({0}, {1}, {2}, {3}); expected ({4}, {5}, {6}, 1) or ({4}, "
                     "{5}, {6}, {7})",
-                    "one scale per token per head ([..., 1]) or one per element ([..., head_dim])",
-                    {e[0], e[1], e[2], e[3], p[0], p[1], p[2], p[3]}, {}, name);
+                    is_k || a.head_dim_v() == a.head_dim()
+                        ? "one scale per token per head ([..., 1]) or one per element ([..., "
+                          "head_dim])"
+                        : "one scale per token per head ([..., 1]) or one per element of V "
+                          "([..., head_dim_v])",
+                    {e[0], e[1], e[2], e[3], p[0], p[1], p[2], dim}, {}, name);
     }
   }
   return Status();
@@ -161,16 +173,33 @@ template <class Q, class KV, class Index>
 Status check_paged_inputs(const PagedAttentionArgs<Q, KV, Index>& a, Profile profile) {
   const auto& k = a.k_pages.extents;
   const auto& v = a.v_pages.extents;
-  if (!detail::same_extents(k, v)) {
+  // Under kReference V's head_dim may differ from K's (MLA); every other dimension may not.
+  const bool same_pool = k[0] == v[0] && k[1] == v[1] && k[2] == v[2];
+  if (!same_pool || (profile == Profile::kJax && k[3] != v[3])) {
+    const char* hint =
+        "K and V pages share one pool shape [num_kv_heads, total_pages, page_size, head_dim]";
+    if (same_pool) {
+      hint =
+          "JAX's kernel reads V with K's head_dim ({3}); the reference profile takes a V "
+          "head_dim of its own (MLA)";
+    } else if (profile != Profile::kJax) {
+      hint =
+          "K and V pages share [num_kv_heads, total_pages, page_size]; only V's head_dim may "
+          "differ (MLA)";
+    }
     return Status(ErrorCode::kShapeMismatch, "P1",
                   "k_pages and v_pages must have the same shape. Got ({0}, {1}, {2}, {3}) and "
                   "({4}, {5}, {6}, {7})",
-                  "K and V pages share one pool shape [num_kv_heads, total_pages, page_size, "
-                  "head_dim]",
-                  {k[0], k[1], k[2], k[3], v[0], v[1], v[2], v[3]});
+                  hint, {k[0], k[1], k[2], k[3], v[0], v[1], v[2], v[3]});
   }
   ATTNREF_RETURN_IF_ERROR(check_heads(a.num_q_heads(), a.num_kv_heads(), "P2"));
   ATTNREF_RETURN_IF_ERROR(check_head_dim(a.head_dim(), k[3], "P3"));
+  if (v[3] <= 0) {  // == k[3] under kJax, positive by P3's check
+    return Status(ErrorCode::kInvalidHeadDim, "", "head_dim_v must be positive. Got {0}.",
+                  "head_dim_v is v_pages' last dimension: K's head_dim, or for MLA the latent "
+                  "width (512 of a 576-wide K row)",
+                  {v[3]}, {}, "v_pages");
+  }
   const std::int64_t pps = a.pages_per_sequence();
   const std::int64_t ppcb = a.pages_per_compute_block;
   if (ppcb <= 0) {
@@ -385,15 +414,22 @@ constexpr Status check_paged_index_dtypes(DType lengths, DType page_indices,
   return Status();
 }
 
-/// Checks that `out` is a `[batch, num_q_heads, head_dim]` view (q's shape) of distinct elements,
-/// and `logsumexp` (when not empty) a valid `[batch, num_q_heads]` one apart from `out`. Shapes
-/// first, then views, as every family's output check.
+/// Checks that `out` is a `[batch, num_q_heads, head_dim_v]` view (q's shape when head_dim_v ==
+/// head_dim) of distinct elements, and `logsumexp` (when not empty) a valid `[batch,
+/// num_q_heads]` one apart from `out`. Shapes first, then views, as every family's output check.
 template <class Q, class KV, class Index>
 Status check_paged_output(const PagedAttentionArgs<Q, KV, Index>& a, const TensorView<Q, 3>& out,
                           const TensorView<float, 2>& logsumexp = {}) {
-  ATTNREF_RETURN_IF_ERROR(detail::check_out_tensor(
-      out, a.q.extents, "out has shape ({0}, {1}, {2}); expected q's shape ({3}, {4}, {5})",
-      "the output is [batch, num_q_heads, head_dim] like q"));
+  if (a.head_dim_v() == a.head_dim()) {
+    ATTNREF_RETURN_IF_ERROR(detail::check_out_tensor(
+        out, a.q.extents, "out has shape ({0}, {1}, {2}); expected q's shape ({3}, {4}, {5})",
+        "the output is [batch, num_q_heads, head_dim] like q"));
+  } else {
+    ATTNREF_RETURN_IF_ERROR(detail::check_out_tensor(
+        out, {a.batch(), a.num_q_heads(), a.head_dim_v()},
+        "out has shape ({0}, {1}, {2}); expected ({3}, {4}, {5}): q's with V's head_dim",
+        "the output is [batch, num_q_heads, head_dim_v]: V's head_dim, not q's"));
+  }
   return detail::check_logsumexp_tensor(out, logsumexp, a.batch(), a.num_q_heads(),
                                         "logsumexp is [batch, num_q_heads]");
 }
