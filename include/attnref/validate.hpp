@@ -14,6 +14,7 @@
 #include "attnref/validate/engines.hpp"
 #include "attnref/validate/head_options.hpp"
 #include "attnref/validate/heads.hpp"
+#include "attnref/validate/logit_conventions.hpp"
 #include "attnref/validate/mask_blocks.hpp"
 #include "attnref/validate/mask_checks.hpp"
 #include "attnref/validate/merge.hpp"

@@ -2,8 +2,8 @@
 // Paged attention's engine features against the float64 oracle (reference/paged.hpp): sliding
 // window (keys before it NaN and their page-table entries -1: never read), attention sinks (a
 // sequence of length 0 sees no key but its sink), ALiBi after the soft cap, all three together,
-// GQA, serial and split-KV on a thread pool, logsumexp checked; a hand-worked case; every new
-// check (code, JAX id, message).
+// GQA, serial and split-KV on a thread pool, logsumexp checked; ALiBi's absolute convention and
+// ALiBi before the soft cap; hand-worked cases; every new check (code, JAX id, message).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,6 +34,8 @@ struct Features {
   bool sinks = false;
   bool alibi = false;
   std::optional<float> cap;
+  attnref::AlibiConvention alibi_convention = attnref::AlibiConvention::kSigned;
+  attnref::SoftCapOrder soft_cap_order = attnref::SoftCapOrder::kCapThenAlibi;
 };
 
 /// A batch as f32 arguments in JAX's layout with the features set. Every K/V slot the kernel
@@ -86,7 +88,11 @@ struct Inputs {
     args.sliding_window = f.window;
     if (f.sinks) args.sinks = {sinks.data(), {sh.hq}};
     if (f.alibi) args.alibi_slopes = {slopes.data(), {sh.hq}};
+    args.alibi_convention = f.alibi_convention;
+    args.soft_cap_order = f.soft_cap_order;
     oracle_args = lb.args(scale, f.cap ? std::optional<double>(*f.cap) : std::nullopt);
+    oracle_args.alibi_convention = f.alibi_convention;
+    oracle_args.soft_cap_order = f.soft_cap_order;
     oracle_args.sliding_window = args.sliding_window;
     oracle_args.sinks = args.sinks;
     oracle_args.alibi_slopes = args.alibi_slopes;
@@ -199,6 +205,49 @@ TEST(PagedFeatures, WindowSinksAlibiAndSoftCapTogether) {
   }
 }
 
+TEST(PagedConventions, AbsoluteAlibiAndAlibiBeforeTheCapMatchTheOracle) {
+  unsigned seed = 50;
+  for (const Shape& sh : {kGqa, kSplit}) {
+    Features f;
+    f.alibi = true;
+    f.alibi_convention = attnref::AlibiConvention::kAbsolute;
+    check_against_oracle(sh, f, seed++, "absolute alibi");
+    f.cap = 0.5f;
+    check_against_oracle(sh, f, seed++, "absolute alibi + soft cap");
+    f.alibi_convention = attnref::AlibiConvention::kSigned;
+    f.soft_cap_order = attnref::SoftCapOrder::kAlibiThenCap;
+    check_against_oracle(sh, f, seed++, "alibi then soft cap");
+    f.alibi_convention = attnref::AlibiConvention::kAbsolute;
+    check_against_oracle(sh, f, seed++, "absolute alibi then soft cap");
+    f.window = 5;
+    f.sinks = true;
+    f.cap = 2.0f;
+    check_against_oracle(sh, f, seed++, "absolute alibi then soft cap, window, sinks");
+  }
+}
+
+TEST(PagedConventions, TheOrderChangesTheResultTheConventionDoesNotInDecode) {
+  std::mt19937 rng(60);
+  LogicalBatch lb = paged_test::make_batch(kGqa, rng);
+  Features f;
+  f.alibi = true;
+  f.cap = 0.5f;
+  const auto run = [&](const Features& g) {
+    std::mt19937 r(61);
+    const Inputs in(lb, g, r);
+    std::vector<float> out(in.q.size());
+    attnref::paged_attention(in.args, TensorView<float, 3>(out.data(), in.args.q.extents));
+    return out;
+  };
+  const std::vector<float> plain = run(f);
+  Features absolute = f;
+  absolute.alibi_convention = attnref::AlibiConvention::kAbsolute;
+  EXPECT_EQ(run(absolute), plain);  // every key is at or left of the decode query
+  Features inside = f;
+  inside.soft_cap_order = attnref::SoftCapOrder::kAlibiThenCap;
+  EXPECT_NE(run(inside), plain);
+}
+
 // Worked by hand: one sequence of two keys, q = k = 0 (every dot product 0), v = 1 and 3.
 TEST(PagedFeatures, HandWorkedSinkAndAlibi) {
   const std::vector<float> q = {0.0f}, k = {0.0f, 0.0f}, v = {1.0f, 3.0f};
@@ -225,6 +274,23 @@ TEST(PagedFeatures, HandWorkedSinkAndAlibi) {
   const double e = std::exp(-1.0);
   EXPECT_NEAR(out, (e + 3.0) / (e + 1.0), 1e-6);
   EXPECT_NEAR(lse, std::log(e + 1.0), 1e-6);
+  // Absolute ALiBi: -1 * |0 - 1| = -1 and 0, the same logits (no key right of the query).
+  a.alibi_convention = attnref::AlibiConvention::kAbsolute;
+  attnref::paged_attention(a, o, l);
+  EXPECT_NEAR(out, (e + 3.0) / (e + 1.0), 1e-6);  // 2.462117
+  // Soft cap 1 after ALiBi: logits tanh(-1) = -0.761594 and tanh(0) = 0, weights
+  // e^-0.761594 = 0.466921 and 1: out (0.466921 + 3) / 1.466921 = 2.363399,
+  // lse log 1.466921 = 0.383166. Cap first instead: tanh(0) - 1 = -1 and 0, as above.
+  a.alibi_convention = attnref::AlibiConvention::kSigned;
+  a.soft_cap = 1.0f;
+  a.soft_cap_order = attnref::SoftCapOrder::kAlibiThenCap;
+  attnref::paged_attention(a, o, l);
+  EXPECT_NEAR(out, 2.363399, 1e-6);
+  EXPECT_NEAR(lse, 0.383166, 1e-6);
+  a.soft_cap_order = attnref::SoftCapOrder::kCapThenAlibi;
+  attnref::paged_attention(a, o, l);
+  EXPECT_NEAR(out, (e + 3.0) / (e + 1.0), 1e-6);
+  a.soft_cap = std::nullopt;
   // Window 1: only the last key.
   a.alibi_slopes = {};
   a.sliding_window = 1;
@@ -304,6 +370,34 @@ TEST(PagedFeatureChecks, SlopesMustBeFiniteAndSinksAreScannedByTheDataTier) {
   s = attnref::check_paged_data(t.a);
   EXPECT_EQ(s.code(), ErrorCode::kNonFiniteData);
   EXPECT_EQ(s.message(), "sinks[2] is not finite");
+}
+
+TEST(PagedFeatureChecks, ConventionsMustBeEnumeratorsAndAreNotInJax) {
+  Tiny t;
+  t.a.alibi_convention = static_cast<attnref::AlibiConvention>(7);
+  attnref::Status s = attnref::check_paged(t.a, attnref::Profile::kReference);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidConvention);
+  EXPECT_EQ(std::string(s.jax_check()), "");
+  EXPECT_EQ(s.message(), "alibi_convention must be one of [signed, absolute]. Got 7.");
+  EXPECT_STREQ(attnref::error_code_name(s.code()), "invalid_convention");
+  t.a.alibi_convention = attnref::AlibiConvention::kAbsolute;
+  t.a.soft_cap_order = static_cast<attnref::SoftCapOrder>(-1);
+  s = attnref::check_paged(t.a, attnref::Profile::kReference);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidConvention);
+  EXPECT_EQ(s.message(), "soft_cap_order must be one of [cap_then_alibi, alibi_then_cap]. Got -1.");
+  t.a.soft_cap_order = attnref::SoftCapOrder::kAlibiThenCap;
+  EXPECT_TRUE(attnref::check_paged(t.a, attnref::Profile::kReference).ok());
+  // JAX's kernel has neither option: a non-default value is refused under the jax profile.
+  s = attnref::check_paged_shapes(t.a, attnref::Profile::kJax);
+  EXPECT_EQ(s.code(), ErrorCode::kOptionNotInJax);
+  EXPECT_EQ(s.message(), "JAX's paged_attention has no alibi_convention option.");
+  t.a.alibi_convention = attnref::AlibiConvention::kSigned;
+  s = attnref::check_paged_shapes(t.a, attnref::Profile::kJax);
+  EXPECT_EQ(s.code(), ErrorCode::kOptionNotInJax);
+  EXPECT_EQ(s.message(), "JAX's paged_attention has no soft_cap_order option.");
+  t.a.soft_cap_order = attnref::SoftCapOrder::kCapThenAlibi;
+  EXPECT_NE(attnref::check_paged_shapes(t.a, attnref::Profile::kJax).code(),
+            ErrorCode::kOptionNotInJax);
 }
 
 TEST(PagedFeatureChecks, PagesBeforeTheWindowAreNotChecked) {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Ragged paged attention's sinks and ALiBi against the float64 oracle (reference/ragged.hpp):
 // decode rows (the few-rows tiling) and prefill chunks (the many-rows tiling), GQA, with and
-// without a sliding window, ALiBi after the soft cap, sinks in the logsumexp, padding rows
+// without a sliding window, ALiBi after the soft cap (and before it, and with the absolute
+// distance), sinks in the logsumexp, padding rows
 // untouched by either (0, -inf); a thread pool gives the serial bits; every new check (code,
 // JAX id, message).
 #include <gtest/gtest.h>
@@ -44,6 +45,8 @@ struct Inputs {
   std::optional<std::int64_t> window;
   std::optional<float> cap;
   bool use_sinks = false, use_alibi = false;
+  attnref::AlibiConvention alibi_convention = attnref::AlibiConvention::kSigned;
+  attnref::SoftCapOrder soft_cap_order = attnref::SoftCapOrder::kCapThenAlibi;
 
   Inputs(const SeqLens& seqs, std::int64_t hq_, std::int64_t hkv_, std::int64_t dim_,
          std::int64_t page_size_, std::optional<std::int64_t> window_, std::uint32_t seed)
@@ -108,6 +111,8 @@ struct Inputs {
     a.soft_cap = cap;
     if (use_sinks) a.sinks = {sinks.data(), {hq}};
     if (use_alibi) a.alibi_slopes = {slopes.data(), {hq}};
+    a.alibi_convention = alibi_convention;
+    a.soft_cap_order = soft_cap_order;
     return a;
   }
 };
@@ -182,6 +187,29 @@ TEST(RaggedFeatures, SinksAlibiWindowAndSoftCapTogether) {
   }
 }
 
+TEST(RaggedConventions, AbsoluteAlibiAndAlibiBeforeTheCapMatchTheOracle) {
+  unsigned seed = 30;
+  for (std::int64_t group : {1, 4}) {
+    Inputs in(kMixed, 2 * group, 2, 8, 8, std::nullopt, seed++);
+    in.use_alibi = true;
+    in.alibi_convention = attnref::AlibiConvention::kAbsolute;
+    check_against_oracle(in, "absolute alibi");
+    in.cap = 0.75f;
+    check_against_oracle(in, "absolute alibi + cap");
+    in.alibi_convention = attnref::AlibiConvention::kSigned;
+    in.soft_cap_order = attnref::SoftCapOrder::kAlibiThenCap;
+    check_against_oracle(in, "alibi then cap");
+    in.alibi_convention = attnref::AlibiConvention::kAbsolute;
+    check_against_oracle(in, "absolute alibi then cap");
+  }
+  Inputs in(kMixed, 8, 2, 16, 4, 5, seed++);
+  in.use_sinks = in.use_alibi = true;
+  in.cap = 3.0f;
+  in.alibi_convention = attnref::AlibiConvention::kAbsolute;
+  in.soft_cap_order = attnref::SoftCapOrder::kAlibiThenCap;
+  check_against_oracle(in, "absolute alibi then cap, window, sinks");
+}
+
 // Worked by hand: one sequence, 2 keys, q = k = 0, v = 1 and 3, two rows (positions 0 and 1).
 TEST(RaggedFeatures, HandWorkedSinkAndAlibi) {
   const std::vector<float> q = {0.0f, 0.0f}, kv = {0.0f, 1.0f, 0.0f, 3.0f};  // [1, 2, 2, 1]
@@ -208,6 +236,21 @@ TEST(RaggedFeatures, HandWorkedSinkAndAlibi) {
   const double e = std::exp(-1.0);
   EXPECT_NEAR(out[1], (e + 3.0) / (e + 2.0), 1e-6);
   EXPECT_NEAR(lse[1], std::log(e + 2.0), 1e-6);
+  // Absolute ALiBi: -1 * |0 - 1| = -1, the same (keys never lie right of a row).
+  a.alibi_convention = attnref::AlibiConvention::kAbsolute;
+  attnref::ragged_paged_attention(a, TensorView<float, 3>(out.data(), {2, 1, 1}),
+                                  TensorView<float, 2>(lse.data(), {2, 1}));
+  EXPECT_NEAR(out[1], (e + 3.0) / (e + 2.0), 1e-6);
+  // Soft cap 1 after ALiBi: row 1's logits tanh(-1) = -0.761594 and tanh(0) = 0, sink 0:
+  // weights 0.466921, 1, 1: out (0.466921 + 3) / 2.466921 = 1.405364, lse log 2.466921 =
+  // 0.902971; row 0 (logit tanh(0) = 0 and the sink) stays 1/2.
+  a.soft_cap = 1.0f;
+  a.soft_cap_order = attnref::SoftCapOrder::kAlibiThenCap;
+  attnref::ragged_paged_attention(a, TensorView<float, 3>(out.data(), {2, 1, 1}),
+                                  TensorView<float, 2>(lse.data(), {2, 1}));
+  EXPECT_NEAR(out[0], 0.5, 1e-6);
+  EXPECT_NEAR(out[1], 1.405364, 1e-6);
+  EXPECT_NEAR(lse[1], 0.902971, 1e-6);
 }
 
 // --- checks -----------------------------------------------------------------------------------
@@ -245,6 +288,33 @@ TEST(RaggedFeatureChecks, SinksAndSlopesShapesValuesAndTiers) {
   s = attnref::check_ragged_data(a);
   EXPECT_EQ(s.code(), ErrorCode::kNonFiniteData);
   EXPECT_EQ(s.message(), "sinks[0] is not finite");
+}
+
+TEST(RaggedFeatureChecks, ConventionsMustBeEnumeratorsAndAreNotInJax) {
+  Inputs in({{1, 3}, {2, 2}}, 4, 2, 4, 2, std::nullopt, 5);
+  attnref::RaggedPagedAttentionArgs<float> a = in.args();
+  a.soft_cap_order = static_cast<attnref::SoftCapOrder>(2);
+  attnref::Status s = attnref::check_ragged_shapes(a, attnref::Profile::kReference);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidConvention);
+  EXPECT_EQ(std::string(s.jax_check()), "");
+  EXPECT_EQ(s.message(), "soft_cap_order must be one of [cap_then_alibi, alibi_then_cap]. Got 2.");
+  a.soft_cap_order = attnref::SoftCapOrder::kCapThenAlibi;
+  a.alibi_convention = static_cast<attnref::AlibiConvention>(3);
+  std::vector<float> out(in.q.size(), 7.0f);
+  EXPECT_EQ(
+      attnref::try_ragged_paged_attention(a, TensorView<float, 3>(out.data(), a.q.extents)).code(),
+      ErrorCode::kInvalidConvention);
+  for (float x : out) ASSERT_EQ(x, 7.0f);
+  a.alibi_convention = attnref::AlibiConvention::kAbsolute;
+  EXPECT_TRUE(attnref::check_ragged(a, attnref::Profile::kReference).ok());
+  s = attnref::check_ragged_shapes(a, attnref::Profile::kJax);
+  EXPECT_EQ(s.code(), ErrorCode::kOptionNotInJax);
+  EXPECT_EQ(s.message(), "JAX's ragged_paged_attention has no alibi_convention option.");
+  a.alibi_convention = attnref::AlibiConvention::kSigned;
+  a.soft_cap_order = attnref::SoftCapOrder::kAlibiThenCap;
+  s = attnref::check_ragged_shapes(a, attnref::Profile::kJax);
+  EXPECT_EQ(s.code(), ErrorCode::kOptionNotInJax);
+  EXPECT_EQ(s.message(), "JAX's ragged_paged_attention has no soft_cap_order option.");
 }
 
 TEST(RaggedFeatureChecks, WindowKeepsR7) {

@@ -3,7 +3,8 @@
 // matching LocalMask (forward and backward); window, ALiBi after the soft cap, sinks and GQA
 // against the float64 oracle (reference/splash.hpp), forward and backward; keys no window
 // reaches are never read (NaN there); a row that sees no key gets 0 and its sink (or -inf) as
-// logsumexp; every new check (code, JAX id, message).
+// logsumexp; ALiBi's absolute convention and ALiBi before the soft cap, causal and not, forward
+// and backward, with hand-worked numbers; every new check (code, JAX id, message).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -79,6 +80,8 @@ struct Case {
     if (!sinks.empty()) a.sinks = {sinks.data(), {p.hq}};
     if (!slopes.empty()) a.alibi_slopes = {slopes.data(), {p.hq}};
     a.sliding_window = p.window;
+    a.alibi_convention = p.alibi_convention;
+    a.soft_cap_order = p.soft_cap_order;
     a.block_sizes.block_q = a.block_sizes.block_kv = block;
     a.block_sizes.block_kv_compute = block / 2;
     return a;
@@ -184,6 +187,95 @@ TEST(SplashWindowAlibi, MatchTheOracleForwardAndBackwardWithSinksCapAndGqa) {
   }
 }
 
+TEST(SplashConventions, AbsoluteAlibiAndAlibiBeforeTheCapMatchTheOracleForwardAndBackward) {
+  using attnref::AlibiConvention;
+  using attnref::SoftCapOrder;
+  struct Conv {
+    AlibiConvention alibi;
+    SoftCapOrder order;
+    double cap;
+    const char* what;
+  };
+  unsigned seed = 70;
+  for (const Conv& cv :
+       {Conv{AlibiConvention::kAbsolute, SoftCapOrder::kCapThenAlibi, 0.0, "absolute"},
+        Conv{AlibiConvention::kAbsolute, SoftCapOrder::kCapThenAlibi, 0.5, "absolute + cap"},
+        Conv{AlibiConvention::kSigned, SoftCapOrder::kAlibiThenCap, 0.5, "alibi then cap"},
+        Conv{AlibiConvention::kAbsolute, SoftCapOrder::kAlibiThenCap, 1.0,
+             "absolute alibi then cap"}})
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(std::string(cv.what) + (causal ? " causal" : " non-causal"));
+      Case c(8, 2, 37, 41, 16, seed++);
+      std::mt19937 rng(seed);
+      c.add_sinks(rng);
+      c.add_slopes();
+      c.p.soft_cap = cv.cap;
+      c.p.alibi_convention = cv.alibi;
+      c.p.soft_cap_order = cv.order;
+      const std::vector<double> dout = random_dout(c, seed);
+      if (causal) {
+        c.p.allowed = [](std::int64_t, std::int64_t r, std::int64_t t) { return t <= r; };
+        expect_oracle(run(c.args(), CausalMask{{37, 41}}, dout), c.p, dout);
+      } else {
+        expect_oracle(run(c.args(), FullMask{{37, 41}}, dout), c.p, dout);
+      }
+      if (HasFatalFailure()) return;
+    }
+}
+
+TEST(SplashConventions, SignedAndAbsoluteAlibiDifferOnlyRightOfTheQuery) {
+  Case c(4, 2, 20, 20, 8, 80);
+  c.add_slopes();
+  const std::vector<double> dout = random_dout(c, 81);
+  const Result causal = run(c.args(), CausalMask{{20, 20}}, dout);
+  const Result full = run(c.args(), FullMask{{20, 20}}, dout);
+  c.p.alibi_convention = attnref::AlibiConvention::kAbsolute;
+  const Result causal_abs = run(c.args(), CausalMask{{20, 20}}, dout);
+  EXPECT_EQ(causal_abs.out, causal.out);
+  EXPECT_EQ(causal_abs.dq, causal.dq);
+  EXPECT_NE(run(c.args(), FullMask{{20, 20}}, dout).out, full.out);
+}
+
+// Worked by hand: one query row (position 0) and two keys (positions 0 and 1), no mask, head_dim
+// 1, q = 0, k = 1 and 1 (every dot product 0), v = 1 and 3, dout = 1, ALiBi slope 1.
+TEST(SplashConventions, HandWorkedAlibiConventionAndSoftCapOrder) {
+  Case c(1, 1, 1, 2, 1, 90);
+  c.q = {0.0f};
+  c.k = {1.0f, 1.0f};
+  c.v = {1.0f, 3.0f};
+  c.p.scale = 1.0;
+  c.p.slopes = {1.0};
+  c.slopes = {1.0f};
+  const FullMask mask{{1, 2}};
+  const std::vector<double> dout = {1.0};
+  // Signed: logits 0 and +1: out (1 + 3e) / (1 + e) = 2.462117, lse log(1 + e) = 1.313262.
+  Result r = run(c.args(), mask, dout);
+  EXPECT_NEAR(r.out[0], 2.462117, 1e-6);
+  EXPECT_NEAR(r.lse[0], 1.313262, 1e-6);
+  // Absolute: logits 0 and -1 * |1 - 0| = -1: out (1 + 3/e) / (1 + 1/e) = 1.537883,
+  // lse log(1 + 1/e) = 0.313262.
+  c.p.alibi_convention = attnref::AlibiConvention::kAbsolute;
+  r = run(c.args(), mask, dout);
+  EXPECT_NEAR(r.out[0], 1.537883, 1e-6);
+  EXPECT_NEAR(r.lse[0], 0.313262, 1e-6);
+  // Signed, soft cap 1 after ALiBi: logits tanh(0) = 0 and tanh(1) = t = 0.761594, weights
+  // p0 = 1 / (1 + e^t) = 0.318300 and p1 = 0.681700: out p0 + 3 p1 = 2.363399. The gradient:
+  // ds_j = p_j (v_j - out) (1 - tanh(u_j)^2) at the biased logits u = 0, 1, and
+  // dq = ds_0 + ds_1 = -p0 (out - 1) t^2 = -0.251714 (p0 (1 - out) + p1 (3 - out) = 0).
+  // Cap first, the cap sees 0 and 0: the same derivative for both keys, dq = 0.
+  c.p.alibi_convention = attnref::AlibiConvention::kSigned;
+  c.p.soft_cap = 1.0;
+  c.p.soft_cap_order = attnref::SoftCapOrder::kAlibiThenCap;
+  r = run(c.args(), mask, dout);
+  EXPECT_NEAR(r.out[0], 2.363399, 1e-6);
+  EXPECT_NEAR(r.lse[0], 1.144760, 1e-6);
+  EXPECT_NEAR(r.dq[0], -0.251714, 1e-6);
+  c.p.soft_cap_order = attnref::SoftCapOrder::kCapThenAlibi;
+  r = run(c.args(), mask, dout);
+  EXPECT_NEAR(r.out[0], 2.462117, 1e-6);
+  EXPECT_NEAR(r.dq[0], 0.0, 1e-6);
+}
+
 TEST(SplashWindow, KeysNoWindowReachesAreNeverRead) {
   // 24 query rows, 40 keys: keys 24.. follow every query (t > r), so no window sees them.
   Case c(2, 1, 24, 40, 8, 30);
@@ -275,6 +367,40 @@ TEST(SplashFeatureChecks, WindowAndSlopes) {
   attnref::MaskInfo info;
   ASSERT_TRUE(attnref::build_mask_info(mask, 16, 16, attnref::Profile::kReference, &info).ok());
   EXPECT_EQ(attnref::make_splash_plan(a, info, &plan).code(), ErrorCode::kInvalidAlibiSlope);
+}
+
+TEST(SplashFeatureChecks, ConventionsMustBeEnumeratorsAndAreNotInJax) {
+  Case c(4, 2, 8, 8, 4, 51);
+  SplashAttentionArgs<float> a = c.args();
+  const CausalMask mask{{8, 8}};
+  a.alibi_convention = static_cast<attnref::AlibiConvention>(2);
+  attnref::Status s = attnref::check_splash(a, mask, attnref::Profile::kReference);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidConvention);
+  EXPECT_EQ(std::string(s.jax_check()), "");
+  EXPECT_EQ(s.message(), "alibi_convention must be one of [signed, absolute]. Got 2.");
+  attnref::SplashPlan<float> plan;
+  EXPECT_EQ(attnref::make_splash_plan(a, mask, &plan).code(), ErrorCode::kInvalidConvention);
+  a.alibi_convention = attnref::AlibiConvention::kSigned;
+  a.soft_cap_order = static_cast<attnref::SoftCapOrder>(5);
+  s = attnref::check_splash(a, mask, attnref::Profile::kReference);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidConvention);
+  EXPECT_EQ(s.message(), "soft_cap_order must be one of [cap_then_alibi, alibi_then_cap]. Got 5.");
+  // Under the jax profile (128 rows, blocks of 128 for its tiling rules) a non-default value is
+  // refused.
+  Case jax(4, 2, 128, 128, 8, 52);
+  a = jax.args();
+  a.block_sizes = attnref::SplashBlockSizes{};
+  const CausalMask jax_mask{{128, 128}};
+  EXPECT_TRUE(attnref::check_splash_shapes(a, jax_mask, attnref::Profile::kJax).ok());
+  a.soft_cap_order = attnref::SoftCapOrder::kAlibiThenCap;
+  s = attnref::check_splash_shapes(a, jax_mask, attnref::Profile::kJax);
+  EXPECT_EQ(s.code(), ErrorCode::kOptionNotInJax);
+  EXPECT_EQ(s.message(), "JAX's splash attention has no soft_cap_order option.");
+  a.soft_cap_order = attnref::SoftCapOrder::kCapThenAlibi;
+  a.alibi_convention = attnref::AlibiConvention::kAbsolute;
+  s = attnref::check_splash_shapes(a, jax_mask, attnref::Profile::kJax);
+  EXPECT_EQ(s.code(), ErrorCode::kOptionNotInJax);
+  EXPECT_EQ(s.message(), "JAX's splash attention has no alibi_convention option.");
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ UNREACHABLE = {
     "page_count_mismatch": "the FlashInfer/vLLM adapters are not bound",
     "invalid_page_stride": "the FlashInfer/vLLM adapters are not bound",
     "engine_rule": "attnref.engines returns broken engine rules as data; it never raises them",
+    "invalid_convention": "conventions are enums in C++; the module takes them by name",
 }
 
 

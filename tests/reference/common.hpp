@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <attnref/core/float8.hpp>
+#include <attnref/validate/logit_conventions.hpp>
 
 namespace attnref {
 namespace reference {
@@ -56,6 +57,22 @@ inline double round_to_bf16(double x) {
   u &= 0xFFFF0000u;
   std::memcpy(&f, &u, sizeof f);
   return static_cast<double>(f);
+}
+
+/// The ALiBi bias of key position `key` seen from query position `query`: slope * (key - query),
+/// or -slope * |key - query| with the absolute convention.
+inline double alibi_bias(double slope, std::int64_t key, std::int64_t query,
+                         AlibiConvention convention) {
+  const double d = static_cast<double>(key - query);
+  return convention == AlibiConvention::kAbsolute ? -slope * std::fabs(d) : slope * d;
+}
+
+/// A scaled logit x with the soft cap c (when `capped`) and a bias, in `order`:
+/// c * tanh(x / c) + bias, or c * tanh((x + bias) / c).
+inline double capped_logit(double x, bool capped, double cap, double bias, SoftCapOrder order) {
+  if (order == SoftCapOrder::kAlibiThenCap) x += bias;
+  if (capped) x = cap * std::tanh(x / cap);
+  return order == SoftCapOrder::kAlibiThenCap ? x : x + bias;
 }
 
 /// Per output element, the range [lo, hi] of the values a softmax averaged (0, 0 when none): a

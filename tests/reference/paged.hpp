@@ -5,9 +5,10 @@
 // v_pages' own last extent, 512 of MLA's 576), a zero row for length 0, and
 //   lse[b, qh] = log sum_{t < lengths[b]} exp(cap(sm_scale * q[b, qh] . k_t)), -inf for length 0
 // (when asked for). Engine features, in the pipeline's order: the ALiBi bias
-// slope[qh] * (t - (lengths[b] - 1)) is added after the cap; a sliding window W keeps the keys
-// t > lengths[b] - 1 - W; a sink s[qh] is one more logit in the max and the sum with no value
-// row (a row with no key and a sink: out 0, lse = s[qh]). Int8 pages
+// slope[qh] * (t - (lengths[b] - 1)) (absolute convention: -slope[qh] * |t - (lengths[b] - 1)|)
+// is added after the cap (soft_cap_order kAlibiThenCap: before it); a sliding window W keeps
+// the keys t > lengths[b] - 1 - W; a sink s[qh] is one more logit in the max and the sum with
+// no value row (a row with no key and a sink: out 0, lse = s[qh]). Int8 pages
 // dequantize as JAX does (w * scale / 127.5, one scale per token or per element), fp8 pages as
 // fp8(w) * scale (scale 1 without scales; fp8 values from their bit fields); float pages
 // round to bf16 when `round_kv_to_bf16` asks for it. Independent of the kernels: plain loops over
@@ -92,17 +93,15 @@ std::vector<double> paged_attention(const PagedAttentionArgs<Q, KV, Index>& a,
           dot += to_double(a.q(b, qh, d)) * paged_kv_value(a, false, h, page, t % page_size, d);
         double x = static_cast<double>(a.sm_scale) * dot;
         if (bounds) bounds->max_logit[row] = std::max(bounds->max_logit[row], std::fabs(x));
-        if (a.soft_cap) {
-          const double cap = static_cast<double>(*a.soft_cap);
-          x = cap * std::tanh(x / cap);
-        }
+        double bias = 0.0;
         if (!a.alibi_slopes.empty_view()) {
-          const double bias =
-              static_cast<double>(a.alibi_slopes(qh)) * static_cast<double>(t - (len - 1));
-          x += bias;
+          bias =
+              alibi_bias(static_cast<double>(a.alibi_slopes(qh)), t, len - 1, a.alibi_convention);
           // The bias is rounded in float too: it scales the error like a logit.
           if (bounds) bounds->max_logit[row] = std::max(bounds->max_logit[row], std::fabs(bias));
         }
+        x = capped_logit(x, a.soft_cap.has_value(), static_cast<double>(a.soft_cap.value_or(1.0f)),
+                         bias, a.soft_cap_order);
         w[static_cast<size_t>(t - first)] = x;
         max_w = (std::isnan(x) || std::isnan(max_w)) ? std::nan("") : std::max(max_w, x);
       }

@@ -7,7 +7,8 @@
 // rows past cu_q_lens[num_seqs] are 0; the logsumexp (when asked for) is
 //   lse[cu_q_lens[i] + r, qh] = log sum_c exp(cap(sm_scale * q . k_c)), -inf past
 // cu_q_lens[num_seqs]. Engine features, in the pipeline's order: the ALiBi bias
-// slope[qh] * (c - pos) is added after the cap; a sink s[qh] is one more logit in the max and
+// slope[qh] * (c - pos) (absolute convention: -slope[qh] * |c - pos|) is added after the cap
+// (soft_cap_order kAlibiThenCap: before it); a sink s[qh] is one more logit in the max and
 // the sum with no value row. With k_scale / v_scale K/V dequantize as the spec writes
 // it, q_dtype(f32(x) * scale) (f64 for double q). Independent of the kernels: plain loops over
 // the views' own indexing.
@@ -128,17 +129,14 @@ std::vector<double> ragged_paged_attention(const RaggedPagedAttentionArgs<Q, KV,
             bounds->logit_mag[row] = std::max(bounds->logit_mag[row], m);
             bounds->dot_mag[row] = std::max(bounds->dot_mag[row], mag);
           }
-          if (a.soft_cap) {
-            const double cap = static_cast<double>(*a.soft_cap);
-            x = cap * std::tanh(x / cap);
-          }
+          double bias = 0.0;
           if (!a.alibi_slopes.empty_view()) {
-            const double bias =
-                static_cast<double>(a.alibi_slopes(qh)) * static_cast<double>(c - pos);
-            x += bias;
+            bias = alibi_bias(static_cast<double>(a.alibi_slopes(qh)), c, pos, a.alibi_convention);
             // The bias is rounded in float too: it scales the error like a logit.
             if (bounds) bounds->logit_mag[row] = std::max(bounds->logit_mag[row], std::fabs(bias));
           }
+          x = capped_logit(x, a.soft_cap.has_value(),
+                           static_cast<double>(a.soft_cap.value_or(1.0f)), bias, a.soft_cap_order);
           w.push_back(x);
           max_w = (std::isnan(x) || std::isnan(max_w)) ? std::nan("") : std::max(max_w, x);
         }

@@ -4,7 +4,9 @@
 // `allowed(h, r, t) -> bool` (query head, query row, key row), so a caller can evaluate it
 // independently of the library's masks; segment ids and sinks come from the arguments.
 //   x[h, r, t]  = cap(sm_scale * q[h, r] . k[kv(h), t]) + slope[h] * (t - r) where allowed,
-//                 segments agree and (with a sliding window W) r - W < t <= r
+//                 segments agree and (with a sliding window W) r - W < t <= r; the bias is
+//                 -slope[h] * |t - r| with the absolute ALiBi convention, and inside the cap,
+//                 cap(sm_scale * q . k + bias), with soft_cap_order kAlibiThenCap
 //   lse[h, r]   = log(exp(sink[h]) + sum_t exp(x)),  -inf when nothing is visible
 //   out[h, r]   = sum_t exp(x - lse) v[kv(h), t],     0 when nothing is visible
 // Gradients are those of sum(out * dout), with di = sum_d out * dout over the caller's `out`
@@ -52,6 +54,8 @@ struct SplashDense {
   std::optional<double> soft_cap;
   std::optional<std::int64_t> window;
   std::vector<double> slopes;  // ALiBi, [Hq] or empty
+  AlibiConvention alibi = AlibiConvention::kSigned;
+  SoftCapOrder order = SoftCapOrder::kCapThenAlibi;
   const Allowed* allowed = nullptr;
 
   template <class Q, class KV>
@@ -63,6 +67,8 @@ struct SplashDense {
         dqk(a.head_dim_qk()),
         dv(a.head_dim_v()),
         scale(static_cast<double>(a.sm_scale)),
+        alibi(a.alibi_convention),
+        order(a.soft_cap_order),
         allowed(&allowed_) {
     if (a.soft_cap) soft_cap = static_cast<double>(*a.soft_cap);
     window = a.sliding_window;
@@ -101,8 +107,9 @@ struct SplashDense {
     if (window && !(r - *window < t && t <= r)) return false;
     return (*allowed)(h, r, t);
   }
-  /// The capped logit at (h, r, t) plus the ALiBi bias; `th` gets tanh(x / cap) of the
-  /// uncapped logit (0 without a cap), `mag` the sum of |sm_scale * q_e * k_e|.
+  /// The capped logit at (h, r, t) and the ALiBi bias, in `order`; `th` gets tanh(u / cap) of
+  /// the logit u the cap sees (0 without a cap; biased with kAlibiThenCap), `mag` the sum of
+  /// |sm_scale * q_e * k_e| (plus |bias|).
   double logit(std::int64_t h, std::int64_t r, std::int64_t t, double* th, double* mag) const {
     double x = 0.0, m = 0.0;
     for (std::int64_t e = 0; e < dqk; ++e) {
@@ -112,16 +119,17 @@ struct SplashDense {
     x *= scale;
     *mag = std::fabs(scale) * m;
     *th = 0.0;
+    double bias = 0.0;
+    if (!slopes.empty()) {
+      bias = alibi_bias(slopes[static_cast<size_t>(h)], t, r, alibi);
+      *mag += std::fabs(bias);  // rounded in float too: it scales the error like a logit
+    }
+    if (order == SoftCapOrder::kAlibiThenCap) x += bias;
     if (soft_cap) {
       *th = std::tanh(x / *soft_cap);
       x = *soft_cap * *th;
     }
-    if (!slopes.empty()) {
-      const double bias = slopes[static_cast<size_t>(h)] * static_cast<double>(t - r);
-      x += bias;
-      *mag += std::fabs(bias);  // rounded in float too: it scales the error like a logit
-    }
-    return x;
+    return order == SoftCapOrder::kAlibiThenCap ? x : x + bias;
   }
 };
 

@@ -40,6 +40,8 @@ struct Problem {
   double scale = 1;
   std::optional<std::int64_t> window;  // sliding window W
   std::vector<double> slopes;          // ALiBi [Hq]; empty: none
+  attnref::AlibiConvention alibi_convention = attnref::AlibiConvention::kSigned;
+  attnref::SoftCapOrder soft_cap_order = attnref::SoftCapOrder::kCapThenAlibi;
   std::function<bool(std::int64_t h, std::int64_t r, std::int64_t t)> allowed;  // mask only
 
   /// The problem as float64 arguments (views of this problem, `sinks_f32` and `slopes_f32`).
@@ -62,6 +64,8 @@ struct Problem {
     slopes_f32->assign(slopes.size(), 0.0f);
     for (size_t h = 0; h < slopes.size(); ++h) (*slopes_f32)[h] = static_cast<float>(slopes[h]);
     if (!slopes.empty()) a.alibi_slopes = {slopes_f32->data(), {hq}};
+    a.alibi_convention = alibi_convention;
+    a.soft_cap_order = soft_cap_order;
     return a;
   }
 };

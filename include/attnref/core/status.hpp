@@ -70,6 +70,7 @@ enum class ErrorCode : int {
   kAlibiSlopesShape,      ///< ALiBi slopes are not [num_q_heads]
   kInvalidAlibiSlope,     ///< an ALiBi slope is NaN or infinite
   kOptionNotInJax,        ///< `jax` profile: an option the family's JAX kernel does not have
+  kInvalidConvention,     ///< an ALiBi convention or soft-cap order is no enumerator
   // Splash masks.
   kMaskShape,              ///< a mask's shape does not fit (Sq, Skv) or its rank is wrong
   kMaskHeadCount,          ///< a mask has neither 1 nor num_q_heads heads
@@ -174,6 +175,8 @@ constexpr const char* error_code_name(ErrorCode c) noexcept {
       return "invalid_alibi_slope";
     case ErrorCode::kOptionNotInJax:
       return "option_not_in_jax";
+    case ErrorCode::kInvalidConvention:
+      return "invalid_convention";
     case ErrorCode::kMaskShape:
       return "mask_shape";
     case ErrorCode::kMaskHeadCount:

@@ -13,10 +13,13 @@
 /// with it, results over disjoint pages merge exactly (kernels/merge_attention_states.hpp).
 ///
 /// Engine features (the logits pipeline of kernels/detail/online_softmax.hpp, in its order):
-/// `alibi_slopes` add slope[qh] * (t - (lengths[b] - 1)) after the cap; a `sliding_window` W
-/// keeps the keys t > lengths[b] - 1 - W (FlashInfer's window_left is W - 1), and neither those
-/// keys nor pages wholly before them are read; `sinks` add exp(sink[qh]) to the denominator (no
-/// value row), so a sequence of length 0 gives 0 and logsumexp sink[qh].
+/// `alibi_slopes` add slope[qh] * (t - (lengths[b] - 1)) after the cap (`soft_cap_order`
+/// kAlibiThenCap: before it, c * tanh((x + bias) / c); `alibi_convention` kAbsolute,
+/// -slope[qh] * |t - (lengths[b] - 1)|, is the same bias, as no key lies right of the query);
+/// a `sliding_window` W keeps the keys t > lengths[b] - 1 - W (FlashInfer's window_left is
+/// W - 1), and neither those keys nor pages wholly before them are read; `sinks` add
+/// exp(sink[qh]) to the denominator (no value row), so a sequence of length 0 gives 0 and
+/// logsumexp sink[qh].
 ///
 /// Non-finite inputs (docs/hostile-inputs.md): NaN or +inf in q[b, qh] or in the K row (or its
 /// int8 scales) of a token t < lengths[b] makes that output row NaN (a NaN or +inf logit, or
@@ -547,7 +550,7 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
   const std::int64_t length = a.lengths(b);
   const bool round_kv = a.round_kv_to_bf16 && !PagedAttentionArgs<Q, KV, Index>::kScaled;
   constexpr bool kDivide = std::is_same<KV, std::int8_t>::value;  // JAX's (w * s) / 127.5
-  const LogitTransform<Acc> logits(a.sm_scale, a.soft_cap);
+  const LogitTransform<Acc> logits(a.sm_scale, a.soft_cap, a.soft_cap_order);
   start_group(a, b, h, page_begin == 0, s);
   const KeyRange keys = paged_keys(a, b, page_begin, page_end);
   const std::int64_t t_begin = keys.lo, t_end = std::max(keys.lo, keys.hi);
@@ -585,10 +588,12 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
                                 });
           });
     auto x = logits_of(c);
-    logits.apply(x);
-    if (!a.alibi_slopes.empty_view())
+    logits.apply(x, [&](auto& y) {
+      if (a.alibi_slopes.empty_view()) return;
       for (std::int64_t g = 0; g < group; ++g)
-        add_alibi(x.row(g), static_cast<Acc>(a.alibi_slopes(heads.q_head(h, g))), c.t0, length - 1);
+        add_alibi(y.row(g), static_cast<Acc>(a.alibi_slopes(heads.q_head(h, g))), c.t0, length - 1,
+                  a.alibi_convention);
+    });
   };
   // Row g of chunk c's softmax step: its logits become probabilities; the factor for its
   // output waits in `alpha` until the previous chunk's values are in.

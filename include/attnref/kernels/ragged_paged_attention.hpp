@@ -27,9 +27,11 @@
 /// merge exactly with it (kernels/merge_attention_states.hpp).
 ///
 /// Engine features (the logits pipeline of kernels/detail/online_softmax.hpp, in its order):
-/// `alibi_slopes` add slope[qh] * (c - pos) after the cap (pos = kv_len - q_len + r); `sinks`
-/// add exp(sink[qh]) to each live row's denominator (no value row; the logsumexp includes it;
-/// padding rows stay 0 and -inf).
+/// `alibi_slopes` add slope[qh] * (c - pos) after the cap (pos = kv_len - q_len + r;
+/// `soft_cap_order` kAlibiThenCap: before it, c * tanh((x + bias) / c); `alibi_convention`
+/// kAbsolute, -slope[qh] * |c - pos|, is the same bias, as every visible key has c <= pos);
+/// `sinks` add exp(sink[qh]) to each live row's denominator (no value row; the logsumexp
+/// includes it; padding rows stay 0 and -inf).
 ///
 /// How it runs: for each live sequence and each KV head, the G query heads sharing that KV head
 /// and all q_len rows of the sequence form one (q_len * G) x D row block. K/V are read a block
@@ -227,7 +229,7 @@ struct RaggedCall {
         heads{args.num_q_heads(), args.num_kv_heads()},
         dim(args.head_dim()),
         page_size(args.page_size()),
-        logits(args.sm_scale, args.soft_cap),
+        logits(args.sm_scale, args.soft_cap, args.soft_cap_order),
         window(args.sliding_window),
         k_scaled(args.k_scale.has_value()),
         v_scaled(args.v_scale.has_value()),
@@ -290,9 +292,10 @@ struct RaggedCall {
     const Eigen::Index v0 = static_cast<Eigen::Index>(vis.lo - lo);
     const Eigen::Index nv = static_cast<Eigen::Index>(vis.size());
     auto seg = x.segment(v0, nv);
-    logits.apply(seg);
-    if (!a.alibi_slopes.empty_view())
-      add_alibi(seg, static_cast<Acc>(a.alibi_slopes(qh)), vis.lo, pos);
+    logits.apply(seg, [&](auto& y) {
+      if (!a.alibi_slopes.empty_view())
+        add_alibi(y, static_cast<Acc>(a.alibi_slopes(qh)), vis.lo, pos, a.alibi_convention);
+    });
     const Acc alpha = fold_logits<false>(seg, m, l);
     x.head(v0).setZero();
     x.tail(x.size() - v0 - nv).setZero();

@@ -7,7 +7,10 @@
 /// Semantics (design.md §6):
 ///  - logits `x = sm_scale * q.k` (no implicit 1/sqrt(d)), then the soft cap `c * tanh(x / c)`,
 ///    then ALiBi `+ slope[h] * (j - i)` (query row i, key j; the backward's cap derivative takes
-///    the logit without it), then the mask (mask AND segment ids AND, with a sliding window W,
+///    the logit without it); `soft_cap_order` kAlibiThenCap adds ALiBi first,
+///    `c * tanh((x + bias) / c)` (the derivative then takes the biased logit);
+///    `alibi_convention` kAbsolute biases by `-slope[h] * |j - i|` (keys right of the query
+///    differ); then the mask (mask AND segment ids AND, with a sliding window W,
 ///    `i - W < j <= i`: tiles, and columns of a tile, that no row's window reaches are never
 ///    read);
 ///  - a masked position has probability exactly 0. For JAX's default mask_value this equals
@@ -226,13 +229,14 @@ bool tile_in_window(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& info, s
 }
 
 /// Adds the ALiBi bias of query head h to logits `s` whose row r is q row `r0 + r` and column c
-/// key `t0 + c` (after the soft cap, before the mask).
+/// key `t0 + c` (after the soft cap, or before it with kAlibiThenCap; before the mask).
 template <class Acc, class Q, class KV>
 void add_alibi_tile(const SplashAttentionArgs<Q, KV>& a, std::int64_t h, std::int64_t r0,
                     std::int64_t t0, SplashMatrix<Acc>& s) {
   if (a.alibi_slopes.empty_view()) return;
   const Acc slope = static_cast<Acc>(a.alibi_slopes(h));
-  for (Eigen::Index r = 0; r < s.rows(); ++r) add_alibi(s.row(r), slope, t0, r0 + r);
+  for (Eigen::Index r = 0; r < s.rows(); ++r)
+    add_alibi(s.row(r), slope, t0, r0 + r, a.alibi_convention);
 }
 
 /// Sets the masked logits of `s` [rows, cols] of tile (i, j) of query head h to -inf.
@@ -316,7 +320,7 @@ void splash_forward_item(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& in
   const HeadGroups heads = splash_heads(a);
   const std::int64_t group = heads.group(), dv = a.head_dim_v(), bkv = info.block_kv;
   const std::int64_t bc = std::max<std::int64_t>(1, std::min(a.block_sizes.kv_compute(), bkv));
-  const LogitTransform<Acc> logits(a.sm_scale, a.soft_cap);
+  const LogitTransform<Acc> logits(a.sm_scale, a.soft_cap, a.soft_cap_order);
   const std::int64_t r0 = i * info.block_q, rows = info.q_rows(i);
   sc.state.resize(static_cast<size_t>(group));
   sc.q.resize(static_cast<size_t>(group));
@@ -349,8 +353,9 @@ void splash_forward_item(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& in
         if (info.kind(h, i, j) == BlockKind::kEmpty) continue;
         OnlineSoftmax<Acc>& st = sc.state[static_cast<size_t>(g)];
         sc.s.noalias() = sc.q[static_cast<size_t>(g)] * kc.transpose();
-        logits.cap_only(sc.s);  // the scale is in q
-        add_alibi_tile(a, h, r0, t0, sc.s);
+        logits.cap_and_bias(sc.s, [&](SplashMatrix<Acc>& x) {  // the scale is in q
+          add_alibi_tile(a, h, r0, t0, x);
+        });
         mask_tile<Acc>(a, info, h, i, j, r0, t0, c0, sc.s);
         st.template fold<true>(sc.s);
         if (tile_may_mask(a, info, h, i, j) && !v_finite(vc, v_state)) {
@@ -448,13 +453,15 @@ void splash_backward_tile(const SplashBackwardInputs<Q, KV>& in, const std::vect
   const SplashAttentionArgs<Q, KV>& a = in.a;
   const std::int64_t sq = a.q_seq_len(), t0 = j * in.info.block_kv;
   const std::int64_t r0 = i * in.info.block_q, rows = in.info.q_rows(i);
-  const LogitTransform<Acc> logits(a.sm_scale, a.soft_cap);
+  const LogitTransform<Acc> logits(a.sm_scale, a.soft_cap, a.soft_cap_order);
   load_rows<Acc>(a.q, h, r0, rows, logits.scale, sc.qi);
   load_rows<Acc>(in.dout, h, r0, rows, Acc(1), sc.doi);
   sc.s.noalias() = sc.qi * sc.kj.transpose();
-  if (logits.capped) sc.t = (sc.s.array() / logits.cap).tanh().matrix();  // d = tanh(xu / c)
+  // d(cap)/du = 1 - tanh(u / c)^2 at the logit u the cap sees: biased only with ALiBi first.
+  if (logits.bias_first) add_alibi_tile(a, h, r0, t0, sc.s);
+  if (logits.capped) sc.t = (sc.s.array() / logits.cap).tanh().matrix();
   logits.cap_only(sc.s);
-  add_alibi_tile(a, h, r0, t0, sc.s);  // after the cap: d(cap)/dx above takes no bias
+  if (!logits.bias_first) add_alibi_tile(a, h, r0, t0, sc.s);
   mask_tile<Acc>(a, in.info, h, i, j, r0, t0, 0, sc.s);
   sc.p.resize(rows, sc.s.cols());
   // lse (finite, or -inf: no visible key) and di of the rows; a NaN row has both NaN.

@@ -5,8 +5,9 @@
 ///    denominator, with no value row. Shape here; NaN/Inf only in the opt-in data tier, as
 ///    splash has always done (a NaN sink makes its rows NaN, the rule of bad data);
 ///  - ALiBi slopes `[num_q_heads]` (f32): the bias `slope[qh] * (key_pos - query_pos)` added
-///    after the soft cap. Shape here (O(1)); finiteness in the metadata tier (O(Hq)): a
-///    non-finite slope is not data a layer produced but a wrong configuration.
+///    after the soft cap (the args' `alibi_convention` and `soft_cap_order` select an engine's
+///    variant: logit_conventions.hpp). Shape here (O(1)); finiteness in the metadata tier
+///    (O(Hq)): a non-finite slope is not data a layer produced but a wrong configuration.
 ///
 /// Example:
 /// @code

@@ -2,8 +2,9 @@
 /// @file paged.hpp
 /// Paged attention (decode): the argument descriptor and its checks in three tiers.
 ///  - shapes (O(1)): JAX's P1..P10 in JAX's order (P4, P7..P10 only under `Profile::kJax`;
-///    under `kJax` also `option_not_in_jax` for sliding_window, sinks and alibi_slopes, which
-///    JAX's kernel does not have), then attnref's safety checks on views and options;
+///    under `kJax` also `option_not_in_jax` for sliding_window, sinks, alibi_slopes and a
+///    non-default alibi_convention or soft_cap_order, which JAX's kernel does not have), then
+///    attnref's safety checks on views and options;
 ///  - metadata (O(batch + pages)): every length within capacity, every live page index in range;
 ///  - data (opt-in, O(live elements)): no NaN/Inf in q or in the K/V rows that lengths make live;
 ///  - outputs (`check_paged_output`): out and the optional logsumexp.
@@ -36,6 +37,7 @@
 #include "attnref/validate/head_options.hpp"
 #include "attnref/validate/heads.hpp"
 #include "attnref/validate/kv_rows.hpp"
+#include "attnref/validate/logit_conventions.hpp"
 #include "attnref/validate/options.hpp"
 #include "attnref/validate/outputs.hpp"
 
@@ -80,6 +82,10 @@ struct PagedAttentionArgs {
   std::optional<std::int64_t> sliding_window;
   TensorView<const float, 1> sinks;         ///< optional [num_q_heads] attention-sink logits
   TensorView<const float, 1> alibi_slopes;  ///< optional [num_q_heads] ALiBi slopes
+  /// ALiBi's distance: signed `slope * (key_pos - query_pos)` or absolute (logit_conventions.hpp)
+  AlibiConvention alibi_convention = AlibiConvention::kSigned;
+  /// With a soft cap and ALiBi: `c * tanh(s / c) + bias` (default) or `c * tanh((s + bias) / c)`
+  SoftCapOrder soft_cap_order = SoftCapOrder::kCapThenAlibi;
 
   std::int64_t batch() const noexcept { return q.extents[0]; }
   std::int64_t num_q_heads() const noexcept { return q.extents[1]; }
@@ -256,6 +262,10 @@ Status check_paged_inputs(const PagedAttentionArgs<Q, KV, Index>& a, Profile pro
     ATTNREF_RETURN_IF_ERROR(check_option_in_jax(!a.sinks.empty_view(), kNotInJax, "sinks"));
     ATTNREF_RETURN_IF_ERROR(
         check_option_in_jax(!a.alibi_slopes.empty_view(), kNotInJax, "alibi_slopes"));
+    ATTNREF_RETURN_IF_ERROR(check_option_in_jax(a.alibi_convention != AlibiConvention::kSigned,
+                                                kNotInJax, "alibi_convention"));
+    ATTNREF_RETURN_IF_ERROR(check_option_in_jax(a.soft_cap_order != SoftCapOrder::kCapThenAlibi,
+                                                kNotInJax, "soft_cap_order"));
   }
   return Status();
 }
@@ -277,6 +287,7 @@ Status check_paged_safety(const PagedAttentionArgs<Q, KV, Index>& a) {
   ATTNREF_RETURN_IF_ERROR(check_sm_scale(a.sm_scale));
   ATTNREF_RETURN_IF_ERROR(check_sliding_window(a.sliding_window));
   ATTNREF_RETURN_IF_ERROR(check_sinks_shape(a.sinks, a.num_q_heads()));
+  ATTNREF_RETURN_IF_ERROR(check_logit_conventions(a.alibi_convention, a.soft_cap_order));
   return check_alibi_slopes_shape(a.alibi_slopes, a.num_q_heads());
 }
 

@@ -4,7 +4,8 @@
 /// argument descriptor and its checks in three tiers.
 ///  - shapes (O(1)): JAX's static checks R13, R1..R11 in JAX's order (R13 is a bare assert in
 ///    JAX and gets a real message here; R5 and R14 only under `Profile::kJax`, and under `kJax`
-///    `option_not_in_jax` for sinks and alibi_slopes, which JAX's kernel does not have), then
+///    `option_not_in_jax` for sinks, alibi_slopes and a non-default alibi_convention or
+///    soft_cap_order, which JAX's kernel does not have), then
 ///    attnref's safety checks on views and options. R12 (an even combined head count) belongs to
 ///    JAX's combined pool and is checked where that pool becomes views: `ragged_kv_views`;
 ///  - metadata (O(max_num_seqs + pages)): JAX's dynamic checks R15..R18 in JAX's order, plus the
@@ -47,6 +48,7 @@
 #include "attnref/core/tensor_view.hpp"
 #include "attnref/validate/head_options.hpp"
 #include "attnref/validate/kv_rows.hpp"
+#include "attnref/validate/logit_conventions.hpp"
 #include "attnref/validate/options.hpp"
 #include "attnref/validate/outputs.hpp"
 
@@ -96,6 +98,10 @@ struct RaggedPagedAttentionArgs {
   std::optional<std::int64_t> vmem_limit_bytes;        ///< R11: > 0
   TensorView<const float, 1> sinks;         ///< optional [num_q_heads] attention-sink logits
   TensorView<const float, 1> alibi_slopes;  ///< optional [num_q_heads] ALiBi slopes
+  /// ALiBi's distance: signed `slope * (key_pos - query_pos)` or absolute (logit_conventions.hpp)
+  AlibiConvention alibi_convention = AlibiConvention::kSigned;
+  /// With a soft cap and ALiBi: `c * tanh(s / c) + bias` (default) or `c * tanh((s + bias) / c)`
+  SoftCapOrder soft_cap_order = SoftCapOrder::kCapThenAlibi;
 
   std::int64_t max_num_batched_tokens() const noexcept { return q.extents[0]; }
   std::int64_t num_q_heads() const noexcept { return q.extents[1]; }
@@ -217,6 +223,10 @@ Status check_ragged_options(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Pro
     ATTNREF_RETURN_IF_ERROR(check_option_in_jax(!a.sinks.empty_view(), kNotInJax, "sinks"));
     ATTNREF_RETURN_IF_ERROR(
         check_option_in_jax(!a.alibi_slopes.empty_view(), kNotInJax, "alibi_slopes"));
+    ATTNREF_RETURN_IF_ERROR(check_option_in_jax(a.alibi_convention != AlibiConvention::kSigned,
+                                                kNotInJax, "alibi_convention"));
+    ATTNREF_RETURN_IF_ERROR(check_option_in_jax(a.soft_cap_order != SoftCapOrder::kCapThenAlibi,
+                                                kNotInJax, "soft_cap_order"));
   }
   return Status();
 }
@@ -320,6 +330,7 @@ Status check_ragged_safety(const RaggedPagedAttentionArgs<Q, KV, Index>& a) {
   ATTNREF_RETURN_IF_ERROR(check_mask_value(a.mask_value));
   ATTNREF_RETURN_IF_ERROR(check_sm_scale(a.sm_scale));
   ATTNREF_RETURN_IF_ERROR(check_sinks_shape(a.sinks, a.num_q_heads()));
+  ATTNREF_RETURN_IF_ERROR(check_logit_conventions(a.alibi_convention, a.soft_cap_order));
   return check_alibi_slopes_shape(a.alibi_slopes, a.num_q_heads());
 }
 

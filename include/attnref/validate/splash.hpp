@@ -4,8 +4,9 @@
 ///  - `check_splash_shapes(args, mask, profile)` (O(1)), in JAX's order: the mask's own checks
 ///    (K2..K12), mask head count (1 or Hq) and shape against (Sq, Skv), the block checks M3..M7
 ///    (`kJax`), then JAX's forward checks S3..S11 (S7, S8 only under `Profile::kJax`; S3 and S5
-///    with corrected wording; under `kJax` also `option_not_in_jax` for sliding_window and
-///    alibi_slopes), then attnref's safety checks on views and options;
+///    with corrected wording; under `kJax` also `option_not_in_jax` for sliding_window,
+///    alibi_slopes and a non-default alibi_convention or soft_cap_order), then attnref's safety
+///    checks on views and options;
 ///  - `check_splash_metadata(args, mask, profile)`: reads arrays (nothing to check yet);
 ///  - `check_splash(args, mask, profile)`: shapes, then metadata; `validate_splash` throws;
 ///  - `check_splash_data(args)` (opt-in): no NaN/Inf in q, k, v or sinks;
@@ -45,6 +46,7 @@
 #include "attnref/validate/head_options.hpp"
 #include "attnref/validate/heads.hpp"
 #include "attnref/validate/kv_rows.hpp"
+#include "attnref/validate/logit_conventions.hpp"
 #include "attnref/validate/mask_blocks.hpp"
 #include "attnref/validate/mask_checks.hpp"
 #include "attnref/validate/options.hpp"
@@ -113,6 +115,10 @@ struct SplashAttentionArgs {
   /// mask with LocalMask(window (W - 1, 0))); W >= 1. Tiles wholly outside are never read.
   std::optional<std::int64_t> sliding_window;
   TensorView<const float, 1> alibi_slopes;  ///< optional [num_q_heads] ALiBi slopes
+  /// ALiBi's distance: signed `slope * (key_pos - query_pos)` or absolute (logit_conventions.hpp)
+  AlibiConvention alibi_convention = AlibiConvention::kSigned;
+  /// With a soft cap and ALiBi: `c * tanh(s / c) + bias` (default) or `c * tanh((s + bias) / c)`
+  SoftCapOrder soft_cap_order = SoftCapOrder::kCapThenAlibi;
 
   std::int64_t num_q_heads() const noexcept { return q.extents[0]; }
   std::int64_t q_seq_len() const noexcept { return q.extents[1]; }
@@ -270,6 +276,12 @@ Status check_splash_inputs(const SplashAttentionArgs<Q, KV>& a, Profile profile)
         "the reference profile"));
     ATTNREF_RETURN_IF_ERROR(check_option_in_jax(
         !a.alibi_slopes.empty_view(), "JAX's splash attention has no {f} option.", "alibi_slopes"));
+    ATTNREF_RETURN_IF_ERROR(check_option_in_jax(a.alibi_convention != AlibiConvention::kSigned,
+                                                "JAX's splash attention has no {f} option.",
+                                                "alibi_convention"));
+    ATTNREF_RETURN_IF_ERROR(check_option_in_jax(a.soft_cap_order != SoftCapOrder::kCapThenAlibi,
+                                                "JAX's splash attention has no {f} option.",
+                                                "soft_cap_order"));
   }
   const bool has_q_seg = !a.q_segment_ids.empty_view();
   const bool has_kv_seg = !a.kv_segment_ids.empty_view();
@@ -335,6 +347,7 @@ Status check_splash_safety(const SplashAttentionArgs<Q, KV>& a) {
   ATTNREF_RETURN_IF_ERROR(check_mask_value(a.mask_value));
   ATTNREF_RETURN_IF_ERROR(check_sm_scale(a.sm_scale));
   ATTNREF_RETURN_IF_ERROR(check_sliding_window(a.sliding_window));
+  ATTNREF_RETURN_IF_ERROR(check_logit_conventions(a.alibi_convention, a.soft_cap_order));
   return check_alibi_slopes_shape(a.alibi_slopes, q[0]);
 }
 

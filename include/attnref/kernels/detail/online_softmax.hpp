@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file online_softmax.hpp
 /// The one kernel core shared by the paged, splash and ragged kernels. The logits pipeline, in
-/// this order in every family (design.md): scale -> soft cap -> ALiBi -> visible range (length,
-/// causal, window, mask) -> sinks -> softmax and logsumexp.
-///  - `LogitTransform`: `x -> cap(scale * x)` with `cap(x) = c tanh(x / c)`;
-///  - `add_alibi`: the ALiBi bias `slope * (key_pos - query_pos)` of one row, after the cap;
+/// this order in every family (design.md): scale -> soft cap -> ALiBi (ALiBi -> soft cap with
+/// `SoftCapOrder::kAlibiThenCap`) -> visible range (length, causal, window, mask) -> sinks ->
+/// softmax and logsumexp.
+///  - `LogitTransform`: `x -> cap(scale * x)` with `cap(x) = c tanh(x / c)`, and with a bias
+///    (ALiBi) `cap(scale * x) + bias` or, in the order `SoftCapOrder::kAlibiThenCap`,
+///    `cap(scale * x + bias)`;
+///  - `add_alibi`: the ALiBi bias of one row, `slope * (key_pos - query_pos)` or, with
+///    `AlibiConvention::kAbsolute`, `-slope * |key_pos - query_pos|`;
 ///  - `visible_keys`: the keys a query position may see (causal, optional sliding window);
 ///  - `start_row`: a row's running (m, l) before any key, empty or with its sink logit;
 ///  - `fold_logits`: one online-softmax step of one row (flash attention's running max m and sum
@@ -33,25 +37,31 @@
 
 #include <Eigen/Core>
 
+#include "attnref/validate/logit_conventions.hpp"
+
 namespace attnref {
 namespace detail {
 
 template <class Acc>
 using RowMajorMatrix = Eigen::Matrix<Acc, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-/// `x -> cap(scale * x)`: the logits of every kernel go through this (a scale of 1 is skipped,
+/// `x -> cap(scale * x)`, and with a bias `cap(scale * x) + bias` or (`bias_first`)
+/// `cap(scale * x + bias)`: the logits of every kernel go through this (a scale of 1 is skipped,
 /// which is exact).
 template <class Acc>
 struct LogitTransform {
   Acc scale = Acc(1);
   bool capped = false;
   Acc cap = Acc(1);
+  bool bias_first = false;  ///< SoftCapOrder::kAlibiThenCap: the cap sees the biased logit
 
   LogitTransform() = default;
-  LogitTransform(float sm_scale, const std::optional<float>& soft_cap)
+  LogitTransform(float sm_scale, const std::optional<float>& soft_cap,
+                 SoftCapOrder order = SoftCapOrder::kCapThenAlibi)
       : scale(static_cast<Acc>(sm_scale)),
         capped(soft_cap.has_value()),
-        cap(soft_cap ? static_cast<Acc>(*soft_cap) : Acc(1)) {}
+        cap(soft_cap ? static_cast<Acc>(*soft_cap) : Acc(1)),
+        bias_first(order == SoftCapOrder::kAlibiThenCap) {}
 
   /// Applies the soft cap only (for callers that folded the scale into q).
   template <class X>
@@ -64,13 +74,40 @@ struct LogitTransform {
     if (scale != Acc(1)) x *= scale;
     cap_only(x);
   }
+  /// The soft cap and a bias in the transform's order, in place; `add_bias(x)` adds the bias
+  /// (or nothing). For callers that folded the scale into q.
+  template <class X, class AddBias>
+  void cap_and_bias(X&& x, AddBias&& add_bias) const {
+    if (bias_first) {
+      add_bias(x);
+      cap_only(x);
+    } else {
+      cap_only(x);
+      add_bias(x);
+    }
+  }
+  /// Scale, then `cap_and_bias`, in place.
+  template <class X, class AddBias>
+  void apply(X&& x, AddBias&& add_bias) const {
+    if (scale != Acc(1)) x *= scale;
+    cap_and_bias(x, add_bias);
+  }
 };
 
-/// Adds the ALiBi bias `slope * (key - query_pos)` to a row of logits whose element c is key
-/// `key0 + c` (after the soft cap: the bias is not capped). A masked logit (-inf) stays -inf.
-/// The distance is exact in int64 and rounded once to Acc.
+/// Adds the ALiBi bias `slope * (key - query_pos)` (`kAbsolute`: `-slope * |key - query_pos|`)
+/// to a row of logits whose element c is key `key0 + c`. A masked logit (-inf) stays -inf. The
+/// distance is exact in int64 and rounded once to Acc, so both conventions give the same bits
+/// for keys up to the query.
 template <class Acc, class Row>
-inline void add_alibi(Row&& x, Acc slope, std::int64_t key0, std::int64_t query_pos) {
+inline void add_alibi(Row&& x, Acc slope, std::int64_t key0, std::int64_t query_pos,
+                      AlibiConvention convention = AlibiConvention::kSigned) {
+  if (convention == AlibiConvention::kAbsolute) {
+    for (Eigen::Index c = 0; c < x.size(); ++c) {
+      const std::int64_t d = key0 + static_cast<std::int64_t>(c) - query_pos;
+      x(c) -= slope * static_cast<Acc>(d < 0 ? -d : d);
+    }
+    return;
+  }
   for (Eigen::Index c = 0; c < x.size(); ++c)
     x(c) += slope * static_cast<Acc>(key0 + static_cast<std::int64_t>(c) - query_pos);
 }

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "attnref/core/dtype.hpp"
+#include "attnref/validate/logit_conventions.hpp"
 
 namespace attnref {
 
@@ -126,18 +127,6 @@ constexpr EngineVersion effective_version(const EngineTarget& t) noexcept {
 enum class WindowConvention : int {
   kKeys,             ///< W keys including the query's own: `p - W < t <= p` (attnref, JAX, HF)
   kKeysLeftOfQuery,  ///< W keys left of the query, W + 1 in all (FlashInfer window_left, FA)
-};
-
-/// How ALiBi biases a logit.
-enum class AlibiConvention : int {
-  kSigned,    ///< `slope * (key_pos - query_pos)` (attnref, FlashInfer, vLLM paged)
-  kAbsolute,  ///< `-slope * |key_pos - query_pos|` (FlashAttention-2, non-causal)
-};
-
-/// Which comes first when a layer has both a soft cap and ALiBi.
-enum class SoftCapOrder : int {
-  kCapThenAlibi,  ///< `c * tanh(s / c) + bias` (attnref, FlashAttention-2)
-  kAlibiThenCap,  ///< `c * tanh((s + bias) / c)` (FlashInfer's DefaultAttention)
 };
 
 /// The meaning of a configuration's numbers and features.
