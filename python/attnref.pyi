@@ -14,6 +14,8 @@ ArrayLike = Any  # numpy.ndarray, a CPU tensor with __dlpack__, a sequence, or a
 Profile = Literal["reference", "jax"]
 Tier = Literal["shape", "metadata", "data"]
 KvLayout = Literal["jax", "nhd", "hnd"]
+AlibiConvention = Literal["signed", "absolute"]
+SoftCapOrder = Literal["cap_then_alibi", "alibi_then_cap"]
 MaskSpec = Union[
     None,
     Literal["causal", "full"],
@@ -91,6 +93,8 @@ def check_paged(q: ArrayLike, k_pages: ArrayLike, v_pages: ArrayLike, lengths: A
                 megacore_mode: Optional[Literal["kv_head", "batch"]] = None,
                 round_kv_to_bf16: bool = False, sliding_window: Optional[int] = None,
                 sinks: Optional[ArrayLike] = None, alibi_slopes: Optional[ArrayLike] = None,
+                alibi_convention: AlibiConvention = "signed",
+                soft_cap_order: SoftCapOrder = "cap_then_alibi",
                 profile: Profile = "reference",
                 tiers: Sequence[Tier] = ("shape", "metadata")) -> None:
     """q [batch, num_q_heads, head_dim]; k_pages, v_pages [num_kv_heads, total_pages,
@@ -123,7 +127,9 @@ def check_splash(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Union[MaskSp
                  q_segment_ids: Optional[ArrayLike] = None,
                  kv_segment_ids: Optional[ArrayLike] = None, sinks: Optional[ArrayLike] = None,
                  sliding_window: Optional[int] = None,
-                 alibi_slopes: Optional[ArrayLike] = None, soft_cap: Optional[float] = None,
+                 alibi_slopes: Optional[ArrayLike] = None,
+                alibi_convention: AlibiConvention = "signed",
+                soft_cap_order: SoftCapOrder = "cap_then_alibi", soft_cap: Optional[float] = None,
                  sm_scale: float = 1.0,
                  mask_value: Optional[float] = None, block_q: int = 128, block_kv: int = 128,
                  block_kv_compute: Optional[int] = None, backward: bool = False,
@@ -165,7 +171,9 @@ def check_ragged(q: ArrayLike, kv_pages: Union[ArrayLike, Tuple[ArrayLike, Array
                  num_kv_pages_per_block: Optional[int] = None,
                  num_queries_per_block: Optional[int] = None,
                  vmem_limit_bytes: Optional[int] = None, sinks: Optional[ArrayLike] = None,
-                 alibi_slopes: Optional[ArrayLike] = None, profile: Profile = "reference",
+                 alibi_slopes: Optional[ArrayLike] = None,
+                alibi_convention: AlibiConvention = "signed",
+                soft_cap_order: SoftCapOrder = "cap_then_alibi", profile: Profile = "reference",
                  tiers: Sequence[Tier] = ("shape", "metadata")) -> None:
     """q [max_num_batched_tokens, num_q_heads, head_dim]; kv_pages JAX's combined
     [total_pages, page_size, 2 * num_kv_heads, head_dim] or a (k_pages, v_pages) pair in

@@ -108,10 +108,19 @@ std::string describe_dlpack_dtype(DLDataType t) {
   return out;
 }
 
+/// Keeps a Python object alive as long as an Array that reads its memory (released with the
+/// GIL held: Arrays live in the bound functions' frames).
+std::shared_ptr<const void> keep(py::object obj) {
+  return std::shared_ptr<const void>(new py::object(std::move(obj)), [](const void* o) {
+    delete static_cast<const py::object*>(o);
+  });
+}
+
 Array read_numpy(const py::array& arr, const char* name, const ExplicitDtype* as) {
   Array a;
   a.name = name;
-  a.owner = arr;
+  a.given = true;
+  a.keep_alive = keep(arr);
   const NumpyDtype dtype(arr.dtype());
   a.dtype = dtype_of_numpy(dtype);
   const std::int64_t itemsize = dtype.itemsize;
@@ -150,6 +159,55 @@ Array read_numpy(const py::array& arr, const char* name, const ExplicitDtype* as
   return a;
 }
 
+/// The first element and element strides of a DLPack tensor of up to four dimensions, through
+/// `view_from_dlpack` (device, dtype, offset alignment and view checks); a tensor of more
+/// dimensions keeps its shape only, for the families' rank checks to refuse.
+template <class T, size_t Rank>
+void resolve_dlpack_as(const DLTensor& t, Array* a) {
+  TensorView<const T, Rank> view;
+  raise_if_error(view_from_dlpack(t, &view, a->name.c_str()));
+  a->data = view.data;
+  a->strides.assign(view.strides.begin(), view.strides.end());
+}
+
+template <class T>
+void resolve_dlpack_rank(const DLTensor& t, Array* a) {
+  switch (t.ndim) {
+    case 0:  // a scalar: one element at data + byte_offset
+      a->data = static_cast<const char*>(t.data) + t.byte_offset;
+      return;
+    case 1:
+      return resolve_dlpack_as<T, 1>(t, a);
+    case 2:
+      return resolve_dlpack_as<T, 2>(t, a);
+    case 3:
+      return resolve_dlpack_as<T, 3>(t, a);
+    case 4:
+      return resolve_dlpack_as<T, 4>(t, a);
+    default:
+      return;
+  }
+}
+
+void resolve_dlpack(const DLTensor& t, Array* a) {
+  switch (a->dtype) {
+    case DType::kFloat16:
+      return resolve_dlpack_rank<Eigen::half>(t, a);
+    case DType::kBFloat16:
+      return resolve_dlpack_rank<Eigen::bfloat16>(t, a);
+    case DType::kFloat32:
+      return resolve_dlpack_rank<float>(t, a);
+    case DType::kFloat64:
+      return resolve_dlpack_rank<double>(t, a);
+    case DType::kInt8:
+      return resolve_dlpack_rank<std::int8_t>(t, a);
+    case DType::kInt32:
+      return resolve_dlpack_rank<std::int32_t>(t, a);
+    default:
+      return resolve_dlpack_rank<std::int64_t>(t, a);
+  }
+}
+
 Array read_dlpack(py::handle obj, const char* name) {
   if (py::hasattr(obj, "__dlpack_device__")) {
     const auto device = obj.attr("__dlpack_device__")().cast<std::pair<int, int>>();
@@ -170,22 +228,22 @@ Array read_dlpack(py::handle obj, const char* name) {
   }
   Array a;
   a.name = name;
+  a.given = true;
   py::capsule capsule = obj.attr("__dlpack__")();
   // Borrowed: the capsule keeps its name "dltensor", so its destructor releases the tensor
-  // when `a.owner` goes, after the kernel ran.
+  // when `a.keep_alive` goes, after the kernel ran.
   auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
   if (managed == nullptr) throw py::error_already_set();
-  a.owner = capsule;
+  a.keep_alive = keep(capsule);
   const DLTensor& t = managed->dl_tensor;
-  a.dl_tensor = &t;
   a.dtype = dtype_from_dlpack(t.dtype);
   if (a.dtype == DType::kUnknown) raise_unread_dtype(describe_dlpack_dtype(t.dtype), name);
   if (t.shape == nullptr && t.ndim > 0) {
     throw StatusError(Status(ErrorCode::kNullData, "", "DLPack {f} has ndim {0} but a null shape",
                              "a producer must fill DLTensor::shape", {t.ndim}, {}, name));
   }
-  // Extents for the rank and shape checks; data and strides are read by view_from_dlpack.
   for (int i = 0; i < t.ndim; ++i) a.shape.push_back(t.shape[i]);
+  resolve_dlpack(t, &a);
   return a;
 }
 
@@ -221,48 +279,6 @@ Array read_array(py::handle obj, const char* name, bool optional) {
   // Lists, tuples and scalars: numpy converts them (a copy the caller asked for); an error of
   // the conversion (an __array__ that raises, a MemoryError) propagates as raised.
   return read_numpy(py::module_::import("numpy").attr("asarray")(obj), name, nullptr);
-}
-
-Status check_rank(const Array& a, std::int64_t rank, const char* hint) {
-  if (a.rank() == rank) return Status();
-  return Status(ErrorCode::kRankMismatch, "", "{f} has {0} dimensions; expected {1}", hint,
-                {a.rank(), rank}, {}, a.name.c_str());
-}
-
-Status dtype_error(const Array& a, const char* hint) {
-  return Status(ErrorCode::kDtypeNotSupported, "",
-                "{f} has dtype {d0}, which is not supported here", hint,
-                {static_cast<std::int64_t>(a.dtype)}, {}, a.name.c_str());
-}
-
-Status dtype_mismatch(const Array& a, const Array& like, const char* hint) {
-  return Status(ErrorCode::kDtypeNotSupported, "", "{f} has dtype {d0}; expected {d1}", hint,
-                {static_cast<std::int64_t>(a.dtype), static_cast<std::int64_t>(like.dtype)}, {},
-                a.name.c_str());
-}
-
-std::vector<std::int64_t> widen_indices(const Array& a) {
-  std::vector<std::int64_t> out;
-  const auto copy = [&](auto view) {
-    if (view.holds_no_elements()) return;
-    if (view.kRank == 1) {
-      for (std::int64_t i = 0; i < view.extents[0]; ++i)
-        out.push_back(view.data[i * view.strides[0]]);
-    } else {
-      const std::int64_t cols = view.extents[view.kRank - 1];
-      for (std::int64_t r = 0; r < view.extents[0]; ++r)
-        for (std::int64_t c = 0; c < cols; ++c)
-          out.push_back(view.data[r * view.strides[0] + c * view.strides[view.kRank - 1]]);
-    }
-  };
-  dispatch(IndexTypes{}, a.dtype, [&](auto tag) {
-    using I = typename decltype(tag)::type;
-    if (a.rank() == 1)
-      copy(view_of<I, 1>(a));
-    else
-      copy(view_of<I, 2>(a));
-  });
-  return out;
 }
 
 bool PendingSignal::operator()() {
@@ -359,25 +375,9 @@ float to_float32(double value, const char* key) {
 }
 
 Float32Vector read_float32_vector(py::handle obj, const char* name) {
-  Float32Vector out;
-  out.array = read_array(obj, name, true);
-  if (!out.present()) return out;
-  raise_if_error(check_rank(out.array, 1, "one value per query head: [num_q_heads]"));
-  const bool found = dispatch(AnyFloatTypes{}, out.array.dtype, [&](auto tag) {
-    using S = typename decltype(tag)::type;
-    const auto view = view_of<S, 1>(out.array);
-    for (std::int64_t i = 0; i < view.extents[0]; ++i) {
-      const auto x = static_cast<double>(view(i));
-      if (std::isfinite(x) && !std::isfinite(static_cast<float>(x))) {
-        raise_if_error(Status(ErrorCode::kNonFiniteData, "",
-                              "{f}[{0}]={r0} is outside the float32 range",
-                              "the kernels read it as float32", {i}, {x}, name));
-      }
-      out.values.push_back(static_cast<float>(x));
-    }
-  });
-  if (!found) raise_if_error(dtype_error(out.array, "a float dtype, read as float32"));
-  return out;
+  Array a = read_array(obj, name, true);
+  if (std::strcmp(name, "sinks") == 0) return frontend::read_sinks(std::move(a));
+  return frontend::read_alibi_slopes(std::move(a));
 }
 
 namespace {
@@ -387,8 +387,10 @@ std::vector<double> read_doubles(py::handle obj, const char* name,
                                  std::vector<std::int64_t>* shape) {
   const Array a = read_array(obj, name);
   // An ml_dtypes bfloat16 array converts as it is; bits tagged by view_as do not.
-  if (!(a.dtype == DType::kBFloat16 && py::isinstance<py::array>(obj)))
-    require_float(a, "a float dtype (float16, float32 or float64)");
+  const bool numpy_float = a.dtype == DType::kFloat16 || a.dtype == DType::kFloat32 ||
+                           a.dtype == DType::kFloat64 ||
+                           (a.dtype == DType::kBFloat16 && py::isinstance<py::array>(obj));
+  if (!numpy_float) raise_if_error(dtype_error(a, "a float dtype (float16, float32 or float64)"));
   *shape = a.shape;
   const py::module_ np = py::module_::import("numpy");
   // numpy's conversion error (a MemoryError, say) propagates as raised.
@@ -505,6 +507,20 @@ CommonOptions parse_common_options(Kwargs& kw, bool for_kernel) {
   if (auto v = kw.take_float("sm_scale")) o.sm_scale = to_float32(*v, "sm_scale");
   if (auto v = kw.take_float("soft_cap")) o.soft_cap = to_float32(*v, "soft_cap");
   if (auto v = kw.take_float("mask_value")) o.mask_value = to_float32(*v, "mask_value");
+  if (auto v = kw.take_string("alibi_convention")) {
+    const auto c = frontend::alibi_convention_named(*v);
+    if (!c)
+      throw py::value_error("alibi_convention must be 'signed' or 'absolute'; got '" + *v + "'");
+    o.alibi_convention = *c;
+  }
+  if (auto v = kw.take_string("soft_cap_order")) {
+    const auto c = frontend::soft_cap_order_named(*v);
+    if (!c) {
+      throw py::value_error("soft_cap_order must be 'cap_then_alibi' or 'alibi_then_cap'; got '" +
+                            *v + "'");
+    }
+    o.soft_cap_order = *c;
+  }
   if (for_kernel) {
     if (auto v = kw.take_bool("return_lse")) o.return_lse = *v;
     if (auto v = kw.take_int("num_threads")) {
@@ -522,12 +538,13 @@ CommonOptions parse_common_options(Kwargs& kw, bool for_kernel) {
   }
   py::object tiers = kw.take_object("tiers");
   if (!tiers.is_none()) {
-    o.shape = o.metadata = o.data = false;
+    bool shape = false;
+    o.metadata = o.data = false;
     if (py::isinstance<py::str>(tiers)) tiers = py::make_tuple(tiers);
     for (auto t : tiers) {
       const std::string tier = require_string(t, "tiers", "check");
       if (tier == "shape") {
-        o.shape = true;
+        shape = true;
       } else if (tier == "metadata") {
         o.metadata = true;
       } else if (tier == "data") {
@@ -537,7 +554,7 @@ CommonOptions parse_common_options(Kwargs& kw, bool for_kernel) {
       }
     }
     // Each tier reads memory the one before proved valid.
-    if (!o.shape || (o.data && !o.metadata)) {
+    if (!shape || (o.data && !o.metadata)) {
       throw py::value_error(
           "tiers must include 'shape', and 'metadata' when 'data' is given (each tier reads "
           "memory the one before it validated)");
@@ -546,11 +563,11 @@ CommonOptions parse_common_options(Kwargs& kw, bool for_kernel) {
   return o;
 }
 
-std::array<int, 4> parse_kv_layout_option(Kwargs& kw) {
+KvLayout parse_kv_layout_option(Kwargs& kw) {
   const std::string layout = kw.take_string("kv_layout").value_or("jax");
-  if (layout == "jax") return {0, 1, 2, 3};  // [Hkv, P, S, D]
-  if (layout == "nhd") return {2, 0, 1, 3};  // [P, S, Hkv, D]
-  if (layout == "hnd") return {1, 0, 2, 3};  // [P, Hkv, S, D]
+  if (layout == "jax") return KvLayout::kJax;  // [Hkv, P, S, D]
+  if (layout == "nhd") return KvLayout::kNhd;  // [P, S, Hkv, D]
+  if (layout == "hnd") return KvLayout::kHnd;  // [P, Hkv, S, D]
   throw py::value_error("kv_layout must be 'jax', 'nhd' or 'hnd'; got '" + layout + "'");
 }
 

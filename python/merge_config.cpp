@@ -2,8 +2,11 @@
 // attnref.merge_attention_states (two attention states over disjoint keys into one) and
 // attnref.check_config (a layer's head counts and dims, no tensors).
 #include <optional>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "../tools/frontend/merge.hpp"
 #include "attnref/kernels/merge_attention_states.hpp"
 #include "attnref/validate/model_config.hpp"
 #include "binding.hpp"
@@ -21,27 +24,20 @@ py::tuple merge_py(py::handle out_a, py::handle lse_a, py::handle out_b, py::han
     num_threads = static_cast<int>(*v);
   }
   kw.finish();
-  const Array oa = read_array(out_a, "out_a"), la = read_array(lse_a, "lse_a");
-  const Array ob = read_array(out_b, "out_b"), lb = read_array(lse_b, "lse_b");
-  for (const Array* o : {&oa, &ob})
-    raise_if_error(check_rank(*o, 3, "a state is [rows, heads, head_dim]"));
-  for (const Array* l : {&la, &lb}) {
-    raise_if_error(check_rank(*l, 2, "a logsumexp is [rows, heads]"));
-    if (l->dtype != DType::kFloat32) raise_if_error(dtype_error(*l, "a logsumexp is float32"));
-  }
-  if (ob.dtype != oa.dtype) raise_if_error(dtype_mismatch(ob, oa, "both states take one dtype"));
-  const char* hint =
-      "states are float16, float32, float64 or bfloat16 (a torch.bfloat16 tensor, or "
-      "attnref.view_as(uint16_codes, \"bfloat16\"))";
-  py::array out, lse = new_array(DType::kFloat32, la.shape);
-  const bool found = dispatch(AnyFloatTypes{}, oa.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    QueryOutput<T> merged(oa.shape);
-    MergeStatesArgs<T> a;
-    a.out_a = view_of<T, 3>(oa);
-    a.lse_a = view_of<float, 2>(la);
-    a.out_b = view_of<T, 3>(ob);
-    a.lse_b = view_of<float, 2>(lb);
+  frontend::MergeInputs in;
+  in.out_a = read_array(out_a, "out_a");
+  in.lse_a = read_array(lse_a, "lse_a");
+  in.out_b = read_array(out_b, "out_b");
+  in.lse_b = read_array(lse_b, "lse_b");
+  frontend::check_merge_arrays(in,
+                               "states are float16, float32, float64 or bfloat16 (a "
+                               "torch.bfloat16 tensor, or attnref.view_as(uint16_codes, "
+                               "\"bfloat16\"))");
+  py::array out, lse;
+  frontend::with_merge_args(in, [&](const auto& a) {
+    using T = std::remove_const_t<typename decltype(a.out_a)::element_type>;
+    lse = new_array(DType::kFloat32, {a.rows(), a.heads()});
+    QueryOutput<T> merged({a.rows(), a.heads(), a.head_dim()});
     const auto out_view = merged.template view<3>();
     const auto lse_view = output_view<float, 2>(lse);
     Status status;
@@ -51,7 +47,6 @@ py::tuple merge_py(py::handle out_a, py::handle lse_a, py::handle out_b, py::han
     raise_if_error(status);
     out = merged.finish();
   });
-  if (!found) raise_if_error(dtype_error(oa, hint));
   return py::make_tuple(out, lse);
 }
 

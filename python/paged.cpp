@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // attnref.check_paged and attnref.paged_attention: paged attention (decode).
-// Options: one PagedInputs, filled by read_paged, applied by make_args.
+// The front end's builder (tools/frontend/paged.hpp) makes the args; this file reads Python's
+// arguments into its inputs.
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "../tools/frontend/paged.hpp"
 #include "attnref/compare/paged.hpp"
 #include "attnref/kernels/paged_attention.hpp"
 #include "attnref/validate/paged.hpp"
@@ -14,37 +18,44 @@ namespace attnref {
 namespace python {
 namespace {
 
-struct PagedInputs {
-  Array q, k, v, lengths, page_indices, k_scales, v_scales;
-  std::array<int, 4> layout{0, 1, 2, 3};
-  CommonOptions common;
-  std::int64_t pages_per_compute_block = 1;
-  MegacoreMode megacore_mode = MegacoreMode::kNone;
-  bool round_kv_to_bf16 = false;
-  std::optional<std::int64_t> sliding_window;
-  Float32Vector sinks, alibi_slopes;
+/// One paged call: the front end's inputs and what a kernel call returns and runs on.
+struct PagedCall {
+  frontend::PagedInputs in;
+  bool return_lse = false;
+  int num_threads = 1;
 };
 
-PagedInputs read_paged(py::handle q, py::handle k, py::handle v, py::handle lengths,
-                       py::handle page_indices, py::kwargs kwargs, bool for_kernel,
-                       const char* function) {
-  PagedInputs in;
+/// The words of this front end for the shapes and dtypes the builder checks.
+const frontend::PagedHints kHints{
+    "pages are [num_kv_heads, total_pages, page_size, head_dim] (kv_layout='jax'), "
+    "[total_pages, page_size, num_kv_heads, head_dim] ('nhd') or "
+    "[total_pages, num_kv_heads, page_size, head_dim] ('hnd')",
+    "scales are the pages' shape with a last dim of 1 or head_dim",
+    "q is float16, float32, float64 or bfloat16 (a torch.bfloat16 tensor, or view_as(q_uint16, "
+    "'bfloat16'))"};
+
+MegacoreMode megacore_mode_of(const std::string& mode) {
+  if (mode == "kv_head") return MegacoreMode::kKvHead;
+  if (mode == "batch") return MegacoreMode::kBatch;
+  // JAX's P10, whose text names the accepted values.
+  throw StatusError(Status(ErrorCode::kInvalidMegacoreMode, "P10",
+                           "megacore_mode must be one of ['kv_head', 'batch', None]",
+                           "pass None, 'kv_head' or 'batch'"));
+}
+
+PagedCall read_paged(py::handle q, py::handle k, py::handle v, py::handle lengths,
+                     py::handle page_indices, py::kwargs kwargs, bool for_kernel,
+                     const char* function) {
+  PagedCall call;
+  frontend::PagedInputs& in = call.in;
   Kwargs kw(std::move(kwargs), function);
-  in.common = parse_common_options(kw, for_kernel);
+  const CommonOptions common = parse_common_options(kw, for_kernel);
+  in.common = common;
+  call.return_lse = common.return_lse;
+  call.num_threads = common.num_threads;
   in.layout = parse_kv_layout_option(kw);
   if (auto n = kw.take_int("pages_per_compute_block")) in.pages_per_compute_block = *n;
-  if (auto mode = kw.take_string("megacore_mode")) {
-    if (*mode == "kv_head") {
-      in.megacore_mode = MegacoreMode::kKvHead;
-    } else if (*mode == "batch") {
-      in.megacore_mode = MegacoreMode::kBatch;
-    } else {
-      // JAX's P10, whose text names the accepted values.
-      throw StatusError(Status(ErrorCode::kInvalidMegacoreMode, "P10",
-                               "megacore_mode must be one of ['kv_head', 'batch', None]",
-                               "pass None, 'kv_head' or 'batch'"));
-    }
-  }
+  if (auto mode = kw.take_string("megacore_mode")) in.megacore_mode = megacore_mode_of(*mode);
   if (auto r = kw.take_bool("round_kv_to_bf16")) in.round_kv_to_bf16 = *r;
   in.sliding_window = kw.take_int("sliding_window");
   py::object sinks = kw.take_object("sinks");
@@ -54,164 +65,61 @@ PagedInputs read_paged(py::handle q, py::handle k, py::handle v, py::handle leng
   kw.finish();
 
   in.q = read_array(q, "q");
-  in.k = read_array(k, "k_pages");
-  in.v = read_array(v, "v_pages");
+  in.k_pages = read_array(k, "k_pages");
+  in.v_pages = read_array(v, "v_pages");
   in.lengths = read_array(lengths, "lengths");
   in.page_indices = read_array(page_indices, "page_indices");
   in.k_scales = read_array(k_scales, "k_scales", true);
   in.v_scales = read_array(v_scales, "v_scales", true);
-
-  raise_if_error(check_rank(in.q, 3, "q is [batch, num_q_heads, head_dim]"));
-  const char* pages_hint =
-      "pages are [num_kv_heads, total_pages, page_size, head_dim] (kv_layout='jax'), "
-      "[total_pages, page_size, num_kv_heads, head_dim] ('nhd') or "
-      "[total_pages, num_kv_heads, page_size, head_dim] ('hnd')";
-  raise_if_error(check_rank(in.k, 4, pages_hint));
-  raise_if_error(check_rank(in.v, 4, pages_hint));
-  if (in.lengths.rank() == 2 && in.q.rank() == 3 && in.lengths.shape[0] == in.q.shape[0]) {
-    raise_if_error(paged_lengths_rank_error(in.lengths.shape[0], in.lengths.shape[1]));
-  }
-  raise_if_error(check_rank(in.lengths, 1, "lengths is [batch]"));
-  raise_if_error(check_rank(in.page_indices, 2, "page_indices is [batch, pages_per_sequence]"));
-  for (const Array* s : {&in.k_scales, &in.v_scales}) {
-    if (!s->present()) continue;
-    raise_if_error(
-        check_rank(*s, 4, "scales are the pages' shape with a last dim of 1 or head_dim"));
-    if (s->dtype != DType::kFloat32) raise_if_error(dtype_error(*s, "scales are float32"));
-  }
   in.sinks = read_float32_vector(sinks, "sinks");
   in.alibi_slopes = read_float32_vector(alibi_slopes, "alibi_slopes");
-  return in;
-}
-
-template <class Q, class KV, class Index>
-PagedAttentionArgs<Q, KV, Index> make_args(const PagedInputs& in) {
-  PagedAttentionArgs<Q, KV, Index> a;
-  a.q = view_of<Q, 3>(in.q);
-  a.k_pages = view_permuted<KV>(in.k, in.layout);
-  a.v_pages = view_permuted<KV>(in.v, in.layout);
-  if (in.k_scales.present()) a.k_scales = view_permuted<float>(in.k_scales, in.layout);
-  if (in.v_scales.present()) a.v_scales = view_permuted<float>(in.v_scales, in.layout);
-  a.sm_scale = in.common.sm_scale;
-  a.soft_cap = in.common.soft_cap;
-  a.mask_value = in.common.mask_value;
-  a.pages_per_compute_block = in.pages_per_compute_block;
-  a.megacore_mode = in.megacore_mode;
-  a.round_kv_to_bf16 = in.round_kv_to_bf16;
-  a.sliding_window = in.sliding_window;
-  a.sinks = in.sinks.view();
-  a.alibi_slopes = in.alibi_slopes.view();
-  return a;
-}
-
-/// The index dtypes, reported in JAX's order: JAX checks P1..P6 before P7 (lengths int32), so
-/// on a dtype error the shape tier runs over int32 stand-ins of the index arrays (it reads
-/// their extents, never their data) and a P1..P6 finding wins.
-template <class Q, class KV>
-void check_index_dtypes(const PagedInputs& in) {
-  const Status dtypes =
-      check_paged_index_dtypes(in.lengths.dtype, in.page_indices.dtype, in.common.profile);
-  if (dtypes.ok()) return;
-  const std::int32_t zero = 0;
-  PagedAttentionArgs<Q, KV, std::int32_t> a = make_args<Q, KV, std::int32_t>(in);
-  a.lengths = TensorView<const std::int32_t, 1>(&zero, {in.lengths.shape[0]}, kZeroStride);
-  a.page_indices = TensorView<const std::int32_t, 2>(
-      &zero, {in.page_indices.shape[0], in.page_indices.shape[1]}, {0, 0});
-  raise_in_jax_order(check_paged_shapes(a, in.common.profile), {"P1", "P2", "P3", "P4", "P5", "P6"},
-                     dtypes);
-}
-
-/// Calls `fn(args)` with `in`'s lengths and page table viewed in place, in their own dtype.
-template <class Q, class KV, class Fn>
-void with_native_indices(const PagedInputs& in, Fn&& fn) {
-  check_index_dtypes<Q, KV>(in);
-  dispatch(IndexTypes{}, in.lengths.dtype, [&](auto itag) {
-    using I = typename decltype(itag)::type;
-    PagedAttentionArgs<Q, KV, I> a = make_args<Q, KV, I>(in);
-    a.lengths = view_of<I, 1>(in.lengths);
-    a.page_indices = view_of<I, 2>(in.page_indices);
-    fn(a);
-  });
-}
-
-/// The kernels' index arrays, widened to int64 (kept alive while the args view them).
-struct WideIndices {
-  WideIndex<1> lengths;
-  WideIndex<2> table;
-};
-
-/// `*a` with int64 views of `in`'s lengths and page table, which the result holds. The call is
-/// validated on the caller's arrays first, so a bad length is reported before anything is
-/// copied.
-template <class Q, class KV>
-WideIndices wide_args(const PagedInputs& in, PagedAttentionArgs<Q, KV, std::int64_t>* a) {
-  with_native_indices<Q, KV>(
-      in, [](const auto& native) { raise_if_error(check_paged(native, Profile::kReference)); });
-  *a = make_args<Q, KV, std::int64_t>(in);
-  WideIndices w{widen_index<1>(in.lengths), widen_index<2>(in.page_indices)};
-  a->lengths = w.lengths.view;
-  a->page_indices = w.table.view;
-  return w;
+  frontend::check_paged_ranks(in, kHints);
+  require_query(in.q);
+  raise_raw_codes(in.k_pages, &in.v_pages);
+  frontend::check_paged_dtypes(in, kHints);
+  return call;
 }
 
 void check_paged_py(py::handle q, py::handle k, py::handle v, py::handle lengths,
                     py::handle page_indices, py::kwargs kwargs) {
-  const PagedInputs in =
+  const PagedCall call =
       read_paged(q, k, v, lengths, page_indices, std::move(kwargs), false, "check_paged");
-  dispatch_q_kv(in.q, in.k, &in.v, [&](auto qtag, auto kvtag) {
-    using Q = typename decltype(qtag)::type;
-    using KV = typename decltype(kvtag)::type;
-    with_native_indices<Q, KV>(in, [&](const auto& a) {
-      const Profile p = in.common.profile;
-      raise_if_error(check_paged_shapes(a, p));
-      if (in.common.metadata) raise_if_error(check_paged_metadata(a, p));
-      if (in.common.data) raise_if_error(check_paged_data(a));
-    });
-  });
+  frontend::check_paged_call(call.in);
 }
 
 py::object paged_attention_py(py::handle q, py::handle k, py::handle v, py::handle lengths,
                               py::handle page_indices, py::kwargs kwargs) {
-  const PagedInputs in =
+  const PagedCall call =
       read_paged(q, k, v, lengths, page_indices, std::move(kwargs), true, "paged_attention");
   py::object out;
   py::array lse;
-  dispatch_q_kv(in.q, in.k, &in.v, [&](auto qtag, auto kvtag) {
-    using Q = typename decltype(qtag)::type;
-    using KV = typename decltype(kvtag)::type;
-    PagedAttentionArgs<Q, KV, std::int64_t> a;
-    const WideIndices idx = wide_args<Q, KV>(in, &a);
-    // The shapes before the outputs: a q of head_dim 0 holds nothing, whatever its batch and
-    // heads claim, and is refused by a shape check rather than sized.
-    raise_if_error(check_paged_shapes(a, Profile::kReference));
-    lse = new_array(DType::kFloat32, {in.q.shape[0], in.q.shape[1]});
-    QueryOutput<Q> q_out(in.q.shape);
+  frontend::with_paged_run_args(call.in, [&](const auto& a) {
+    using Q = std::remove_const_t<typename decltype(a.q)::element_type>;
+    const std::int64_t batch = a.batch(), heads = a.num_q_heads();
+    lse = new_array(DType::kFloat32, {batch, heads});
+    QueryOutput<Q> q_out({batch, heads, a.q.extents[2]});
     const auto out_view = q_out.template view<3>();
     const auto lse_view = output_view<float, 2>(lse);
     Status status;
-    run_released(in.common.num_threads, [&](auto& executor) {
+    run_released(call.num_threads, [&](auto& executor) {
       status = try_paged_attention(a, out_view, lse_view, executor);
     });
     raise_if_error(status);
     out = q_out.finish();
   });
-  if (in.common.return_lse) return py::make_tuple(out, lse);
+  if (call.return_lse) return py::make_tuple(out, lse);
   return out;
 }
 
 py::dict compare_paged_py(py::handle got, py::handle q, py::handle k, py::handle v,
                           py::handle lengths, py::handle page_indices, py::kwargs kwargs) {
   const CompareInputs c = read_compare_options(got, kwargs, "compare_paged");
-  const PagedInputs in =
+  const PagedCall call =
       read_paged(q, k, v, lengths, page_indices, std::move(kwargs), true, "compare_paged");
-  require_query(in.q);
-  raise_if_error(check_compare_shapes(c, in.q.shape, {in.q.shape[0], in.q.shape[1]}));
+  const Array& qa = call.in.q;
+  raise_if_error(check_compare_shapes(c, qa.shape, {qa.shape[0], qa.shape[1]}));
   compare::Report report;
-  dispatch_q_kv(in.q, in.k, &in.v, [&](auto qtag, auto kvtag) {
-    using Q = typename decltype(qtag)::type;
-    using KV = typename decltype(kvtag)::type;
-    PagedAttentionArgs<Q, KV, std::int64_t> a;
-    const WideIndices idx = wide_args<Q, KV>(in, &a);
+  frontend::with_paged_run_args(call.in, [&](const auto& a) {
     Status status;
     {
       py::gil_scoped_release release;
@@ -248,6 +156,9 @@ Validates paged attention (decode) inputs; raises ShapeError on the first failed
   sliding_window  w > 0: the query (at position length-1) sees only the last w keys
   sinks         [num_q_heads]: one extra logit per head in the softmax (float, read as float32)
   alibi_slopes  [num_q_heads]: slope[h] * (key_pos - query_pos) added after the soft cap
+  alibi_convention "signed" (slope * (key_pos - query_pos)) or "absolute" (-slope * |...|,
+                FlashAttention-2 non-causal); soft_cap_order "cap_then_alibi" or "alibi_then_cap"
+                (c * tanh((s + bias) / c), FlashInfer)
 profile "jax" adds every check of JAX's Pallas TPU kernel; tiers picks the shape (O(1)),
 metadata (lengths and page indices) and data (no NaN/Inf in what the kernel reads) tiers.)");
   m.def("paged_attention", &paged_attention_py, py::arg("q"), py::arg("k_pages"),

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // attnref.check_ragged and attnref.ragged_paged_attention: ragged paged attention (continuous
 // batching), over JAX's combined K/V pool or an engine's separate K and V pools.
-// Options: one RaggedInputs, filled by read_ragged, applied by make_args.
+// The front end's builder (tools/frontend/ragged.hpp) makes the args; this file reads Python's
+// arguments into its inputs.
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "../tools/frontend/ragged.hpp"
 #include "attnref/compare/ragged.hpp"
 #include "attnref/core/kv_layout.hpp"
 #include "attnref/kernels/ragged_paged_attention.hpp"
@@ -16,26 +20,46 @@ namespace attnref {
 namespace python {
 namespace {
 
-struct RaggedInputs {
-  Array q, kv, k, v, kv_lens, page_indices, cu_q_lens, num_seqs;
-  bool combined = true;  // kv_pages is JAX's [P, S, 2*Hkv, D] pool, not a (k, v) pair
-  std::optional<std::int64_t> num_seqs_int;  // num_seqs given as a Python int
-  std::array<int, 4> layout{0, 1, 2, 3};
-  CommonOptions common;
-  std::optional<std::int64_t> sliding_window, num_kv_pages_per_block, num_queries_per_block,
-      vmem_limit_bytes;
-  std::optional<float> k_scale, v_scale;
-  Float32Vector sinks, alibi_slopes;
-
-  const Array& pages() const { return combined ? kv : k; }
+/// One ragged call: the front end's inputs and what a kernel call returns and runs on.
+struct RaggedCall {
+  frontend::RaggedInputs in;
+  bool return_lse = false;
+  int num_threads = 1;
 };
 
-RaggedInputs read_ragged(py::handle q, py::handle kv_pages, py::handle kv_lens,
-                         py::handle page_indices, py::handle cu_q_lens, py::handle num_seqs,
-                         py::kwargs kwargs, bool for_kernel, const char* function) {
-  RaggedInputs in;
+/// The words of this front end for the shapes and dtypes the builder checks.
+const frontend::RaggedHints kHints{
+    "pages are [num_kv_heads, total_pages, page_size, head_dim] (kv_layout='jax'), "
+    "[total_pages, page_size, num_kv_heads, head_dim] ('nhd') or "
+    "[total_pages, num_kv_heads, page_size, head_dim] ('hnd')",
+    "kv_pages is [total_pages, page_size, 2 * num_kv_heads, head_dim], or pass a (k_pages, "
+    "v_pages) pair",
+    "num_seqs is an int or a one-element array [1]",
+    "q is float16, float32, float64 or bfloat16 (a torch.bfloat16 tensor, or view_as(q_uint16, "
+    "'bfloat16'))"};
+
+/// kv_pages: one array (JAX's combined pool) or a (k_pages, v_pages) pair.
+void read_pages(py::handle kv_pages, frontend::RaggedInputs* in) {
+  if (!(py::isinstance<py::tuple>(kv_pages) || py::isinstance<py::list>(kv_pages))) {
+    in->kv_pages = read_array(kv_pages, "kv_pages");
+    return;
+  }
+  const auto pair = py::reinterpret_borrow<py::sequence>(kv_pages);
+  if (pair.size() != 2) throw py::type_error("kv_pages is one array or a (k_pages, v_pages) pair");
+  in->k_pages = read_array(pair[0], "k_pages");
+  in->v_pages = read_array(pair[1], "v_pages");
+}
+
+RaggedCall read_ragged(py::handle q, py::handle kv_pages, py::handle kv_lens,
+                       py::handle page_indices, py::handle cu_q_lens, py::handle num_seqs,
+                       py::kwargs kwargs, bool for_kernel, const char* function) {
+  RaggedCall call;
+  frontend::RaggedInputs& in = call.in;
   Kwargs kw(std::move(kwargs), function);
-  in.common = parse_common_options(kw, for_kernel);
+  const CommonOptions common = parse_common_options(kw, for_kernel);
+  in.common = common;
+  call.return_lse = common.return_lse;
+  call.num_threads = common.num_threads;
   in.layout = parse_kv_layout_option(kw);
   in.sliding_window = kw.take_int("sliding_window");
   in.num_kv_pages_per_block = kw.take_int("num_kv_pages_per_block");
@@ -48,16 +72,7 @@ RaggedInputs read_ragged(py::handle q, py::handle kv_pages, py::handle kv_lens,
   kw.finish();
 
   in.q = read_array(q, "q");
-  in.combined = !(py::isinstance<py::tuple>(kv_pages) || py::isinstance<py::list>(kv_pages));
-  if (in.combined) {
-    in.kv = read_array(kv_pages, "kv_pages");
-  } else {
-    const auto pair = py::reinterpret_borrow<py::sequence>(kv_pages);
-    if (pair.size() != 2)
-      throw py::type_error("kv_pages is one array or a (k_pages, v_pages) pair");
-    in.k = read_array(pair[0], "k_pages");
-    in.v = read_array(pair[1], "v_pages");
-  }
+  read_pages(kv_pages, &in);
   in.kv_lens = read_array(kv_lens, "kv_lens");
   in.page_indices = read_array(page_indices, "page_indices");
   in.cu_q_lens = read_array(cu_q_lens, "cu_q_lens");
@@ -68,191 +83,44 @@ RaggedInputs read_ragged(py::handle q, py::handle kv_pages, py::handle kv_lens,
   } else {
     in.num_seqs = read_array(num_seqs, "num_seqs");
   }
-
-  raise_if_error(check_rank(in.q, 3, "q is [max_num_batched_tokens, num_q_heads, head_dim]"));
-  if (in.combined) {
-    raise_if_error(check_rank(in.kv, 4,
-                              "kv_pages is [total_pages, page_size, 2 * num_kv_heads, "
-                              "head_dim], or pass a (k_pages, v_pages) pair"));
-  } else {
-    const char* hint =
-        "pages are [num_kv_heads, total_pages, page_size, head_dim] (kv_layout='jax'), "
-        "[total_pages, page_size, num_kv_heads, head_dim] ('nhd') or "
-        "[total_pages, num_kv_heads, page_size, head_dim] ('hnd')";
-    raise_if_error(check_rank(in.k, 4, hint));
-    raise_if_error(check_rank(in.v, 4, hint));
-  }
-  raise_if_error(check_rank(in.kv_lens, 1, "kv_lens is [max_num_seqs]"));
-  raise_if_error(check_rank(in.page_indices, 2, "page_indices is [max_num_seqs, pages_per_seq]"));
-  raise_if_error(check_rank(in.cu_q_lens, 1, "cu_q_lens is [max_num_seqs + 1]"));
-  if (in.num_seqs.present()) raise_if_error(check_rank(in.num_seqs, 1, "num_seqs is [1]"));
   in.sinks = read_float32_vector(sinks, "sinks");
   in.alibi_slopes = read_float32_vector(alibi_slopes, "alibi_slopes");
-  return in;
-}
-
-/// The num_seqs of the call, as `Index` storage for a view, or as a host value: an int, a
-/// one-element array of any index dtype (read as a value), or an array of `Index` of another
-/// extent (kept as a view, so JAX's R1 reports the extent; other dtypes get zeros of it).
-template <class Index>
-struct NumSeqs {
-  std::optional<std::int64_t> value;
-  std::int64_t extent = 0;  // else: the array's extent, viewed as zeros (one, at stride 0)
-};
-
-template <class Index>
-NumSeqs<Index> num_seqs_of(const RaggedInputs& in) {
-  NumSeqs<Index> n;
-  if (in.num_seqs_int) {
-    n.value = *in.num_seqs_int;
-    return n;
-  }
-  n.extent = in.num_seqs.shape[0];
-  if (n.extent == 1) {
-    const std::vector<std::int64_t> wide = widen_indices(in.num_seqs);
-    if (wide.size() == 1) n.value = wide[0];
-  }
-  return n;
-}
-
-template <class Q, class KV, class Index>
-RaggedPagedAttentionArgs<Q, KV, Index> make_args(const RaggedInputs& in, const NumSeqs<Index>& n) {
-  RaggedPagedAttentionArgs<Q, KV, Index> a;
-  a.q = view_of<Q, 3>(in.q);
-  if (in.combined) {
-    raise_if_error(ragged_kv_views(view_of<KV, 4>(in.kv), &a.k_pages, &a.v_pages));
-  } else {
-    a.k_pages = view_permuted<KV>(in.k, in.layout);
-    a.v_pages = view_permuted<KV>(in.v, in.layout);
-  }
-  if (n.value) {
-    a.num_seqs_value = n.value;
-  } else {
-    static const Index zero{0};
-    a.num_seqs = TensorView<const Index, 1>(&zero, {n.extent}, kZeroStride);
-  }
-  a.sm_scale = in.common.sm_scale;
-  a.soft_cap = in.common.soft_cap;
-  a.mask_value = in.common.mask_value;
-  a.sliding_window = in.sliding_window;
-  a.k_scale = in.k_scale;
-  a.v_scale = in.v_scale;
-  a.num_kv_pages_per_block = in.num_kv_pages_per_block;
-  a.num_queries_per_block = in.num_queries_per_block;
-  a.vmem_limit_bytes = in.vmem_limit_bytes;
-  a.sinks = in.sinks.view();
-  a.alibi_slopes = in.alibi_slopes.view();
-  return a;
-}
-
-/// The index dtypes, reported in JAX's order: R12, R13 and R1..R4 come before R5, so on a dtype
-/// error the shape tier runs over int32 stand-ins of the index arrays (it reads their extents,
-/// never their data) and one of those findings wins.
-template <class Q, class KV>
-void check_index_dtypes(const RaggedInputs& in) {
-  const DType num_seqs_dtype = in.num_seqs_int ? DType::kInt64 : in.num_seqs.dtype;
-  const Status dtypes =
-      check_ragged_index_dtypes(in.kv_lens.dtype, in.page_indices.dtype, in.cu_q_lens.dtype,
-                                num_seqs_dtype, in.common.profile);
-  if (dtypes.ok()) return;
-  const std::int32_t zero = 0;
-  NumSeqs<std::int32_t> n;
-  if (in.num_seqs_int) {
-    n.value = *in.num_seqs_int;
-  } else {
-    n.extent = in.num_seqs.shape[0];
-  }
-  RaggedPagedAttentionArgs<Q, KV, std::int32_t> a = make_args<Q, KV, std::int32_t>(in, n);
-  a.kv_lens = TensorView<const std::int32_t, 1>(&zero, {in.kv_lens.shape[0]}, kZeroStride);
-  a.page_indices = TensorView<const std::int32_t, 2>(
-      &zero, {in.page_indices.shape[0], in.page_indices.shape[1]}, {0, 0});
-  a.cu_q_lens = TensorView<const std::int32_t, 1>(&zero, {in.cu_q_lens.shape[0]}, kZeroStride);
-  raise_in_jax_order(check_ragged_shapes(a, in.common.profile),
-                     {"R12", "R13", "R1", "R2", "R3", "R4"}, dtypes);
-}
-
-/// Calls `fn(args)` with `in`'s index arrays viewed in place, in their own dtype.
-template <class Q, class KV, class Fn>
-void with_native_indices(const RaggedInputs& in, Fn&& fn) {
-  check_index_dtypes<Q, KV>(in);
-  dispatch(IndexTypes{}, in.kv_lens.dtype, [&](auto itag) {
-    using I = typename decltype(itag)::type;
-    const NumSeqs<I> n = num_seqs_of<I>(in);
-    RaggedPagedAttentionArgs<Q, KV, I> a = make_args<Q, KV, I>(in, n);
-    a.kv_lens = view_of<I, 1>(in.kv_lens);
-    a.page_indices = view_of<I, 2>(in.page_indices);
-    a.cu_q_lens = view_of<I, 1>(in.cu_q_lens);
-    fn(a);
-  });
-}
-
-/// The kernels' num_seqs and index arrays, widened to int64 (kept alive while the args view
-/// them).
-struct WideIndices {
-  NumSeqs<std::int64_t> num_seqs;
-  WideIndex<1> kv_lens;
-  WideIndex<2> table;
-  WideIndex<1> cu;
-};
-
-/// `*a` with int64 views of `in`'s index arrays, which the result holds. The call is validated
-/// on the caller's arrays first, so a bad length is reported before anything is copied.
-template <class Q, class KV>
-WideIndices wide_args(const RaggedInputs& in, RaggedPagedAttentionArgs<Q, KV, std::int64_t>* a) {
-  with_native_indices<Q, KV>(
-      in, [](const auto& native) { raise_if_error(check_ragged(native, Profile::kReference)); });
-  WideIndices w{num_seqs_of<std::int64_t>(in), widen_index<1>(in.kv_lens),
-                widen_index<2>(in.page_indices), widen_index<1>(in.cu_q_lens)};
-  *a = make_args<Q, KV, std::int64_t>(in, w.num_seqs);
-  a->kv_lens = w.kv_lens.view;
-  a->page_indices = w.table.view;
-  a->cu_q_lens = w.cu.view;
-  return w;
+  frontend::check_ragged_ranks(in, kHints);
+  require_query(in.q);
+  raise_raw_codes(in.pages(), in.separate() ? &in.v_pages : nullptr);
+  frontend::check_ragged_dtypes(in, kHints);
+  return call;
 }
 
 void check_ragged_py(py::handle q, py::handle kv_pages, py::handle kv_lens, py::handle page_indices,
                      py::handle cu_q_lens, py::handle num_seqs, py::kwargs kwargs) {
-  const RaggedInputs in = read_ragged(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs,
+  const RaggedCall call = read_ragged(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs,
                                       std::move(kwargs), false, "check_ragged");
-  dispatch_q_kv(in.q, in.pages(), in.combined ? nullptr : &in.v, [&](auto qtag, auto kvtag) {
-    using Q = typename decltype(qtag)::type;
-    using KV = typename decltype(kvtag)::type;
-    with_native_indices<Q, KV>(in, [&](const auto& a) {
-      const Profile p = in.common.profile;
-      raise_if_error(check_ragged_shapes(a, p));
-      if (in.common.metadata) raise_if_error(check_ragged_metadata(a, p));
-      if (in.common.data) raise_if_error(check_ragged_data(a));
-    });
-  });
+  frontend::check_ragged_call(call.in);
 }
 
 py::object ragged_attention_py(py::handle q, py::handle kv_pages, py::handle kv_lens,
                                py::handle page_indices, py::handle cu_q_lens, py::handle num_seqs,
                                py::kwargs kwargs) {
-  const RaggedInputs in = read_ragged(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs,
+  const RaggedCall call = read_ragged(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs,
                                       std::move(kwargs), true, "ragged_paged_attention");
   py::object out;
   py::array lse;
-  dispatch_q_kv(in.q, in.pages(), in.combined ? nullptr : &in.v, [&](auto qtag, auto kvtag) {
-    using Q = typename decltype(qtag)::type;
-    using KV = typename decltype(kvtag)::type;
-    RaggedPagedAttentionArgs<Q, KV, std::int64_t> a;
-    const WideIndices idx = wide_args<Q, KV>(in, &a);
-    // The shapes before the outputs: a q of head_dim 0 holds nothing, whatever its token rows
-    // and heads claim, and is refused by a shape check rather than sized.
-    raise_if_error(check_ragged_shapes(a, Profile::kReference));
-    lse = new_array(DType::kFloat32, {in.q.shape[0], in.q.shape[1]});
-    QueryOutput<Q> q_out(in.q.shape);
+  frontend::with_ragged_run_args(call.in, [&](const auto& a) {
+    using Q = std::remove_const_t<typename decltype(a.q)::element_type>;
+    const std::int64_t tokens = a.max_num_batched_tokens(), heads = a.num_q_heads();
+    lse = new_array(DType::kFloat32, {tokens, heads});
+    QueryOutput<Q> q_out({tokens, heads, a.q.extents[2]});
     const auto out_view = q_out.template view<3>();
     const auto lse_view = output_view<float, 2>(lse);
     Status status;
-    run_released(in.common.num_threads, [&](auto& executor) {
+    run_released(call.num_threads, [&](auto& executor) {
       status = try_ragged_paged_attention(a, out_view, lse_view, executor);
     });
     raise_if_error(status);
     out = q_out.finish();
   });
-  if (in.common.return_lse) return py::make_tuple(out, lse);
+  if (call.return_lse) return py::make_tuple(out, lse);
   return out;
 }
 
@@ -260,16 +128,12 @@ py::dict compare_ragged_py(py::handle got, py::handle q, py::handle kv_pages, py
                            py::handle page_indices, py::handle cu_q_lens, py::handle num_seqs,
                            py::kwargs kwargs) {
   const CompareInputs c = read_compare_options(got, kwargs, "compare_ragged");
-  const RaggedInputs in = read_ragged(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs,
+  const RaggedCall call = read_ragged(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs,
                                       std::move(kwargs), true, "compare_ragged");
-  require_query(in.q);
-  raise_if_error(check_compare_shapes(c, in.q.shape, {in.q.shape[0], in.q.shape[1]}));
+  const Array& qa = call.in.q;
+  raise_if_error(check_compare_shapes(c, qa.shape, {qa.shape[0], qa.shape[1]}));
   compare::Report report;
-  dispatch_q_kv(in.q, in.pages(), in.combined ? nullptr : &in.v, [&](auto qtag, auto kvtag) {
-    using Q = typename decltype(qtag)::type;
-    using KV = typename decltype(kvtag)::type;
-    RaggedPagedAttentionArgs<Q, KV, std::int64_t> a;
-    const WideIndices idx = wide_args<Q, KV>(in, &a);
+  frontend::with_ragged_run_args(call.in, [&](const auto& a) {
     Status status;
     {
       py::gil_scoped_release release;
@@ -307,7 +171,10 @@ Validates ragged paged attention inputs; raises ShapeError on the first failed c
   sliding_window  w > 0: row r of a sequence (at position kv_len - q_len + r) sees only keys
                 in (pos - w, pos]
   sinks         [num_q_heads]: one extra logit per head in the softmax (float, read as float32)
-  alibi_slopes  [num_q_heads]: slope[h] * (key_pos - query_pos) added after the soft cap)");
+  alibi_slopes  [num_q_heads]: slope[h] * (key_pos - query_pos) added after the soft cap
+  alibi_convention "signed" (slope * (key_pos - query_pos)) or "absolute" (-slope * |...|,
+                FlashAttention-2 non-causal); soft_cap_order "cap_then_alibi" or "alibi_then_cap"
+                (c * tanh((s + bias) / c), FlashInfer))");
   m.def("ragged_paged_attention", &ragged_attention_py, py::arg("q"), py::arg("kv_pages"),
         py::arg("kv_lens"), py::arg("page_indices"), py::arg("cu_q_lens"), py::arg("num_seqs"),
         R"(ragged_paged_attention(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, *,

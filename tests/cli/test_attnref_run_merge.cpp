@@ -339,8 +339,7 @@ TEST_F(Merge, ErrorsComeWithTheirCodesAndNoFileIsWritten) {
        "attnref: error[dtype_not_supported] lse_b has dtype float64, which is not supported "
        "here"},
       {"--out-a a.npy --lse-a la.npy --out-b b64.npy --lse-b lb.npy" + out, 2,
-       "attnref: error[dtype_not_supported] out_b has dtype float64; attnref-run merges states "
-       "of one dtype (out_a is float32)"},
+       "attnref: error[dtype_not_supported] out_b has dtype float64; expected float32"},
       {"--out-a ai.npy --lse-a la.npy --out-b b.npy --lse-b lb.npy" + out, 2,
        "attnref: error[dtype_not_supported] out_a has dtype int32, which is not supported here"},
       {"--out-a a0.npy --lse-a la.npy --out-b a0.npy --lse-b lb.npy" + out, 2,

@@ -74,7 +74,7 @@ DIFFERENCES = {
         reason="JAX computes x / 0 (NaN output); ragged's R8 rejects the same value"),
     ("paged", "own: q of rank 2"): dict(
         jax=("ValueError", "", "not enough values to unpack (expected 3, got 2)"),
-        attnref=("ShapeError", "", "q has 2 dimensions; expected 3"),
+        attnref=("ShapeError", "", "q must have 3 dimensions; got 2"),
         reason="JAX fails in Python tuple unpacking; attnref names the tensor and its rank"),
     # ---- ragged
     ("ragged", "R12 3 combined KV heads"): dict(

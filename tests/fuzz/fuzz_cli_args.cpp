@@ -512,6 +512,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     ATTNREF_FUZZ_CHECK(!e.text().empty(), "an exit without a message");
   } catch (const attnref::ShapeError& e) {
     (void)e;  // main.cpp maps it to exit 2 with the status
+  } catch (const attnref::frontend::Error& e) {
+    // main.cpp maps it to exit 2 with the rendered check.
+    ATTNREF_FUZZ_CHECK(!e.code.empty() && !e.message.empty(),
+                       "a front-end error without a message");
   } catch (const std::exception& e) {
     attnref_fuzz::fail("an exception other than cli::Exit escaped a subcommand", e.what());
   }

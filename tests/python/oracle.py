@@ -36,13 +36,25 @@ def alibi(alibi_slopes, h, key_pos, query_pos):
     return 0.0 if alibi_slopes is None else float(alibi_slopes[h]) * (key_pos - query_pos)
 
 
+def logit(s, soft_cap, alibi_slopes, h, key_pos, query_pos, alibi_convention="signed",
+          soft_cap_order="cap_then_alibi"):
+    """The logit of scaled score s: the ALiBi bias slope[h] * (key_pos - query_pos) ("signed")
+    or -slope[h] * |key_pos - query_pos| ("absolute"), added after the soft cap
+    ("cap_then_alibi") or inside it ("alibi_then_cap")."""
+    if alibi_slopes is None:
+        return cap(s, soft_cap)
+    d = key_pos - query_pos
+    bias = float(alibi_slopes[h]) * (d if alibi_convention == "signed" else -abs(d))
+    return cap(s, soft_cap) + bias if soft_cap_order == "cap_then_alibi" else cap(s + bias, soft_cap)
+
+
 def in_window(key_pos, query_pos, sliding_window):
     """Key t is visible from query position p iff p - W < t <= p (no window: t <= p)."""
     return key_pos <= query_pos and (sliding_window is None or key_pos > query_pos - sliding_window)
 
 
 def paged(q, k_pages, v_pages, lengths, page_indices, sm_scale=1.0, soft_cap=None,
-          sliding_window=None, sinks=None, alibi_slopes=None):
+          sliding_window=None, sinks=None, alibi_slopes=None, **conventions):
     """q [B, Hq, D], pages [Hkv, P, S, D] (jax layout) -> out [B, Hq, D], lse [B, Hq]. The
     query sits at position length - 1."""
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k_pages, v_pages))
@@ -57,8 +69,8 @@ def paged(q, k_pages, v_pages, lengths, page_indices, sm_scale=1.0, soft_cap=Non
             g = h // (hq // hkv)
             keys = [k[g, page_indices[b, t // page_size], t % page_size] for t in tokens]
             vals = [v[g, page_indices[b, t // page_size], t % page_size] for t in tokens]
-            logits = [cap(sm_scale * q[b, h] @ kt, soft_cap) + alibi(alibi_slopes, h, t, pos)
-                      for t, kt in zip(tokens, keys)]
+            logits = [logit(sm_scale * q[b, h] @ kt, soft_cap, alibi_slopes, h, t, pos,
+                            **conventions) for t, kt in zip(tokens, keys)]
             w, lse[b, h] = softmax_row(logits, None if sinks is None else float(sinks[h]))
             for wt, vt in zip(w, vals):
                 out[b, h] += wt * vt
@@ -88,7 +100,7 @@ def mask_array(kind, sq, skv, *args):
 
 
 def splash(q, k, v, mask, sm_scale=1.0, soft_cap=None, sinks=None, q_seg=None, kv_seg=None,
-           sliding_window=None, alibi_slopes=None):
+           sliding_window=None, alibi_slopes=None, **conventions):
     """q [Hq, Sq, D], k/v [Hkv, Skv, D], mask bool [Hq, Sq, Skv] -> out [Hq, Sq, Dv], lse.
     Row r sits at position r, column t at t (for the window and ALiBi)."""
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
@@ -101,8 +113,8 @@ def splash(q, k, v, mask, sm_scale=1.0, soft_cap=None, sinks=None, q_seg=None, k
         for r in range(sq):
             cols = [t for t in range(skv) if mask[h, r, t] and (q_seg is None or q_seg[r] == kv_seg[t])
                     and (sliding_window is None or in_window(t, r, sliding_window))]
-            logits = [cap(sm_scale * q[h, r] @ k[g, t], soft_cap) + alibi(alibi_slopes, h, t, r)
-                      for t in cols]
+            logits = [logit(sm_scale * q[h, r] @ k[g, t], soft_cap, alibi_slopes, h, t, r,
+                            **conventions) for t in cols]
             sink = None if sinks is None else float(sinks[h])
             w, lse[h, r] = softmax_row(logits, sink)
             for wt, t in zip(w, cols):

@@ -95,7 +95,11 @@ def test_head_option_errors():
     q, k, v, lengths, pi = paged_batch()
     with pytest.raises(attnref.ShapeError) as e:  # a finite value float32 cannot hold
         attnref.paged_attention(q, k, v, lengths, pi, alibi_slopes=np.full(HEADS, 1e39))
-    assert e.value.code == "non_finite_data" and e.value.field == "alibi_slopes"
+    assert e.value.code == "invalid_alibi_slope" and e.value.field == "alibi_slopes"
+    assert e.value.message == "alibi_slopes[0]=1e+39 is outside the float32 range"
+    with pytest.raises(attnref.ShapeError) as e:  # as attnref-run names it
+        attnref.paged_attention(q, k, v, lengths, pi, sinks=np.full(HEADS, -1e39))
+    assert e.value.code == "non_finite_data" and e.value.field == "sinks"
     with pytest.raises(attnref.ShapeError) as e:
         attnref.paged_attention(q, k, v, lengths, pi, sinks=np.zeros(HEADS, np.int32))
     assert e.value.code == "dtype_not_supported"
@@ -111,3 +115,44 @@ def test_head_option_errors():
     with pytest.raises(attnref.ShapeError) as e:
         attnref.check_splash(*splash_qkv(np.float32), alibi_slopes=np.full(HEADS, np.nan))
     assert e.value.code == "invalid_alibi_slope"
+
+
+CONVENTIONS = [dict(alibi_convention="absolute"), dict(soft_cap_order="alibi_then_cap"),
+               dict(alibi_convention="absolute", soft_cap_order="alibi_then_cap")]
+
+
+@pytest.mark.parametrize("conventions", CONVENTIONS)
+def test_splash_computes_each_engines_alibi_and_soft_cap_conventions(conventions):
+    """A full (non-causal) mask, where the absolute distance differs from the signed one."""
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((HEADS, 6, 8))
+    k = rng.standard_normal((2, 9, 8))
+    v = rng.standard_normal((2, 9, 8))
+    opts = dict(sm_scale=0.5, soft_cap=3.0, alibi_slopes=SLOPES, **conventions)
+    out, lse = attnref.splash_attention(q, k, v, return_lse=True, **opts)
+    want, want_lse = oracle.splash(q, k, v, np.ones((HEADS, 6, 9), bool), **opts)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-6, atol=1e-6)
+    plain = attnref.splash_attention(q, k, v, sm_scale=0.5, soft_cap=3.0, alibi_slopes=SLOPES)
+    assert np.abs(out - plain).max() > 1e-3  # the option changes the answer
+
+
+@pytest.mark.parametrize("conventions", CONVENTIONS)
+def test_paged_computes_each_engines_conventions(conventions):
+    q, k, v, lengths, pi = paged_batch(np.float64)
+    opts = dict(sm_scale=0.25, soft_cap=2.0, alibi_slopes=SLOPES, **conventions)
+    out = attnref.paged_attention(q, k, v, lengths, pi, **opts)
+    want, _ = oracle.paged(q, k, v, lengths, pi, **opts)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
+def test_unknown_convention_names_are_value_errors():
+    q, k, v, lengths, pi = paged_batch()
+    with pytest.raises(ValueError, match="alibi_convention must be 'signed' or 'absolute'"):
+        attnref.check_paged(q, k, v, lengths, pi, alibi_convention="abs")
+    with pytest.raises(ValueError, match="soft_cap_order must be"):
+        attnref.check_paged(q, k, v, lengths, pi, soft_cap_order="cap_first")
+    with pytest.raises(attnref.ShapeError) as e:  # JAX's kernel has neither option
+        attnref.check_paged(q, k, v, lengths, pi, alibi_slopes=SLOPES,
+                            alibi_convention="absolute", profile="jax")
+    assert e.value.code == "option_not_in_jax"

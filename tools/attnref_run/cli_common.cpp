@@ -59,6 +59,24 @@ std::string format_error(const NpyStatus& status) {
   return text;
 }
 
+std::string format_error(const frontend::Error& error) {
+  std::string text = "attnref: error[" + error.code + "] " + error.message;
+  if (!error.hint.empty()) text += "\n" + error.hint;
+  return text;
+}
+
+frontend::CommonOptions frontend_options(const CommonOptions& o) {
+  frontend::CommonOptions f;
+  f.profile = o.profile;
+  f.data = o.check_data;
+  f.sm_scale = o.sm_scale;
+  f.soft_cap = o.soft_cap;
+  f.mask_value = o.mask_value;
+  f.alibi_convention = o.alibi_convention;
+  f.soft_cap_order = o.soft_cap_order;
+  return f;
+}
+
 void fail_status(const Status& status) { throw Exit(kExitValidation, format_error(status)); }
 
 void fail_file(const NpyStatus& status) { throw Exit(kExitUsage, format_error(status)); }
@@ -359,49 +377,17 @@ void check_output_paths(const ParsedArgs& args) {
   }
 }
 
-Status check_rank(const Input& input, std::size_t rank, const char* name, const char* shape_hint) {
-  if (input.array.rank() == rank) return Status();
-  return Status(
-      ErrorCode::kRankMismatch, "",
-      rank == 1 ? "{f} must have {0} dimension; got {1}" : "{f} must have {0} dimensions; got {1}",
-      shape_hint, {static_cast<std::int64_t>(rank), static_cast<std::int64_t>(input.array.rank())},
-      {}, name);
-}
-
-HeadValues load_head_values(const ParsedArgs& args, const char* option, const char* name,
-                            const char* shape_hint, ErrorCode range_code) {
-  HeadValues h;
-  h.input = load_input(args, option, false);
-  if (!h.present()) return h;
-  fail_if_error(check_rank(h.input, 1, name, shape_hint));
-  const DType t = h.input.array.dtype;
-  if (t != DType::kFloat16 && t != DType::kFloat32 && t != DType::kFloat64)
-    fail_status(dtype_error(h.input, name, "a float array (it is cast to float32)"));
-  // float64 values are narrowed to float32: a finite value past its range would become inf.
-  for (double x : to_doubles(h.input.array)) {
-    if (std::isfinite(x) && !std::isfinite(static_cast<float>(x))) {
-      fail_status(Status(range_code, "", "{f}[{0}]={r0} is outside the float32 range",
-                         "the values are cast to float32, whose largest finite magnitude is "
-                         "3.4028235e+38",
-                         {static_cast<std::int64_t>(h.values.size())}, {x}, name));
-    }
-    h.values.push_back(static_cast<float>(x));
-  }
-  return h;
-}
-
-Status check_q_dtype(const Input& q) {
-  const DType t = q.array.dtype;
-  if (t == DType::kFloat16 || t == DType::kFloat32 || t == DType::kFloat64) return Status();
-  return dtype_error(q, "q", "q must be float16, float32 or float64");
-}
-
 std::vector<OptionSpec> with_common_options(std::vector<OptionSpec> own) {
   static const OptionSpec kCommon[] = {
       {"--soft-cap", "C", "soft cap c: logits become c * tanh(x / c)"},
       {"--alibi-slopes", "A.npy",
        "ALiBi slopes [num_q_heads] (float): logits + slope * (key - query position), after the "
        "soft cap"},
+      {"--alibi-convention", "C",
+       "signed (default): slope * (key - query); absolute: -slope * |key - query|, as "
+       "FlashAttention-2 without a causal mask"},
+      {"--soft-cap-order", "O",
+       "cap_then_alibi (default): cap(x) + bias; alibi_then_cap: cap(x + bias), as FlashInfer"},
       {"--mask-value", "M", "JAX's additive mask value (default -2.3819763e+38)"},
       {"--sm-scale", "S", "scale of q.k (default 1.0)"},
       {"--profile", "P", "jax or reference (default reference)"},
@@ -424,6 +410,10 @@ CommonOptions parse_common_options(const ParsedArgs& args) {
                   ? Profile::kJax
                   : Profile::kReference;
   o.check_only = args.has("--check-only");
+  o.alibi_convention = *frontend::alibi_convention_named(
+      args.choice("--alibi-convention", {"signed", "absolute"}, "signed"));
+  o.soft_cap_order = *frontend::soft_cap_order_named(
+      args.choice("--soft-cap-order", {"cap_then_alibi", "alibi_then_cap"}, "cap_then_alibi"));
   o.check_data = args.has("--check-data");
   if (o.check_only) {
     // The result options this subcommand has.
@@ -469,8 +459,21 @@ DType dtype_option(const ParsedArgs& args, const char* option) {
   return DType::kUnknown;
 }
 
-Status apply_dtype_option(Input* input, DType as, const char* name, const char* option) {
-  const DType t = input->array.dtype;
+frontend::Array to_array(const Input& input, const char* name) {
+  frontend::Array a;
+  a.name = name;
+  if (!input.present()) return a;
+  a.given = true;
+  a.dtype = input.array.dtype;
+  a.shape = input.array.shape;
+  a.data = input.array.bytes.data();
+  a.buffer_size = input.array.numel();
+  return a;
+}
+
+Status apply_dtype_option(frontend::Array* array, DType as, const char* option) {
+  const DType t = array->dtype;
+  const char* name = array->name.c_str();
   const bool raw8 = t == DType::kUInt8 || t == DType::kVoid8;
   const bool raw16 = t == DType::kUInt16 || t == DType::kVoid16;
   const bool q = std::strcmp(option, "--q-dtype") == 0;
@@ -536,14 +539,8 @@ Status apply_dtype_option(Input* input, DType as, const char* name, const char* 
                         "{d0}",
                   hint, ints, {}, name);
   }
-  input->array.dtype = as;  // the bytes are the codes: only the tag changes
+  array->dtype = as;  // the bytes are the codes: only the tag changes
   return Status();
-}
-
-Status dtype_error(const Input& input, const char* name, const char* hint) {
-  return Status(ErrorCode::kDtypeNotSupported, "",
-                "{f} has dtype {d0}, which is not supported here", hint,
-                {static_cast<std::int64_t>(input.array.dtype)}, {}, name);
 }
 
 KvLayout kv_layout_option(const ParsedArgs& args, KvLayout fallback) {

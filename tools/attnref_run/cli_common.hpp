@@ -2,26 +2,22 @@
 /// @file cli_common.hpp
 /// What every attnref-run subcommand shares: the exit codes and how errors end a subcommand,
 /// option parsing with typed values, the options every kernel subcommand takes (one table),
-/// the one map from runtime dtypes to kernel instantiations, loading `.npy` inputs with rank and
-/// dtype checks, and the `--out` / `--expect --atol --rtol` handling of a result.
+/// loading `.npy` inputs as the front end's arrays (tools/frontend/, whose builders check and
+/// dispatch them, as for the Python module), and the `--out` / `--expect --atol --rtol`
+/// handling of a result.
 ///
 /// A subcommand is `int run_<name>(int argc, char** argv)` (the arguments after its name):
 /// @code
-///   int run_example(int argc, char** argv) {
-///     static const CommandSpec kSpec{"example", "--x X.npy [--out OUT.npy]", "Does X.",
-///                                    with_common_options({{"--x", "X.npy", "input [n, d]"}})};
-///     const ParsedArgs args(kSpec, argc, argv);
-///     if (args.help_requested()) return print_help(kSpec);
-///     const CommonOptions common = parse_common_options(args);
-///     const Input x = load_input(args, "--x", true);
-///     fail_if_error(check_rank(x, 2, "x", "x is [n, d]"));
-///     fail_if_error(check_q_dtype(x));
-///     const Input expect = load_expect(args, x.array.shape);
-///     return dispatch_float(x.array.dtype, [&](auto q) {
-///       using Q = typename decltype(q)::type;
-///       ...
-///       return finish_output(args, shape, values, expect, default_tolerance(x.array.dtype));
-///     });
+///   int run_paged(int argc, char** argv) {
+///     const ParsedArgs args(paged_spec(), argc, argv);
+///     if (args.help_requested()) return print_help(paged_spec());
+///     frontend::PagedInputs in;
+///     in.common = frontend_options(parse_common_options(args));   // options first
+///     const Input q = load_input(args, "--q", true);              // then the files
+///     in.q = to_array(q, "q");
+///     ...
+///     frontend::check_paged_ranks(in, hints);
+///     frontend::with_paged_run_args(in, [&](const auto& a) { ...run, finish_output(...) });
 ///   }
 /// @endcode
 #pragma once
@@ -39,6 +35,8 @@
 
 #include <Eigen/Core>
 
+#include "../frontend/array.hpp"
+#include "../frontend/options.hpp"
 #include "attnref/compare/report.hpp"
 #include "attnref/core/dtype.hpp"
 #include "attnref/core/kv_dtypes.hpp"
@@ -77,20 +75,14 @@ std::string format_error(const Status& status);
 /// The same for a file error.
 std::string format_error(const NpyStatus& status);
 
+/// The same for a check the front end's builders threw.
+std::string format_error(const frontend::Error& error);
+
 /// Exit 2 with the validation error.
 [[noreturn]] void fail_status(const Status& status);
 /// Exit 2 when `status` is an error; nothing otherwise.
 inline void fail_if_error(const Status& status) {
   if (!status.ok()) fail_status(status);
-}
-/// Exit 2 for index arrays of a bad runtime dtype (`dtypes`, the library's verdict) in JAX's
-/// order: `shapes` (the shape tier run on stand-in index views) is reported first when it
-/// failed at a check other than the dtype check `dtype_check` ("P7", "R5"), which it would
-/// report with the stand-in's dtype.
-[[noreturn]] inline void fail_index_dtypes_after(const Status& shapes, const char* dtype_check,
-                                                 const Status& dtypes) {
-  if (!shapes.ok() && std::string(shapes.jax_check()) != dtype_check) fail_status(shapes);
-  fail_status(dtypes);
 }
 /// Exit 1 with the file error.
 [[noreturn]] void fail_file(const NpyStatus& status);
@@ -167,24 +159,10 @@ struct Input {
 /// device, a directory: opened without blocking and refused), exits 1 with a `bad_file` message.
 Input load_input(const ParsedArgs& args, const char* option, bool required);
 
-/// A per-query-head vector (`--sinks`, `--alibi-slopes`): a 1-dim float16/32/64 `.npy`, cast
-/// to float32 for the kernel's f32 view; `view()` is empty when the option was not given.
-struct HeadValues {
-  Input input;
-  std::vector<float> values;
-  bool present() const noexcept { return input.present(); }
-  TensorView<const float, 1> view() const {
-    if (!present()) return {};
-    return TensorView<const float, 1>(values.data(), {static_cast<std::int64_t>(values.size())});
-  }
-};
-
-/// Loads a `HeadValues` option: exit 2 for a rank other than 1 (`rank_mismatch`), a dtype other
-/// than float (`dtype_not_supported`) or a finite value past float32's range (`range_code`); the
-/// library checks the length against num_q_heads and the values. `name` and `shape_hint` are
-/// literals ("sinks", "sinks are [num_q_heads]").
-HeadValues load_head_values(const ParsedArgs& args, const char* option, const char* name,
-                            const char* shape_hint, ErrorCode range_code);
+/// The front end's array over a loaded input, named `name` (a literal such as "k_pages") in
+/// messages; absent when the input was not given. It shares the input's buffer, so the input
+/// outlives it; `buffer_size` bounds its views.
+frontend::Array to_array(const Input& input, const char* name);
 
 /// A float option (--soft-cap, --sm-scale, ...) parsed and checked as double, then narrowed:
 /// a finite value outside float32's range, or a non-zero one that rounds to 0, exits 2 with
@@ -198,17 +176,6 @@ std::optional<float> float_option(const ParsedArgs& args, const char* option, Er
 /// naming both options). `parse_common_options` calls it.
 void check_output_paths(const ParsedArgs& args);
 
-/// `ErrorCode::kRankMismatch` when `input` does not have `rank` dimensions. `name` (a string
-/// literal, as Status keeps it) names the tensor; `shape_hint` (a literal) describes its shape.
-Status check_rank(const Input& input, std::size_t rank, const char* name, const char* shape_hint);
-
-/// `ErrorCode::kDtypeNotSupported` naming the tensor and its dtype, with `hint` (a literal).
-Status dtype_error(const Input& input, const char* name, const char* hint);
-
-/// `ErrorCode::kDtypeNotSupported` unless q is float16, float32 or float64 (the dtypes every
-/// kernel subcommand instantiates).
-Status check_q_dtype(const Input& q);
-
 /// `--q-dtype bf16` and `--kv-dtype bf16|e4m3|e5m2`: what the raw codes of a bf16 or fp8 dump
 /// (uint16 or `|V2`, uint8 or `|V1`) are. Paged and ragged take both; merge takes
 /// `--state-dtype bf16` for its two states.
@@ -221,13 +188,13 @@ extern const OptionSpec kKvDtypeOption;
 /// `--state-dtype` take bf16 only.
 DType dtype_option(const ParsedArgs& args, const char* option);
 
-/// Reads the raw codes of `input` as `as` when a dtype option named it: `option` ("--q-dtype",
-/// "--kv-dtype" or "--state-dtype", a literal) applies to `input`, named `name` (a literal) in
-/// messages. `as` kUnknown (no option): an array of raw codes (uint8, uint16, `|V1`, `|V2`) is an
-/// error naming the option to give. Otherwise the array must hold codes of `as`'s size (2 bytes for
-/// bfloat16, 1 for fp8), else an error naming the option and the array's dtype; then only its
-/// dtype tag changes. Errors are `kDtypeNotSupported`.
-Status apply_dtype_option(Input* input, DType as, const char* name, const char* option);
+/// Reads the raw codes of `array` as `as` when a dtype option named it: `option` ("--q-dtype",
+/// "--kv-dtype" or "--state-dtype", a literal) applies to the array (named by its `name` in
+/// messages). `as` kUnknown (no option): an array of raw codes (uint8, uint16, `|V1`, `|V2`) is
+/// an error naming the option to give. Otherwise the array must hold codes of `as`'s size (2
+/// bytes for bfloat16, 1 for fp8), else an error naming the option and the array's dtype; then
+/// only its dtype tag changes. Errors are `kDtypeNotSupported`.
+Status apply_dtype_option(frontend::Array* array, DType as, const char* option);
 
 /// The options paged, splash and ragged share, parsed.
 struct CommonOptions {
@@ -238,7 +205,13 @@ struct CommonOptions {
   bool check_only = false;
   /// Run the family's data tier (check_*_data) after the shape and metadata tiers.
   bool check_data = false;
+  AlibiConvention alibi_convention = AlibiConvention::kSigned;
+  SoftCapOrder soft_cap_order = SoftCapOrder::kCapThenAlibi;
 };
+
+/// The options the front end's builders take: the profile, the data tier with --check-data,
+/// and the logit options.
+frontend::CommonOptions frontend_options(const CommonOptions& o);
 
 /// A kernel subcommand's options: `own`, then the shared ones (--soft-cap, --mask-value,
 /// --sm-scale, --profile, --check-only, --check-data, --out, --expect, --atol, --rtol).
@@ -250,63 +223,8 @@ std::vector<OptionSpec> with_common_options(std::vector<OptionSpec> own);
 /// fit float32 exit 2 (`float_option`).
 CommonOptions parse_common_options(const ParsedArgs& args);
 
-/// Calls `f(DTypeTag<T>{})` with T = Eigen::half, float, double or Eigen::bfloat16 for `t`
-/// (splash and merge, whose inputs share one dtype; paged and ragged use the library's
-/// `dispatch_query_and_kv`). Precondition: `t` is one of the four.
-template <class F>
-int dispatch_float(DType t, F&& f) {
-  switch (t) {
-    case DType::kFloat16:
-      return f(DTypeTag<Eigen::half>{});
-    case DType::kBFloat16:
-      return f(DTypeTag<Eigen::bfloat16>{});
-    case DType::kFloat64:
-      return f(DTypeTag<double>{});
-    default:
-      return f(DTypeTag<float>{});
-  }
-}
-
-/// Calls `f(DTypeTag<Index>{})` with Index = std::int32_t or std::int64_t. Precondition: `t` is
-/// one of the two (the library's index dtype checks passed).
-template <class F>
-int dispatch_index(DType t, F&& f) {
-  if (t == DType::kInt32) return f(DTypeTag<std::int32_t>{});
-  return f(DTypeTag<std::int64_t>{});
-}
-
-/// The elements of an int32 or int64 array as `Index` (empty for other dtypes).
-template <class Index>
-std::vector<Index> ints_as(const NpyArray& a) {
-  std::vector<Index> out;
-  if (const std::int32_t* p = a.data<std::int32_t>()) {
-    out.assign(p, p + a.numel());
-  } else if (const std::int64_t* p64 = a.data<std::int64_t>()) {
-    for (std::int64_t i = 0; i < a.numel(); ++i) out.push_back(static_cast<Index>(p64[i]));
-  }
-  return out;
-}
-
-/// A row-major view of an input. Preconditions: `input.array.dtype == dtype_of<T>` and
-/// `input.array.rank() == Rank`. `buffer_size` is set, so `check_view` bounds it.
-template <class T, std::size_t Rank>
-TensorView<const T, Rank> view_of(const Input& input) {
-  std::array<std::int64_t, Rank> extents{};
-  for (std::size_t i = 0; i < Rank; ++i) extents[i] = input.array.shape[i];
-  return TensorView<const T, Rank>(input.array.data<T>(), extents, input.array.numel());
-}
-
 /// The `--kv-layout` option (jax, nhd or hnd; `fallback` when not given; exit 1 otherwise).
 KvLayout kv_layout_option(const ParsedArgs& args, KvLayout fallback = KvLayout::kJax);
-
-/// The logical `[num_kv_heads, total_pages, page_size, last]` view of a 4-d page pool (or of its
-/// scales) stored in `layout`. Preconditions: rank 4 and dtype `T`.
-template <class T>
-TensorView<const T, 4> layout_pages_view(const Input& input, KvLayout layout) {
-  const std::vector<std::int64_t>& s = input.array.shape;
-  return kv_pages_view(input.array.data<T>(), layout, {s[0], s[1], s[2], s[3]},
-                       input.array.numel());
-}
 
 /// Absolute and relative tolerance of `--expect`: |got - expected| <= atol + rtol * |expected|.
 struct Tolerance {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../frontend/merge.hpp"
 #include "attnref/kernels/merge_attention_states.hpp"
 #include "cli_common.hpp"
 
@@ -19,21 +20,14 @@ namespace attnref {
 namespace cli {
 namespace {
 
-/// The inputs of one `merge` invocation.
-struct MergeInputs {
-  Input out_a, lse_a, out_b, lse_b, expect, expect_lse;
+/// The merge and the result options of one `merge` invocation.
+struct MergeRun {
+  frontend::MergeInputs in;
+  Input expect, expect_lse;
 };
 
 template <class T>
-int run_typed(const ParsedArgs& args, const MergeInputs& in) {
-  MergeStatesArgs<T> m;
-  m.out_a = view_of<T, 3>(in.out_a);
-  m.lse_a = view_of<float, 2>(in.lse_a);
-  m.out_b = view_of<T, 3>(in.out_b);
-  m.lse_b = view_of<float, 2>(in.lse_b);
-  // The outputs take out_a's shape, checked against the other inputs before anything is
-  // allocated: a state of head_dim 0 holds nothing, whatever its rows and heads claim.
-  fail_if_error(check_merge_inputs(m));
+int run_typed(const ParsedArgs& args, const MergeRun& run, const MergeStatesArgs<T>& m) {
   const std::int64_t rows = m.rows(), heads = m.heads(), dim = m.head_dim();
   std::vector<T> out(static_cast<std::size_t>(rows * heads * dim));
   std::vector<float> lse(static_cast<std::size_t>(rows * heads));
@@ -48,14 +42,14 @@ int run_typed(const ParsedArgs& args, const MergeInputs& in) {
     for (std::int64_t r = 0; r < rows; ++r) shape.rows.push_back({r, -1, compare::RowKind::kPlain});
     shape.heads = heads;
     shape.dim = dim;
-    const bool with_lse = in.expect_lse.present();
+    const bool with_lse = run.expect_lse.present();
     return compare::compare_values(
-        shape, to_doubles(in.expect.array), to_doubles(out),
-        with_lse ? to_doubles(in.expect_lse.array) : std::vector<double>{},
+        shape, to_doubles(run.expect.array), to_doubles(out),
+        with_lse ? to_doubles(run.expect_lse.array) : std::vector<double>{},
         with_lse ? to_doubles(lse) : std::vector<double>{}, compare_options(args, tol));
   };
-  return finish_output(args, in.out_a.array.shape, to_doubles(out), in.expect,
-                       default_tolerance(in.out_a.array.dtype), &outputs, explain);
+  return finish_output(args, {rows, heads, dim}, to_doubles(out), run.expect,
+                       default_tolerance(run.in.out_a.dtype), &outputs, explain);
 }
 
 }  // namespace
@@ -93,44 +87,24 @@ int run_merge(int argc, char** argv) {
   for (const char* required : {"--out-a", "--lse-a", "--out-b", "--lse-b"}) args.required(required);
   const DType state_as = dtype_option(args, "--state-dtype");
 
-  MergeInputs in;
-  in.out_a = load_input(args, "--out-a", true);
-  in.lse_a = load_input(args, "--lse-a", true);
-  in.out_b = load_input(args, "--out-b", true);
-  in.lse_b = load_input(args, "--lse-b", true);
-
-  fail_if_error(apply_dtype_option(&in.out_a, state_as, "out_a", "--state-dtype"));
-  fail_if_error(apply_dtype_option(&in.out_b, state_as, "out_b", "--state-dtype"));
-  fail_if_error(check_rank(in.out_a, 3, "out_a", "a state is [rows, heads, head_dim]"));
-  fail_if_error(check_rank(in.lse_a, 2, "lse_a", "a logsumexp is [rows, heads]"));
-  fail_if_error(check_rank(in.out_b, 3, "out_b", "a state is [rows, heads, head_dim]"));
-  fail_if_error(check_rank(in.lse_b, 2, "lse_b", "a logsumexp is [rows, heads]"));
-  in.expect = load_expect(args, in.out_a.array.shape);
-  in.expect_lse = load_expect_lse(args, {in.out_a.array.shape[0], in.out_a.array.shape[1]});
-
-  const DType t = in.out_a.array.dtype;
-  if (t != DType::kFloat16 && t != DType::kFloat32 && t != DType::kFloat64 &&
-      t != DType::kBFloat16) {
-    fail_status(dtype_error(in.out_a, "out_a",
-                            "a state must be float16, float32, float64 or bfloat16 (raw codes "
-                            "with --state-dtype bf16)"));
-  }
-  if (in.out_b.array.dtype != t) {
-    fail_status(
-        Status(ErrorCode::kDtypeNotSupported, "",
-               "{f} has dtype {d0}; attnref-run merges states of one dtype (out_a is {d1})",
-               "save both states with one dtype",
-               {static_cast<std::int64_t>(in.out_b.array.dtype), static_cast<std::int64_t>(t)}, {},
-               "out_b"));
-  }
-  for (const Input* lse : {&in.lse_a, &in.lse_b}) {
-    if (lse->array.dtype != DType::kFloat32) {
-      fail_status(dtype_error(*lse, lse == &in.lse_a ? "lse_a" : "lse_b",
-                              "a logsumexp is float32, as --lse-out writes it"));
-    }
-  }
-  return dispatch_float(
-      t, [&](auto tag) { return run_typed<typename decltype(tag)::type>(args, in); });
+  const Input out_a = load_input(args, "--out-a", true), lse_a = load_input(args, "--lse-a", true),
+              out_b = load_input(args, "--out-b", true), lse_b = load_input(args, "--lse-b", true);
+  MergeRun run;
+  frontend::MergeInputs& in = run.in;
+  in.out_a = to_array(out_a, "out_a");
+  in.lse_a = to_array(lse_a, "lse_a");
+  in.out_b = to_array(out_b, "out_b");
+  in.lse_b = to_array(lse_b, "lse_b");
+  fail_if_error(apply_dtype_option(&in.out_a, state_as, "--state-dtype"));
+  fail_if_error(apply_dtype_option(&in.out_b, state_as, "--state-dtype"));
+  frontend::check_merge_arrays(in,
+                               "a state must be float16, float32, float64 or bfloat16 (raw codes "
+                               "with --state-dtype bf16)");
+  run.expect = load_expect(args, out_a.array.shape);
+  run.expect_lse = load_expect_lse(args, {out_a.array.shape[0], out_a.array.shape[1]});
+  int status = kExitOk;
+  frontend::with_merge_args(in, [&](const auto& m) { status = run_typed(args, run, m); });
+  return status;
 }
 
 }  // namespace cli

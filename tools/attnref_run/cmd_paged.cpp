@@ -15,6 +15,7 @@
 
 #include <Eigen/Core>
 
+#include "../frontend/paged.hpp"
 #include "attnref/compare/paged.hpp"
 #include "attnref/core/profile.hpp"
 #include "attnref/kernels/paged_attention.hpp"
@@ -25,136 +26,47 @@ namespace attnref {
 namespace cli {
 namespace {
 
-/// The parsed inputs and options of one `paged` invocation.
-struct PagedInputs {
-  Input q, k, v, lengths, page_indices, k_scales, v_scales, expect, expect_lse;
-  KvLayout layout = KvLayout::kJax;
-  CommonOptions common;
-  std::int64_t pages_per_compute_block = 1;
-  MegacoreMode megacore_mode = MegacoreMode::kNone;
-  bool round_kv_to_bf16 = false;
-  std::optional<std::int64_t> sliding_window;
-  HeadValues sinks, alibi_slopes;
+/// The paged call and the result options of one `paged` invocation.
+struct PagedRun {
+  frontend::PagedInputs in;
+  Input expect, expect_lse;
+  bool check_only = false;
 };
 
-/// Index views the shape tier may read extents from but never data: for lengths or a page
-/// table whose file holds another dtype or rank.
-template <class Index>
-struct StandIn {
-  Index value = 0;
-  std::int64_t lengths_extent = 0;
-};
-
-/// The descriptor over the loaded arrays, with lengths/page_indices read as `Index`; with a
-/// `stand_in`, their data and the lengths extent come from it instead (shape tier only).
-template <class Q, class KV, class Index>
-PagedAttentionArgs<Q, KV, Index> make_args(const PagedInputs& in,
-                                           const StandIn<Index>* stand_in = nullptr) {
-  PagedAttentionArgs<Q, KV, Index> a;
-  a.q = view_of<Q, 3>(in.q);
-  a.k_pages = layout_pages_view<KV>(in.k, in.layout);
-  a.v_pages = layout_pages_view<KV>(in.v, in.layout);
-  if (stand_in != nullptr) {
-    a.lengths = TensorView<const Index, 1>(&stand_in->value, {stand_in->lengths_extent});
-    a.page_indices = TensorView<const Index, 2>(
-        &stand_in->value, {in.page_indices.array.shape[0], in.page_indices.array.shape[1]});
-  } else {
-    a.lengths = view_of<Index, 1>(in.lengths);
-    a.page_indices = view_of<Index, 2>(in.page_indices);
-  }
-  if (in.k_scales.present()) a.k_scales = layout_pages_view<float>(in.k_scales, in.layout);
-  if (in.v_scales.present()) a.v_scales = layout_pages_view<float>(in.v_scales, in.layout);
-  a.soft_cap = in.common.soft_cap;
-  a.mask_value = in.common.mask_value;
-  a.sm_scale = in.common.sm_scale;
-  a.pages_per_compute_block = in.pages_per_compute_block;
-  a.megacore_mode = in.megacore_mode;
-  a.round_kv_to_bf16 = in.round_kv_to_bf16;
-  a.sliding_window = in.sliding_window;
-  a.sinks = in.sinks.view();
-  a.alibi_slopes = in.alibi_slopes.view();
-  return a;
-}
-
-/// The shape tier over stand-in index views (lengths of `lengths_extent` entries).
-template <class Q, class KV, class Index>
-Status stand_in_shapes(const PagedInputs& in, std::int64_t lengths_extent) {
-  StandIn<Index> stand_in;
-  stand_in.lengths_extent = lengths_extent;
-  return check_paged_shapes(make_args<Q, KV, Index>(in, &stand_in), in.common.profile);
-}
-
-/// lengths `[batch, n]`: JAX compares `lengths.shape` with `(batch,)`, so after P1..P4 this is
-/// its P5, whose text names no shape (the hint does).
+/// Runs the kernel over validated args and finishes the output.
 template <class Q, class KV>
-[[noreturn]] void fail_lengths_rank(const PagedInputs& in) {
-  const std::vector<std::int64_t>& s = in.lengths.array.shape;
-  // A batch extent other than q's makes the shape tier stop at P5 unless it stops earlier.
-  const Status shapes = stand_in_shapes<Q, KV, std::int32_t>(in, s[0] == 0 ? 1 : s[0] - 1);
-  if (std::string(shapes.jax_check()) != "P5") fail_status(shapes);
-  fail_status(paged_lengths_rank_error(s[0], s[1]));
-}
-
-/// lengths or page_indices of a dtype other than int32/int64, or of two different dtypes
-/// (`dtypes`, the library's verdict). The shape tier runs first on stand-in views, so what JAX
-/// reports earlier (P1..P6) still comes first; its own P7 would name the stand-in's dtype.
-template <class Q, class KV>
-[[noreturn]] void fail_index_dtypes(const PagedInputs& in, const Status& dtypes) {
-  const std::int64_t batch = in.lengths.array.shape[0];
-  const Status shapes = in.lengths.array.dtype == DType::kInt32
-                            ? stand_in_shapes<Q, KV, std::int32_t>(in, batch)
-                            : stand_in_shapes<Q, KV, std::int64_t>(in, batch);
-  fail_index_dtypes_after(shapes, "P7", dtypes);
-}
-
-/// Validates with the chosen profile, then (unless --check-only) runs and finishes the output.
-template <class Q, class KV, class Index>
-int run_typed(const ParsedArgs& args, const PagedInputs& in) {
-  const PagedAttentionArgs<Q, KV, Index> a = make_args<Q, KV, Index>(in);
-  fail_if_error(check_paged(a, in.common.profile));
-  if (in.common.check_data) fail_if_error(check_paged_data(a));
-  if (in.common.check_only) {
-    std::cout << "ok\n";
-    return kExitOk;
-  }
-  // Run with int64 indices: one kernel instantiation per (Q, KV).
-  PagedAttentionArgs<Q, KV, std::int64_t> run_args = make_args<Q, KV, std::int64_t>(in, nullptr);
-  const std::vector<std::int64_t> lengths = ints_as<std::int64_t>(in.lengths.array);
-  const std::vector<std::int64_t> page_indices = ints_as<std::int64_t>(in.page_indices.array);
-  run_args.lengths = TensorView<const std::int64_t, 1>(lengths.data(), a.lengths.extents,
-                                                       static_cast<std::int64_t>(lengths.size()));
-  run_args.page_indices = TensorView<const std::int64_t, 2>(
-      page_indices.data(), a.page_indices.extents, static_cast<std::int64_t>(page_indices.size()));
-  const std::int64_t numel = in.q.array.numel();
-  std::vector<Q> out(static_cast<std::size_t>(numel));
-  TensorView<Q, 3> out_view(out.data(), a.q.extents, numel);
+int run_kernel(const ParsedArgs& args, const PagedRun& run,
+               const PagedAttentionArgs<Q, KV, std::int64_t>& a) {
   const std::int64_t batch = a.batch(), heads = a.num_q_heads();
+  const std::vector<std::int64_t> shape{batch, heads, a.q.extents[2]};
+  std::vector<Q> out(static_cast<std::size_t>(batch * heads * shape[2]));
   std::vector<float> lse(static_cast<std::size_t>(batch * heads));
-  fail_if_error(
-      try_paged_attention(run_args, out_view, TensorView<float, 2>(lse.data(), {batch, heads})));
+  fail_if_error(try_paged_attention(a, TensorView<Q, 3>(out.data(), {batch, heads, shape[2]}),
+                                    TensorView<float, 2>(lse.data(), {batch, heads})));
   OutputFiles outputs;  // all written, or none
   stage_option_output(args, &outputs, "--lse-out", {batch, heads}, to_doubles(lse));
   const auto explain = [&](Tolerance tol) {
     compare::Report report;
     fail_if_error(compare::try_compare_paged(
-        run_args, to_doubles(in.expect.array),
-        in.expect_lse.present() ? to_doubles(in.expect_lse.array) : std::vector<double>{},
+        a, to_doubles(run.expect.array),
+        run.expect_lse.present() ? to_doubles(run.expect_lse.array) : std::vector<double>{},
         compare_options(args, tol), &report));
     return report;
   };
-  return finish_output(args, in.q.array.shape, to_doubles(out), in.expect,
-                       default_tolerance(in.q.array.dtype), &outputs, explain);
+  return finish_output(args, shape, to_doubles(out), run.expect, default_tolerance(run.in.q.dtype),
+                       &outputs, explain);
 }
 
-template <class Q, class KV>
-int run_with_kv(const ParsedArgs& args, const PagedInputs& in) {
-  if (in.lengths.array.rank() != 1) fail_lengths_rank<Q, KV>(in);
-  const DType lt = in.lengths.array.dtype;
-  const Status dtypes =
-      check_paged_index_dtypes(lt, in.page_indices.array.dtype, in.common.profile);
-  if (!dtypes.ok()) fail_index_dtypes<Q, KV>(in, dtypes);
-  return dispatch_index(
-      lt, [&](auto index) { return run_typed<Q, KV, typename decltype(index)::type>(args, in); });
+/// Validates with the chosen profile, then (unless --check-only) runs and finishes the output.
+int validate_and_run(const ParsedArgs& args, const PagedRun& run) {
+  if (run.check_only) {
+    frontend::check_paged_call(run.in);
+    std::cout << "ok\n";
+    return kExitOk;
+  }
+  int status = kExitOk;
+  frontend::with_paged_run_args(run.in, [&](const auto& a) { status = run_kernel(args, run, a); });
+  return status;
 }
 
 const char* kv_shape_hint(KvLayout layout) {
@@ -248,10 +160,13 @@ int run_paged(int argc, char** argv) {
   const ParsedArgs args(spec, argc, argv);
   if (args.help_requested()) return print_help(spec);
 
-  PagedInputs in;
+  PagedRun run;
+  frontend::PagedInputs& in = run.in;
   // Options first: a usage error costs no file reading.
   in.layout = kv_layout_option(args);
-  in.common = parse_common_options(args);
+  const CommonOptions common = parse_common_options(args);
+  in.common = frontend_options(common);
+  run.check_only = common.check_only;
   const DType q_as = dtype_option(args, "--q-dtype");
   const DType kv_as = dtype_option(args, "--kv-dtype");
   if (std::optional<std::int64_t> n = args.int64("--pages-per-compute-block")) {
@@ -267,56 +182,36 @@ int run_paged(int argc, char** argv) {
   }
   // One-sided --k-scales/--v-scales is not a usage error: the validator reports it.
 
-  in.q = load_input(args, "--q", true);
-  in.k = load_input(args, "--k-pages", true);
-  in.v = load_input(args, "--v-pages", true);
-  in.lengths = load_input(args, "--lengths", true);
-  in.page_indices = load_input(args, "--page-indices", true);
-  in.k_scales = load_input(args, "--k-scales", false);
-  in.v_scales = load_input(args, "--v-scales", false);
-  in.sinks = load_head_values(args, "--sinks", "sinks", "sinks are [num_q_heads]",
-                              ErrorCode::kNonFiniteData);
-  in.alibi_slopes =
-      load_head_values(args, "--alibi-slopes", "alibi_slopes", "ALiBi slopes are [num_q_heads]",
-                       ErrorCode::kInvalidAlibiSlope);
+  const Input q = load_input(args, "--q", true), k = load_input(args, "--k-pages", true),
+              v = load_input(args, "--v-pages", true),
+              lengths = load_input(args, "--lengths", true),
+              page_indices = load_input(args, "--page-indices", true),
+              k_scales = load_input(args, "--k-scales", false),
+              v_scales = load_input(args, "--v-scales", false),
+              sinks = load_input(args, "--sinks", false),
+              alibi_slopes = load_input(args, "--alibi-slopes", false);
+  in.q = to_array(q, "q");
+  in.k_pages = to_array(k, "k_pages");
+  in.v_pages = to_array(v, "v_pages");
+  in.lengths = to_array(lengths, "lengths");
+  in.page_indices = to_array(page_indices, "page_indices");
+  in.k_scales = to_array(k_scales, "k_scales");
+  in.v_scales = to_array(v_scales, "v_scales");
+  in.sinks = frontend::read_sinks(to_array(sinks, "sinks"));
+  in.alibi_slopes = frontend::read_alibi_slopes(to_array(alibi_slopes, "alibi_slopes"));
 
-  // Ranks (JAX's shape unpacking comes before its checks too).
-  fail_if_error(check_rank(in.q, 3, "q", "q is [batch, num_q_heads, head_dim]"));
-  fail_if_error(check_rank(in.k, 4, "k_pages", kv_shape_hint(in.layout)));
-  fail_if_error(check_rank(in.v, 4, "v_pages", kv_shape_hint(in.layout)));
-  // lengths [batch, n] is JAX's P5, reported in JAX's order (fail_lengths_rank).
-  const std::vector<std::int64_t>& ls = in.lengths.array.shape;
-  if (!(ls.size() == 2 && ls[0] == in.q.array.shape[0])) {
-    fail_if_error(check_rank(in.lengths, 1, "lengths", "lengths is [batch]"));
-  }
-  fail_if_error(check_rank(in.page_indices, 2, "page_indices",
-                           "page_indices is [batch, pages_per_sequence]"));
-  if (in.k_scales.present()) {
-    fail_if_error(check_rank(in.k_scales, 4, "k_scales", scales_shape_hint(in.layout)));
-  }
-  if (in.v_scales.present()) {
-    fail_if_error(check_rank(in.v_scales, 4, "v_scales", scales_shape_hint(in.layout)));
-  }
-  in.expect = load_expect(args, in.q.array.shape);
-  in.expect_lse = load_expect_lse(args, {in.q.array.shape[0], in.q.array.shape[1]});
+  const frontend::PagedHints hints{kv_shape_hint(in.layout), scales_shape_hint(in.layout),
+                                   "q must be float16, float32 or float64"};
+  frontend::check_paged_ranks(in, hints);
+  run.expect = load_expect(args, q.array.shape);
+  run.expect_lse = load_expect_lse(args, {q.array.shape[0], q.array.shape[1]});
 
   // Element types: raw bf16/fp8 codes become their type (--q-dtype, --kv-dtype) first.
-  fail_if_error(apply_dtype_option(&in.q, q_as, "q", "--q-dtype"));
-  fail_if_error(apply_dtype_option(&in.k, kv_as, "k_pages", "--kv-dtype"));
-  fail_if_error(apply_dtype_option(&in.v, kv_as, "v_pages", "--kv-dtype"));
-  const DType qt = in.q.array.dtype;
-  if (qt != DType::kBFloat16) fail_if_error(check_q_dtype(in.q));
-  fail_if_error(check_kv_dtypes(qt, in.k.array.dtype, in.v.array.dtype));
-  for (const Input* scales : {&in.k_scales, &in.v_scales}) {
-    if (scales->present() && scales->array.dtype != DType::kFloat32) {
-      fail_status(dtype_error(*scales, scales == &in.k_scales ? "k_scales" : "v_scales",
-                              "dequantization scales must be float32"));
-    }
-  }
-
-  return dispatch_query_and_kv(qt, in.k.array.dtype, [&](auto q, auto kv) {
-    return run_with_kv<typename decltype(q)::type, typename decltype(kv)::type>(args, in);
-  });
+  fail_if_error(apply_dtype_option(&in.q, q_as, "--q-dtype"));
+  fail_if_error(apply_dtype_option(&in.k_pages, kv_as, "--kv-dtype"));
+  fail_if_error(apply_dtype_option(&in.v_pages, kv_as, "--kv-dtype"));
+  frontend::check_paged_dtypes(in, hints);
+  return validate_and_run(args, run);
 }
 
 }  // namespace cli

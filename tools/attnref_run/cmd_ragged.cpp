@@ -18,6 +18,7 @@
 
 #include <Eigen/Core>
 
+#include "../frontend/ragged.hpp"
 #include "attnref/compare/ragged.hpp"
 #include "attnref/core/profile.hpp"
 #include "attnref/kernels/ragged_paged_attention.hpp"
@@ -28,220 +29,48 @@ namespace attnref {
 namespace cli {
 namespace {
 
-/// The parsed inputs and options of one `ragged` invocation.
-struct RaggedInputs {
-  Input q, kv, kv_lens, page_indices, cu_q_lens, num_seqs, expect, expect_lse;
-  Input k, v;                        ///< --k-pages, --v-pages (instead of the combined kv)
-  KvLayout layout = KvLayout::kJax;  ///< axis order of k and v
-  bool separate() const noexcept { return k.present(); }
-  CommonOptions common;
-  std::optional<std::int64_t> sliding_window;
-  std::optional<std::int64_t> num_kv_pages_per_block, num_queries_per_block, vmem_limit_bytes;
-  std::optional<float> k_scale, v_scale;
-  HeadValues sinks, alibi_slopes;
+/// The ragged call and the result options of one `ragged` invocation.
+struct RaggedRun {
+  frontend::RaggedInputs in;
+  Input expect, expect_lse;
+  bool check_only = false;
 };
 
-/// Metadata views the shape tier may read extents from but never data: for metadata whose file
-/// holds another dtype or rank.
-template <class Index>
-struct StandIn {
-  Index value = 0;
-  std::int64_t kv_lens_extent = 0;
-  std::int64_t cu_q_lens_extent = 0;
-  std::vector<Index> num_seqs;  ///< zeros, as many as the [n] view has
-};
-
-/// The stand-in for the arrays as loaded (rank 1).
-template <class Index>
-StandIn<Index> stand_in_of(const RaggedInputs& in) {
-  StandIn<Index> s;
-  s.kv_lens_extent = in.kv_lens.array.shape[0];
-  s.cu_q_lens_extent = in.cu_q_lens.array.shape[0];
-  s.num_seqs.assign(static_cast<std::size_t>(in.num_seqs.array.shape[0]), 0);
-  return s;
-}
-
-/// The descriptor over the loaded arrays into `*out`, with the metadata read as `Index`
-/// (`num_seqs` holds the num_seqs array converted to `Index`); with a `stand_in`, the metadata's
-/// data and extents come from it instead (shape tier only). K and V are the two views of JAX's
-/// combined pool file; the error is JAX's R12 (checked first, as JAX does) when the pool's
-/// combined head count is odd.
-template <class Q, class KV, class Index>
-Status make_args(const RaggedInputs& in, const std::vector<Index>& num_seqs,
-                 RaggedPagedAttentionArgs<Q, KV, Index>* out,
-                 const StandIn<Index>* stand_in = nullptr) {
-  RaggedPagedAttentionArgs<Q, KV, Index>& a = *out;
-  a.q = view_of<Q, 3>(in.q);
-  if (in.separate()) {
-    a.k_pages = layout_pages_view<KV>(in.k, in.layout);
-    a.v_pages = layout_pages_view<KV>(in.v, in.layout);
-  } else {
-    ATTNREF_RETURN_IF_ERROR(ragged_kv_views(view_of<KV, 4>(in.kv), &a.k_pages, &a.v_pages));
-  }
-  const std::vector<Index>& seqs = stand_in != nullptr ? stand_in->num_seqs : num_seqs;
-  if (stand_in != nullptr) {
-    a.kv_lens = TensorView<const Index, 1>(&stand_in->value, {stand_in->kv_lens_extent});
-    a.page_indices = TensorView<const Index, 2>(
-        &stand_in->value, {in.page_indices.array.shape[0], in.page_indices.array.shape[1]});
-    a.cu_q_lens = TensorView<const Index, 1>(&stand_in->value, {stand_in->cu_q_lens_extent});
-  } else {
-    a.kv_lens = view_of<Index, 1>(in.kv_lens);
-    a.page_indices = view_of<Index, 2>(in.page_indices);
-    a.cu_q_lens = view_of<Index, 1>(in.cu_q_lens);
-  }
-  a.num_seqs = TensorView<const Index, 1>(seqs.data(), {static_cast<std::int64_t>(seqs.size())},
-                                          static_cast<std::int64_t>(seqs.size()));
-  a.sm_scale = in.common.sm_scale;
-  a.sliding_window = in.sliding_window;
-  a.num_kv_pages_per_block = in.num_kv_pages_per_block;
-  a.num_queries_per_block = in.num_queries_per_block;
-  a.vmem_limit_bytes = in.vmem_limit_bytes;
-  a.soft_cap = in.common.soft_cap;
-  a.mask_value = in.common.mask_value;
-  a.k_scale = in.k_scale;
-  a.v_scale = in.v_scale;
-  a.sinks = in.sinks.view();
-  a.alibi_slopes = in.alibi_slopes.view();
-  return Status();
-}
-
-/// The shape tier over stand-in metadata views.
-template <class Q, class KV, class Index>
-Status stand_in_shapes(const RaggedInputs& in, const StandIn<Index>& stand_in) {
-  RaggedPagedAttentionArgs<Q, KV, Index> a;
-  const Status split = make_args<Q, KV, Index>(in, {}, &a, &stand_in);
-  if (!split.ok()) return split;
-  return check_ragged_shapes(a, in.common.profile);
-}
-
-/// The extent JAX expects of num_seqs, kv_lens and cu_q_lens: (1,), (max_num_seqs,) and
-/// (max_num_seqs + 1,). Precondition: page_indices has rank 2.
-bool first_extent_expected(const RaggedInputs& in, const Input& x) {
-  const std::int64_t first = x.array.shape[0];
-  const std::int64_t max_seqs = in.page_indices.array.shape[0];
-  if (&x == &in.num_seqs) return first == 1;
-  if (&x == &in.kv_lens) return first == max_seqs;
-  return first > 0 && first - 1 == max_seqs;
-}
-
-/// True for metadata JAX reports with its own shape text: rank 2 and the first extent JAX
-/// expects (so only the rank is wrong).
-bool jax_reports_rank(const RaggedInputs& in, const Input& x) {
-  return x.array.rank() == 2 && in.page_indices.array.rank() == 2 && first_extent_expected(in, x);
-}
-
-/// num_seqs, kv_lens or cu_q_lens of shape [n, m] with the expected n: JAX's R1, R3 or R4, in
-/// JAX's order, with the real shape in JAX's text.
+/// Runs the kernel over validated args and finishes the output.
 template <class Q, class KV>
-[[noreturn]] void fail_metadata_rank(const RaggedInputs& in) {
-  StandIn<std::int32_t> stand_in;
-  const std::int64_t max_seqs = in.page_indices.array.shape[0];
-  // Each rank-2 array gets an extent JAX's check rejects, so the tier stops at the first one.
-  stand_in.kv_lens_extent =
-      in.kv_lens.array.rank() == 2 ? (max_seqs == 0 ? 1 : max_seqs - 1) : in.kv_lens.array.shape[0];
-  stand_in.cu_q_lens_extent =
-      in.cu_q_lens.array.rank() == 2 ? max_seqs : in.cu_q_lens.array.shape[0];
-  stand_in.num_seqs.assign(
-      in.num_seqs.array.rank() == 2 ? 2 : static_cast<std::size_t>(in.num_seqs.array.shape[0]), 0);
-  const Status shapes = stand_in_shapes<Q, KV>(in, stand_in);
-  const std::string check = shapes.jax_check();
-  // JAX's text for such an array names its real (rank-2) shape.
-  for (const Input* x : {&in.num_seqs, &in.kv_lens, &in.cu_q_lens}) {
-    const char* id = x == &in.num_seqs ? "R1" : x == &in.kv_lens ? "R3" : "R4";
-    if (check == id && x->array.rank() == 2)
-      fail_status(ragged_metadata_rank_error(id, x->array.shape[0], x->array.shape[1], max_seqs));
-  }
-  fail_status(shapes);
-}
-
-/// Metadata of a dtype other than int32/int64, or of mixed dtypes (`dtypes`, the library's
-/// verdict). The shape tier runs first on stand-in views, so what JAX reports earlier (R12, R13,
-/// R1..R4) still comes first; its own R5 would name the stand-in's dtype.
-template <class Q, class KV>
-[[noreturn]] void fail_index_dtypes(const RaggedInputs& in, const Status& dtypes) {
-  const Status shapes = stand_in_shapes<Q, KV>(in, stand_in_of<std::int64_t>(in));
-  fail_index_dtypes_after(shapes, "R5", dtypes);
-}
-
-/// Validates with the chosen profile, then (unless --check-only) runs and finishes the output.
-/// num_seqs may have another index dtype than the rest: a one-element array is read in its
-/// own dtype and passed as `num_seqs_value` (int64), so the metadata tier judges the value
-/// saved, never one narrowed to `Index` (int64 4294967297 read as int32 would be 1).
-template <class Q, class KV, class Index>
-int run_typed(const ParsedArgs& args, const RaggedInputs& in) {
-  const NpyArray& n = in.num_seqs.array;
-  // Any other extent fails JAX's R1 on a view of zeros of that extent.
-  const std::vector<Index> num_seqs(n.numel() == 1 ? 0 : static_cast<std::size_t>(n.shape[0]),
-                                    Index{0});
-  RaggedPagedAttentionArgs<Q, KV, Index> a;
-  fail_if_error(make_args<Q, KV, Index>(in, num_seqs, &a));
-  if (n.numel() == 1) {
-    a.num_seqs = {};
-    a.num_seqs_value = ints_as<std::int64_t>(n)[0];
-  }
-  fail_if_error(check_ragged(a, in.common.profile));
-  if (in.common.check_data) fail_if_error(check_ragged_data(a));
-  if (in.common.check_only) {
-    std::cout << "ok\n";
-    return kExitOk;
-  }
-  // Run with int64 metadata: one kernel instantiation per (Q, KV).
-  const std::vector<std::int64_t> kv_lens = ints_as<std::int64_t>(in.kv_lens.array);
-  const std::vector<std::int64_t> page_indices = ints_as<std::int64_t>(in.page_indices.array);
-  const std::vector<std::int64_t> cu_q_lens = ints_as<std::int64_t>(in.cu_q_lens.array);
-  RaggedPagedAttentionArgs<Q, KV, std::int64_t> run_args;
-  run_args.q = a.q;
-  run_args.k_pages = a.k_pages;
-  run_args.v_pages = a.v_pages;
-  run_args.kv_lens = TensorView<const std::int64_t, 1>(kv_lens.data(), a.kv_lens.extents,
-                                                       static_cast<std::int64_t>(kv_lens.size()));
-  run_args.page_indices = TensorView<const std::int64_t, 2>(
-      page_indices.data(), a.page_indices.extents, static_cast<std::int64_t>(page_indices.size()));
-  run_args.cu_q_lens = TensorView<const std::int64_t, 1>(
-      cu_q_lens.data(), a.cu_q_lens.extents, static_cast<std::int64_t>(cu_q_lens.size()));
-  run_args.num_seqs_value = a.num_seqs_count();
-  run_args.sm_scale = a.sm_scale;
-  run_args.sliding_window = a.sliding_window;
-  run_args.soft_cap = a.soft_cap;
-  run_args.mask_value = a.mask_value;
-  run_args.k_scale = a.k_scale;
-  run_args.v_scale = a.v_scale;
-  run_args.sinks = a.sinks;
-  run_args.alibi_slopes = a.alibi_slopes;
-  const std::int64_t numel = in.q.array.numel();
-  std::vector<Q> out(static_cast<std::size_t>(numel));
+int run_kernel(const ParsedArgs& args, const RaggedRun& run,
+               const RaggedPagedAttentionArgs<Q, KV, std::int64_t>& a) {
   const std::int64_t tokens = a.max_num_batched_tokens(), heads = a.num_q_heads();
+  const std::vector<std::int64_t> shape{tokens, heads, a.q.extents[2]};
+  std::vector<Q> out(static_cast<std::size_t>(tokens * heads * shape[2]));
   std::vector<float> lse(static_cast<std::size_t>(tokens * heads));
-  fail_if_error(try_ragged_paged_attention(run_args,
-                                           TensorView<Q, 3>(out.data(), a.q.extents, numel),
+  fail_if_error(try_ragged_paged_attention(a,
+                                           TensorView<Q, 3>(out.data(), {tokens, heads, shape[2]}),
                                            TensorView<float, 2>(lse.data(), {tokens, heads})));
   OutputFiles outputs;  // all written, or none
   stage_option_output(args, &outputs, "--lse-out", {tokens, heads}, to_doubles(lse));
   const auto explain = [&](Tolerance tol) {
     compare::Report report;
     fail_if_error(compare::try_compare_ragged(
-        run_args, to_doubles(in.expect.array),
-        in.expect_lse.present() ? to_doubles(in.expect_lse.array) : std::vector<double>{},
+        a, to_doubles(run.expect.array),
+        run.expect_lse.present() ? to_doubles(run.expect_lse.array) : std::vector<double>{},
         compare_options(args, tol), &report));
     return report;
   };
-  return finish_output(args, in.q.array.shape, to_doubles(out), in.expect,
-                       default_tolerance(in.q.array.dtype), &outputs, explain);
+  return finish_output(args, shape, to_doubles(out), run.expect, default_tolerance(run.in.q.dtype),
+                       &outputs, explain);
 }
 
-template <class Q, class KV>
-int run_with_kv(const ParsedArgs& args, const RaggedInputs& in) {
-  if (jax_reports_rank(in, in.num_seqs) || jax_reports_rank(in, in.kv_lens) ||
-      jax_reports_rank(in, in.cu_q_lens)) {
-    fail_metadata_rank<Q, KV>(in);
+/// Validates with the chosen profile, then (unless --check-only) runs and finishes the output.
+int validate_and_run(const ParsedArgs& args, const RaggedRun& run) {
+  if (run.check_only) {
+    frontend::check_ragged_call(run.in);
+    std::cout << "ok\n";
+    return kExitOk;
   }
-  const DType lt = in.kv_lens.array.dtype;
-  const Status dtypes =
-      check_ragged_index_dtypes(lt, in.page_indices.array.dtype, in.cu_q_lens.array.dtype,
-                                in.num_seqs.array.dtype, in.common.profile);
-  if (!dtypes.ok()) fail_index_dtypes<Q, KV>(in, dtypes);
-  return dispatch_index(
-      lt, [&](auto index) { return run_typed<Q, KV, typename decltype(index)::type>(args, in); });
+  int status = kExitOk;
+  frontend::with_ragged_run_args(run.in, [&](const auto& a) { status = run_kernel(args, run, a); });
+  return status;
 }
 
 /// The subcommand's usage, help text and options.
@@ -312,9 +141,12 @@ int run_ragged(int argc, char** argv) {
   const ParsedArgs args(spec, argc, argv);
   if (args.help_requested()) return print_help(spec);
 
-  RaggedInputs in;
+  RaggedRun run;
+  frontend::RaggedInputs& in = run.in;
   // Options first: a usage error costs no file reading.
-  in.common = parse_common_options(args);
+  const CommonOptions common = parse_common_options(args);
+  in.common = frontend_options(common);
+  run.check_only = common.check_only;
   const DType q_as = dtype_option(args, "--q-dtype");
   const DType kv_as = dtype_option(args, "--kv-dtype");
   in.sliding_window = args.int64("--sliding-window");
@@ -342,66 +174,41 @@ int run_ragged(int argc, char** argv) {
   in.k_scale = float_option(args, "--k-scale", ErrorCode::kInvalidScale);
   in.v_scale = float_option(args, "--v-scale", ErrorCode::kInvalidScale);
 
-  in.q = load_input(args, "--q", true);
-  if (separate) {
-    in.k = load_input(args, "--k-pages", true);
-    in.v = load_input(args, "--v-pages", true);
-  } else {
-    in.kv = load_input(args, "--kv-pages", true);
-  }
-  in.kv_lens = load_input(args, "--kv-lens", true);
-  in.page_indices = load_input(args, "--page-indices", true);
-  in.cu_q_lens = load_input(args, "--cu-q-lens", true);
-  in.num_seqs = load_input(args, "--num-seqs", true);
-  in.sinks = load_head_values(args, "--sinks", "sinks", "sinks are [num_q_heads]",
-                              ErrorCode::kNonFiniteData);
-  in.alibi_slopes =
-      load_head_values(args, "--alibi-slopes", "alibi_slopes", "ALiBi slopes are [num_q_heads]",
-                       ErrorCode::kInvalidAlibiSlope);
+  const Input q = load_input(args, "--q", true), k = load_input(args, "--k-pages", separate),
+              v = load_input(args, "--v-pages", separate),
+              kv = load_input(args, "--kv-pages", !separate),
+              kv_lens = load_input(args, "--kv-lens", true),
+              page_indices = load_input(args, "--page-indices", true),
+              cu_q_lens = load_input(args, "--cu-q-lens", true),
+              num_seqs = load_input(args, "--num-seqs", true),
+              sinks = load_input(args, "--sinks", false),
+              alibi_slopes = load_input(args, "--alibi-slopes", false);
+  in.q = to_array(q, "q");
+  in.k_pages = to_array(k, "k_pages");
+  in.v_pages = to_array(v, "v_pages");
+  in.kv_pages = to_array(kv, "kv_pages");
+  in.kv_lens = to_array(kv_lens, "kv_lens");
+  in.page_indices = to_array(page_indices, "page_indices");
+  in.cu_q_lens = to_array(cu_q_lens, "cu_q_lens");
+  in.num_seqs = to_array(num_seqs, "num_seqs");
+  in.sinks = frontend::read_sinks(to_array(sinks, "sinks"));
+  in.alibi_slopes = frontend::read_alibi_slopes(to_array(alibi_slopes, "alibi_slopes"));
 
-  // Ranks (JAX's shape unpacking comes before its checks too).
-  fail_if_error(check_rank(in.q, 3, "q", "q is [max_num_batched_tokens, num_q_heads, head_dim]"));
-  if (separate) {
-    fail_if_error(check_rank(in.k, 4, "k_pages", "k_pages is 4-d in the --kv-layout order"));
-    fail_if_error(check_rank(in.v, 4, "v_pages", "v_pages is 4-d in the --kv-layout order"));
-  } else {
-    fail_if_error(check_rank(in.kv, 4, "kv_pages",
-                             "kv_pages is [total_pages, page_size, 2 * num_kv_heads, head_dim]"));
-  }
-  // num_seqs, kv_lens or cu_q_lens [n, m] with the n JAX expects is JAX's R1, R3 or R4,
-  // reported in JAX's order (fail_metadata_rank) once page_indices' rank is known good.
-  if (!jax_reports_rank(in, in.kv_lens)) {
-    fail_if_error(check_rank(in.kv_lens, 1, "kv_lens", "kv_lens is [max_num_seqs]"));
-  }
-  fail_if_error(check_rank(in.page_indices, 2, "page_indices",
-                           "page_indices is [max_num_seqs, pages_per_seq]"));
-  if (!jax_reports_rank(in, in.cu_q_lens)) {
-    fail_if_error(check_rank(in.cu_q_lens, 1, "cu_q_lens", "cu_q_lens is [max_num_seqs + 1]"));
-  }
-  if (!jax_reports_rank(in, in.num_seqs)) {
-    fail_if_error(
-        check_rank(in.num_seqs, 1, "num_seqs",
-                   "num_seqs is a one-element array: numpy.array([n], dtype=numpy.int32)"));
-  }
-  in.expect = load_expect(args, in.q.array.shape);
-  in.expect_lse = load_expect_lse(args, {in.q.array.shape[0], in.q.array.shape[1]});
+  const frontend::RaggedHints hints{
+      "pages are 4-d in the --kv-layout order",
+      "kv_pages is [total_pages, page_size, 2 * num_kv_heads, head_dim]",
+      "num_seqs is a one-element array: numpy.array([n], dtype=numpy.int32)",
+      "q must be float16, float32 or float64"};
+  frontend::check_ragged_ranks(in, hints);
+  run.expect = load_expect(args, q.array.shape);
+  run.expect_lse = load_expect_lse(args, {q.array.shape[0], q.array.shape[1]});
 
   // Element types: raw bf16/fp8 codes become their type (--q-dtype, --kv-dtype) first.
-  fail_if_error(apply_dtype_option(&in.q, q_as, "q", "--q-dtype"));
-  if (separate) {
-    fail_if_error(apply_dtype_option(&in.k, kv_as, "k_pages", "--kv-dtype"));
-    fail_if_error(apply_dtype_option(&in.v, kv_as, "v_pages", "--kv-dtype"));
-  } else {
-    fail_if_error(apply_dtype_option(&in.kv, kv_as, "kv_pages", "--kv-dtype"));
-  }
-  const DType qt = in.q.array.dtype;
-  if (qt != DType::kBFloat16) fail_if_error(check_q_dtype(in.q));
-  fail_if_error(separate ? check_kv_dtypes(qt, in.k.array.dtype, in.v.array.dtype)
-                         : check_kv_dtype(qt, in.kv.array.dtype, "kv_pages"));
-  const DType kvt = separate ? in.k.array.dtype : in.kv.array.dtype;
-  return dispatch_query_and_kv(qt, kvt, [&](auto q, auto kv) {
-    return run_with_kv<typename decltype(q)::type, typename decltype(kv)::type>(args, in);
-  });
+  fail_if_error(apply_dtype_option(&in.q, q_as, "--q-dtype"));
+  for (frontend::Array* pages : {&in.k_pages, &in.v_pages, &in.kv_pages})
+    if (pages->present()) fail_if_error(apply_dtype_option(pages, kv_as, "--kv-dtype"));
+  frontend::check_ragged_dtypes(in, hints);
+  return validate_and_run(args, run);
 }
 
 }  // namespace cli

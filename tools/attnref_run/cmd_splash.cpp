@@ -17,6 +17,7 @@
 
 #include <Eigen/Core>
 
+#include "../frontend/splash.hpp"
 #include "attnref/compare/splash.hpp"
 #include "attnref/core/profile.hpp"
 #include "attnref/kernels/splash_attention.hpp"
@@ -28,84 +29,12 @@ namespace attnref {
 namespace cli {
 namespace {
 
-/// Where the mask comes from: no option (full), --causal, --local, --chunked or --mask.
-enum class MaskKind { kFull, kCausal, kLocal, kChunked, kFile };
-
-/// The parsed inputs and options of one `splash` invocation.
-struct SplashInputs {
-  Input q, k, v, mask, q_seg, kv_seg, dout, expect, expect_lse;
-  HeadValues sinks, alibi_slopes;
-  std::optional<std::int64_t> sliding_window;
-  bool is_mqa = false;
-  CommonOptions common;
-  SplashBlockSizes blocks = SplashBlockSizes::get_default();
-  MaskKind mask_kind = MaskKind::kFull;
-  std::int64_t offset = 0;
-  std::optional<std::int64_t> left, right;
-  std::int64_t chunk = 0;
+/// The splash call and the result options of one `splash` invocation.
+struct SplashRun {
+  frontend::SplashInputs in;
+  Input expect, expect_lse;
   bool check_only = false;
 };
-
-/// `[Hkv, S, D]` view of k/v, or `[1, S, D]` for a 2-dim MQA array.
-template <class T>
-TensorView<const T, 3> kv_view(const Input& in) {
-  const std::vector<std::int64_t>& s = in.array.shape;
-  if (s.size() == 2) {
-    return TensorView<const T, 3>(in.array.data<T>(), {1, s[0], s[1]}, in.array.numel());
-  }
-  return view_of<T, 3>(in);
-}
-
-/// The mask as a MultiHeadMask: a --mask file gives one DenseMask per head, the options one
-/// lazy mask shared by all heads.
-MultiHeadMask make_mask(const SplashInputs& in, std::int64_t sq, std::int64_t skv) {
-  const MaskShape shape{sq, skv};
-  switch (in.mask_kind) {
-    case MaskKind::kCausal:
-      return MultiHeadMask{CausalMask{shape, in.offset}};
-    case MaskKind::kLocal:
-      return MultiHeadMask{LocalMask{shape, in.left, in.right, in.offset}};
-    case MaskKind::kChunked:
-      return MultiHeadMask{ChunkedCausalMask{shape, in.chunk}};
-    case MaskKind::kFile: {
-      const std::vector<std::int64_t>& s = in.mask.array.shape;
-      const bool* data = in.mask.array.data<bool>();
-      // Heads of no element are all the same empty mask: one shared head, so a (2^34, 0, 0) file
-      // of 128 bytes does not become 2^34 mask objects (the caller checked the head count).
-      if (s[1] == 0 || s[2] == 0)
-        return MultiHeadMask{DenseMask{TensorView<const bool, 2>(data, {s[1], s[2]})}};
-      std::vector<AnyMask> heads;
-      heads.reserve(static_cast<std::size_t>(s[0]));
-      for (std::int64_t h = 0; h < s[0]; ++h) {
-        heads.emplace_back(
-            DenseMask{TensorView<const bool, 2>(data + h * s[1] * s[2], {s[1], s[2]})});
-      }
-      return MultiHeadMask(heads);
-    }
-    case MaskKind::kFull:
-      break;
-  }
-  return MultiHeadMask{FullMask{shape}};
-}
-
-template <class T>
-SplashAttentionArgs<T> make_args(const SplashInputs& in) {
-  SplashAttentionArgs<T> a;
-  a.q = view_of<T, 3>(in.q);
-  a.k = kv_view<T>(in.k);
-  a.v = kv_view<T>(in.v);
-  a.is_mqa = in.is_mqa;
-  if (in.q_seg.present()) a.q_segment_ids = view_of<std::int32_t, 1>(in.q_seg);
-  if (in.kv_seg.present()) a.kv_segment_ids = view_of<std::int32_t, 1>(in.kv_seg);
-  a.sinks = in.sinks.view();
-  a.alibi_slopes = in.alibi_slopes.view();
-  a.sliding_window = in.sliding_window;
-  a.soft_cap = in.common.soft_cap;
-  a.mask_value = in.common.mask_value;
-  a.sm_scale = in.common.sm_scale;
-  a.block_sizes = in.blocks;
-  return a;
-}
 
 /// Stages `values` as float32 for the file an option names, if given (written with --out).
 template <class T>
@@ -117,15 +46,37 @@ void write_output(const ParsedArgs& args, OutputFiles* outputs, const char* opti
                  "wrote " + *path + " (float32, " + std::string(option + 2) + ")");
 }
 
+/// Runs the backward pass over `plan` and the forward's results and stages the gradients.
 template <class T>
-int run_typed(const ParsedArgs& args, const SplashInputs& in) {
-  const SplashAttentionArgs<T> a = make_args<T>(in);
-  const MultiHeadMask mask = make_mask(in, a.q_seq_len(), a.kv_seq_len());
-  fail_if_error(check_splash(a, mask, in.common.profile));
-  const bool backward = in.dout.present();
-  if (backward) fail_if_error(check_splash_backward(a, mask, in.common.profile));
-  if (in.common.check_data) fail_if_error(check_splash_data(a));
-  if (in.common.check_only) {
+void run_backward(const ParsedArgs& args, const SplashRun& run, const SplashPlan<T>& plan,
+                  const std::vector<T>& out, const std::vector<float>& lse, OutputFiles* outputs) {
+  const SplashAttentionArgs<T>& a = plan.args;
+  const std::int64_t hq = a.num_q_heads(), sq = a.q_seq_len(), dv = a.head_dim_v();
+  const std::int64_t dqk = a.head_dim_qk(), hkv = a.num_kv_heads(), skv = a.kv_seq_len();
+  std::vector<T> dq(static_cast<std::size_t>(hq * sq * dqk)),
+      dk(static_cast<std::size_t>(hkv * skv * dqk)), dvv(static_cast<std::size_t>(hkv * skv * dv));
+  std::vector<float> dsinks(run.in.sinks.values.size());
+  SplashGradients<T> g;
+  g.dq = TensorView<T, 3>(dq.data(), {hq, sq, dqk});
+  g.dk = TensorView<T, 3>(dk.data(), {hkv, skv, dqk});
+  g.dv = TensorView<T, 3>(dvv.data(), {hkv, skv, dv});
+  if (!dsinks.empty()) g.dsinks = TensorView<float, 1>(dsinks.data(), {hq});
+  fail_if_error(try_splash_attention_backward(
+      plan, TensorView<const T, 3>(out.data(), {hq, sq, dv}),
+      TensorView<const float, 2>(lse.data(), {hq, sq}), frontend::view_of<T, 3>(run.in.dout), g));
+  write_output(args, outputs, "--dq-out", {hq, sq, dqk}, dq);
+  // MQA gradients keep k/v's 2-dim shape.
+  write_output(args, outputs, "--dk-out", run.in.k.shape, dk);
+  write_output(args, outputs, "--dv-out", run.in.v.shape, dvv);
+  write_output(args, outputs, "--dsinks-out", {hq}, dsinks);
+}
+
+/// Validates with the chosen profile, then (unless --check-only) runs and finishes the output.
+template <class T>
+int run_typed(const ParsedArgs& args, const SplashRun& run, const SplashAttentionArgs<T>& a,
+              const MultiHeadMask& mask) {
+  frontend::check_splash_tiers(run.in, a, mask);
+  if (run.check_only) {
     std::cout << "ok\n";
     return kExitOk;
   }
@@ -139,44 +90,17 @@ int run_typed(const ParsedArgs& args, const SplashInputs& in) {
                                      TensorView<float, 2>(lse.data(), {hq, sq})));
   OutputFiles outputs;  // all written, or none
   write_output(args, &outputs, "--lse-out", {hq, sq}, lse);
-  if (backward) {
-    const std::int64_t dqk = a.head_dim_qk(), hkv = a.num_kv_heads(), skv = a.kv_seq_len();
-    std::vector<T> dq(static_cast<std::size_t>(hq * sq * dqk)),
-        dk(static_cast<std::size_t>(hkv * skv * dqk)),
-        dvv(static_cast<std::size_t>(hkv * skv * dv));
-    std::vector<float> dsinks(in.sinks.values.size());
-    SplashGradients<T> g;
-    g.dq = TensorView<T, 3>(dq.data(), {hq, sq, dqk});
-    g.dk = TensorView<T, 3>(dk.data(), {hkv, skv, dqk});
-    g.dv = TensorView<T, 3>(dvv.data(), {hkv, skv, dv});
-    if (!dsinks.empty()) g.dsinks = TensorView<float, 1>(dsinks.data(), {hq});
-    fail_if_error(try_splash_attention_backward(
-        plan, TensorView<const T, 3>(out.data(), {hq, sq, dv}),
-        TensorView<const float, 2>(lse.data(), {hq, sq}), view_of<T, 3>(in.dout), g));
-    write_output(args, &outputs, "--dq-out", {hq, sq, dqk}, dq);
-    // MQA gradients keep k/v's 2-dim shape.
-    write_output(args, &outputs, "--dk-out", in.k.array.shape, dk);
-    write_output(args, &outputs, "--dv-out", in.v.array.shape, dvv);
-    write_output(args, &outputs, "--dsinks-out", {hq}, dsinks);
-  }
+  if (run.in.backward) run_backward(args, run, plan, out, lse, &outputs);
   const auto explain = [&](Tolerance tol) {
-    compare::SplashMaskParams params;
-    if (in.mask_kind == MaskKind::kCausal || in.mask_kind == MaskKind::kLocal) {
-      params.kind = in.mask_kind == MaskKind::kCausal ? compare::SplashMaskParams::Kind::kCausal
-                                                      : compare::SplashMaskParams::Kind::kLocal;
-      params.offset = in.offset;
-      params.left = in.left;
-      params.right = in.right;
-    }
     compare::Report report;
     fail_if_error(compare::try_compare_splash(
-        a, mask, params, to_doubles(in.expect.array),
-        in.expect_lse.present() ? to_doubles(in.expect_lse.array) : std::vector<double>{},
+        a, mask, frontend::splash_mask_params(run.in), to_doubles(run.expect.array),
+        run.expect_lse.present() ? to_doubles(run.expect_lse.array) : std::vector<double>{},
         compare_options(args, tol), &report));
     return report;
   };
-  return finish_output(args, {hq, sq, dv}, to_doubles(out), in.expect,
-                       default_tolerance(in.q.array.dtype), &outputs, explain);
+  return finish_output(args, {hq, sq, dv}, to_doubles(out), run.expect,
+                       default_tolerance(run.in.q.dtype), &outputs, explain);
 }
 
 /// "none" or a non-negative integer, for --local LEFT,RIGHT.
@@ -196,57 +120,38 @@ std::optional<std::int64_t> window_side(const ParsedArgs& args, const std::strin
 }
 
 /// The mask options (--mask, --causal, --local, --chunked, --offset): at most one mask.
-void parse_mask_options(const ParsedArgs& args, SplashInputs* in) {
+void parse_mask_options(const ParsedArgs& args, frontend::MaskSpec* m) {
+  using Kind = frontend::MaskSpec::Kind;
   int mask_options = 0;
   if (args.has("--mask")) {
-    in->mask_kind = MaskKind::kFile;
+    m->kind = Kind::kArray;
     ++mask_options;
   }
   if (args.has("--causal")) {
-    in->mask_kind = MaskKind::kCausal;
+    m->kind = Kind::kCausal;
     ++mask_options;
   }
   if (std::optional<std::string> local = args.value("--local")) {
-    in->mask_kind = MaskKind::kLocal;
+    m->kind = Kind::kLocal;
     ++mask_options;
     const std::size_t comma = local->find(',');
     if (comma == std::string::npos)
       args.usage_error("--local takes LEFT,RIGHT; got '" + *local + "'");
-    in->left = window_side(args, local->substr(0, comma));
-    in->right = window_side(args, local->substr(comma + 1));
+    m->left = window_side(args, local->substr(0, comma));
+    m->right = window_side(args, local->substr(comma + 1));
   }
   if (std::optional<std::int64_t> c = args.int64("--chunked")) {
-    in->mask_kind = MaskKind::kChunked;
-    in->chunk = *c;
+    m->kind = Kind::kChunked;
+    m->chunk = *c;
     ++mask_options;
   }
   if (mask_options > 1)
     args.usage_error("give at most one of --mask, --causal, --local, --chunked");
   if (std::optional<std::int64_t> o = args.int64("--offset")) {
-    if (in->mask_kind != MaskKind::kCausal && in->mask_kind != MaskKind::kLocal)
+    if (m->kind != Kind::kCausal && m->kind != Kind::kLocal)
       args.usage_error("--offset applies to --causal and --local only");
-    in->offset = *o;
+    m->offset = *o;
   }
-}
-
-/// Element types: q, k, v (and dout) share one float dtype; raw bf16 codes become bfloat16
-/// (--q-dtype for q and dout, --kv-dtype for k and v) first. Returns q's dtype.
-DType check_splash_dtypes(SplashInputs* in, DType q_as, DType kv_as) {
-  fail_if_error(apply_dtype_option(&in->q, q_as, "q", "--q-dtype"));
-  fail_if_error(apply_dtype_option(&in->k, kv_as, "k", "--kv-dtype"));
-  fail_if_error(apply_dtype_option(&in->v, kv_as, "v", "--kv-dtype"));
-  if (in->dout.present()) fail_if_error(apply_dtype_option(&in->dout, q_as, "dout", "--q-dtype"));
-  if (in->q.array.dtype != DType::kBFloat16) fail_if_error(check_q_dtype(in->q));
-  const DType qt = in->q.array.dtype;
-  for (const Input* x : {&in->k, &in->v, &in->dout}) {
-    if (!x->present() || x->array.dtype == qt) continue;
-    fail_status(Status(ErrorCode::kDtypeNotSupported, "",
-                       "{f} has dtype {d0}; attnref-run takes k, v and dout of q's dtype ({d1})",
-                       "save q, k, v and dout with one dtype",
-                       {static_cast<std::int64_t>(x->array.dtype), static_cast<std::int64_t>(qt)},
-                       {}, x == &in->k ? "k" : (x == &in->v ? "v" : "dout")));
-  }
-  return qt;
 }
 
 /// The subcommand's usage, help text and options.
@@ -313,14 +218,18 @@ int run_splash(int argc, char** argv) {
   const ParsedArgs args(spec, argc, argv);
   if (args.help_requested()) return print_help(spec);
 
-  SplashInputs in;
+  SplashRun run;
+  frontend::SplashInputs& in = run.in;
   // Options first: a usage error costs no file reading.
-  in.common = parse_common_options(args);
+  const CommonOptions common = parse_common_options(args);
+  in.common = frontend_options(common);
+  run.check_only = common.check_only;
   const DType q_as = dtype_option(args, "--q-dtype");
   // Splash takes no fp8: k and v are q's float type.
   const DType kv_as =
       args.choice("--kv-dtype", {"bf16"}, "") == "bf16" ? DType::kBFloat16 : DType::kUnknown;
-  parse_mask_options(args, &in);
+  frontend::MaskSpec& mask = in.mask.front();
+  parse_mask_options(args, &mask);
   in.sliding_window = args.int64("--sliding-window");
   const std::int64_t bq = args.int64("--block-q").value_or(128);
   const std::int64_t bkv = args.int64("--block-kv").value_or(128);
@@ -340,8 +249,8 @@ int run_splash(int argc, char** argv) {
   for (const char* required : {"--q", "--k", "--v"}) args.required(required);
   // After the usage errors. JAX's LocalMask does not check this; a negative side would
   // silently mask the diagonal itself.
-  const std::pair<const char*, std::optional<std::int64_t>> sides[] = {{"left", in.left},
-                                                                       {"right", in.right}};
+  const std::pair<const char*, std::optional<std::int64_t>> sides[] = {{"left", mask.left},
+                                                                       {"right", mask.right}};
   for (const auto& side : sides) {
     if (!side.second || *side.second >= 0) continue;
     fail_status(Status(ErrorCode::kInvalidMaskParameter, "",
@@ -351,61 +260,42 @@ int run_splash(int argc, char** argv) {
                        {*side.second}, {}, side.first));
   }
 
-  in.q = load_input(args, "--q", true);
-  in.k = load_input(args, "--k", true);
-  in.v = load_input(args, "--v", true);
-  in.mask = load_input(args, "--mask", false);
-  in.q_seg = load_input(args, "--q-segment-ids", false);
-  in.kv_seg = load_input(args, "--kv-segment-ids", false);
-  in.sinks = load_head_values(args, "--sinks", "sinks", "sinks are [num_q_heads]",
-                              ErrorCode::kNonFiniteData);
-  in.alibi_slopes =
-      load_head_values(args, "--alibi-slopes", "alibi_slopes", "ALiBi slopes are [num_q_heads]",
-                       ErrorCode::kInvalidAlibiSlope);
-  in.dout = load_input(args, "--dout", false);
+  const Input q = load_input(args, "--q", true), k = load_input(args, "--k", true),
+              v = load_input(args, "--v", true), mask_file = load_input(args, "--mask", false),
+              q_seg = load_input(args, "--q-segment-ids", false),
+              kv_seg = load_input(args, "--kv-segment-ids", false),
+              sinks = load_input(args, "--sinks", false),
+              alibi_slopes = load_input(args, "--alibi-slopes", false),
+              dout = load_input(args, "--dout", false);
+  in.q = to_array(q, "q");
+  in.k = to_array(k, "k");
+  in.v = to_array(v, "v");
+  mask.array = to_array(mask_file, "mask");
+  in.q_segment_ids = to_array(q_seg, "q_segment_ids");
+  in.kv_segment_ids = to_array(kv_seg, "kv_segment_ids");
+  in.sinks = frontend::read_sinks(to_array(sinks, "sinks"));
+  in.alibi_slopes = frontend::read_alibi_slopes(to_array(alibi_slopes, "alibi_slopes"));
+  in.dout = to_array(dout, "dout");
+  in.backward = in.dout.present();
 
-  // Ranks: q is 3-dim; k 3-dim (MHA/GQA) or 2-dim (MQA), v like k (JAX's S3).
-  fail_if_error(check_rank(in.q, 3, "q", "q is [num_q_heads, q_seq_len, head_dim_qk]"));
-  const auto k_rank = static_cast<std::int64_t>(in.k.array.rank());
-  in.is_mqa = k_rank == 2;
-  fail_if_error(check_key_rank(k_rank, in.is_mqa));
-  fail_if_error(check_rank(in.v, in.k.array.rank(), "v",
-                           "v has k's rank: [num_kv_heads, kv_seq_len, head_dim_v], or MQA "
-                           "[kv_seq_len, head_dim_v]"));
-  if (in.mask.present()) {
-    const std::vector<std::int64_t>& s = in.mask.array.shape;
-    fail_if_error(check_mask_rank(static_cast<std::int64_t>(s.size()), s.data()));
-    fail_if_error(check_mask_dtype(in.mask.array.dtype));
-    fail_if_error(check_mask_head_count(s[0], in.q.array.shape[0]));
-  }
-  for (const Input* seg : {&in.q_seg, &in.kv_seg}) {
-    if (!seg->present()) continue;
-    const char* name = seg == &in.q_seg ? "q_segment_ids" : "kv_segment_ids";
-    fail_if_error(check_rank(*seg, 1, name, "segment ids are [sequence length]"));
-    if (seg->array.dtype != DType::kInt32)
-      fail_status(dtype_error(*seg, name, "segment ids must be int32"));
-  }
-  const std::vector<std::int64_t> out_shape = {in.q.array.shape[0], in.q.array.shape[1],
-                                               in.v.array.shape.back()};
-  if (in.dout.present()) {
-    fail_if_error(check_rank(in.dout, 3, "dout", "dout is [num_q_heads, q_seq_len, head_dim_v]"));
-    if (in.dout.array.shape != out_shape) {
-      fail_status(Status(ErrorCode::kShapeMismatch, "",
-                         "dout has shape ({0}, {1}, {2}); expected ({3}, {4}, {5})",
-                         "dout is the gradient of out [num_q_heads, q_seq_len, head_dim_v]",
-                         {in.dout.array.shape[0], in.dout.array.shape[1], in.dout.array.shape[2],
-                          out_shape[0], out_shape[1], out_shape[2]},
-                         {}, "dout"));
-    }
-  }
-  in.expect = load_expect(args, out_shape);
-  in.expect_lse = load_expect_lse(args, {out_shape[0], out_shape[1]});
+  frontend::check_splash_ranks(in);
+  frontend::check_splash_dout(in);
+  const std::vector<std::int64_t> out_shape = {q.array.shape[0], q.array.shape[1],
+                                               v.array.shape.back()};
+  run.expect = load_expect(args, out_shape);
+  run.expect_lse = load_expect_lse(args, {out_shape[0], out_shape[1]});
 
-  const DType qt = check_splash_dtypes(&in, q_as, kv_as);
-
-  // k and v have q's dtype: one instantiation per q dtype.
-  return dispatch_float(qt,
-                        [&](auto q) { return run_typed<typename decltype(q)::type>(args, in); });
+  // Element types: raw bf16 codes become bfloat16 (--q-dtype for q and dout, --kv-dtype for k
+  // and v) first; k, v and dout take q's dtype.
+  fail_if_error(apply_dtype_option(&in.q, q_as, "--q-dtype"));
+  fail_if_error(apply_dtype_option(&in.k, kv_as, "--kv-dtype"));
+  fail_if_error(apply_dtype_option(&in.v, kv_as, "--kv-dtype"));
+  if (in.dout.present()) fail_if_error(apply_dtype_option(&in.dout, q_as, "--q-dtype"));
+  frontend::check_splash_dtypes(in, "q must be float16, float32 or float64");
+  int status = kExitOk;
+  frontend::with_splash_args(
+      in, [&](const auto& a, const MultiHeadMask& m) { status = run_typed(args, run, a, m); });
+  return status;
 }
 
 }  // namespace cli

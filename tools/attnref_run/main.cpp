@@ -87,6 +87,9 @@ int main(int argc, char** argv) {
     } catch (const attnref::cli::Exit& e) {
       if (!e.text().empty()) std::cerr << e.text() << "\n";
       return e.code();
+    } catch (const attnref::frontend::Error& e) {
+      std::cerr << attnref::cli::format_error(e) << "\n";
+      return attnref::cli::kExitValidation;
     } catch (const attnref::ShapeError& e) {
       std::cerr << attnref::cli::format_error(e.status()) << "\n";
       return attnref::cli::kExitValidation;

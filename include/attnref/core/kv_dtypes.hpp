@@ -114,4 +114,22 @@ decltype(auto) dispatch_query_and_kv(DType q, DType kv, F&& f) {
   }
 }
 
+/// Calls `f(DTypeTag<T>{})` with the element type of a query dtype (T one of Eigen::half,
+/// Eigen::bfloat16, float, double) and returns what it returns: the one table of the families
+/// whose inputs share q's dtype (splash, attention states). Precondition:
+/// `query_dtype_supported(q)`.
+template <class F>
+decltype(auto) dispatch_query(DType q, F&& f) {
+  switch (q) {
+    case DType::kFloat16:
+      return f(DTypeTag<Eigen::half>{});
+    case DType::kFloat64:
+      return f(DTypeTag<double>{});
+    case DType::kBFloat16:
+      return f(DTypeTag<Eigen::bfloat16>{});
+    default:
+      return f(DTypeTag<float>{});
+  }
+}
+
 }  // namespace attnref
