@@ -74,10 +74,11 @@ struct Features {
   bool lse_given = false;
 };
 
-/// The changes worth trying for `f`, most specific first.
-inline std::vector<Change> candidate_changes(const Features& f) {
-  std::vector<Change> out;
-  auto add = [&](Change c) { out.push_back(std::move(c)); };
+namespace detail {
+
+/// The changes to the inputs: K and V swapped, the other GQA mapping, another K/V layout.
+inline void input_changes(const Features& f, std::vector<Change>* out) {
+  auto add = [&](Change c) { out->push_back(std::move(c)); };
   if (f.swap_first[0] != '\0') {
     Change c;
     c.what = "K and V swapped";
@@ -110,6 +111,12 @@ inline std::vector<Change> candidate_changes(const Features& f) {
       add(c);
     }
   }
+}
+
+/// The changes to which keys a row sees: a length off by one, the other causal diagonal, a
+/// sliding window or local mask off by one.
+inline void position_changes(const Features& f, std::vector<Change>* out) {
+  auto add = [&](Change c) { out->push_back(std::move(c)); };
   if (f.lengths_field[0] != '\0') {
     for (int delta : {-1, 1}) {
       Change c;
@@ -162,6 +169,11 @@ inline std::vector<Change> candidate_changes(const Features& f) {
   };
   if (f.window) off_by_one(*f.window, "sliding_window", 3, false);
   if (f.local_left) off_by_one(*f.local_left, "local_left", 6, true);
+}
+
+/// The changes to the features: sinks ignored, a soft cap missing or added, a log2 logsumexp.
+inline void feature_changes(const Features& f, std::vector<Change>* out) {
+  auto add = [&](Change c) { out->push_back(std::move(c)); };
   if (f.has_sinks) {
     Change c;
     c.what = "attention sinks ignored";
@@ -171,15 +183,15 @@ inline std::vector<Change> candidate_changes(const Features& f) {
   }
   if (f.soft_cap) {
     Change c;
-    c.what = "soft cap " + detail::num(*f.soft_cap) + " not applied";
+    c.what = "soft cap " + num(*f.soft_cap) + " not applied";
     c.reproduce = {Reproduce::Kind::kUnset, "soft_cap", "", ""};
     c.change_soft_cap = true;
     add(c);
   } else {
     for (float cap : {50.0f, 30.0f, 20.0f, 10.0f}) {
       Change c;
-      c.what = "a soft cap of " + detail::num(cap) + " applied that was not asked for";
-      c.reproduce = {Reproduce::Kind::kSet, "soft_cap", detail::num(cap), ""};
+      c.what = "a soft cap of " + num(cap) + " applied that was not asked for";
+      c.reproduce = {Reproduce::Kind::kSet, "soft_cap", num(cap), ""};
       c.change_soft_cap = true;
       c.soft_cap = cap;
       c.group = 4;
@@ -193,30 +205,46 @@ inline std::vector<Change> candidate_changes(const Features& f) {
     c.lse_log2 = true;
     add(c);
   }
-  // The scale last: a scale change can imitate other causes on small inputs.
+}
+
+/// The changes to sm_scale: 1/sqrt(head_dim), 1, and the scale times or over ln 2.
+inline void scale_changes(const Features& f, std::vector<Change>* out) {
+  auto add = [&](Change c) { out->push_back(std::move(c)); };
   const double s = f.sm_scale, inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(f.head_dim));
   auto scale = [&](double v, const std::string& why) {
     if (static_cast<float>(v) == f.sm_scale || !(v > 0) || !std::isfinite(v)) return;
     Change c;
     c.what = why;
-    c.reproduce = {Reproduce::Kind::kSet, "sm_scale", detail::num(v), ""};
+    c.reproduce = {Reproduce::Kind::kSet, "sm_scale", num(v), ""};
     c.sm_scale = static_cast<float>(v);
     c.group = 5;
     add(c);
   };
   if (f.head_dim > 0) {
-    scale(inv_sqrt_d, "sm_scale 1/sqrt(head_dim) = " + detail::num(inv_sqrt_d) +
-                          " used instead of " + detail::num(s));
+    scale(inv_sqrt_d,
+          "sm_scale 1/sqrt(head_dim) = " + num(inv_sqrt_d) + " used instead of " + num(s));
   }
-  scale(1.0, "sm_scale 1 used instead of " + detail::num(s));
+  scale(1.0, "sm_scale 1 used instead of " + num(s));
   scale(s * std::log(2.0),
         "logits scaled by ln 2 (exp2 of sm_scale * q.k without the "
         "log2(e) factor): sm_scale " +
-            detail::num(s * std::log(2.0)));
+            num(s * std::log(2.0)));
   scale(s / std::log(2.0),
         "logits scaled by 1/ln 2 (log2(e) folded into the scale, then exp): "
         "sm_scale " +
-            detail::num(s / std::log(2.0)));
+            num(s / std::log(2.0)));
+}
+
+}  // namespace detail
+
+/// The changes worth trying for `f`, most specific first.
+inline std::vector<Change> candidate_changes(const Features& f) {
+  std::vector<Change> out;
+  detail::input_changes(f, &out);
+  detail::position_changes(f, &out);
+  detail::feature_changes(f, &out);
+  // The scale last: a scale change can imitate other causes on small inputs.
+  detail::scale_changes(f, &out);
   return out;
 }
 

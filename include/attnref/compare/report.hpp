@@ -249,64 +249,66 @@ inline RowErrors tally(const OutputShape& shape, const std::vector<double>& got,
   return e;
 }
 
-/// The localization lines of `r` from the per-(row, head) errors: padding, per sequence and
-/// head, per row (when rows are not one per sequence), decode versus prefill, and the key
-/// position from which the error grows.
-inline void localize(const OutputShape& shape, const RowErrors& e, Report* r) {
-  using detail::num;
-  using detail::ranges;
-  const auto rows = static_cast<std::int64_t>(shape.rows.size());
+namespace detail {
+
+/// The per-sequence tallies `localize` words: per (sequence, head) values compared and values
+/// beyond tolerance, the rows that differ, and the decode/prefill counts.
+struct SequenceErrors {
   std::int64_t num_seqs = 0;
-  for (const RowInfo& ri : shape.rows)
-    if (ri.kind != RowKind::kPadding) num_seqs = std::max(num_seqs, ri.sequence + 1);
-  // Per (sequence, head): values compared and values beyond tolerance.
-  std::vector<std::int64_t> total(static_cast<std::size_t>(num_seqs * shape.heads), 0);
-  std::vector<std::int64_t> bad = total;
+  std::vector<std::int64_t> total, bad;  ///< [num_seqs * heads]
   std::vector<std::int64_t> bad_rows, padding_bad_rows;
   std::int64_t decode_bad = 0, decode_rows = 0, prefill_bad = 0, prefill_rows = 0;
-  bool multi_row = false;
+  bool multi_row = false;  ///< some sequence has more than one row
+};
+
+inline SequenceErrors sequence_errors(const OutputShape& shape, const RowErrors& e) {
+  const auto rows = static_cast<std::int64_t>(shape.rows.size());
+  SequenceErrors t;
+  for (const RowInfo& ri : shape.rows)
+    if (ri.kind != RowKind::kPadding) t.num_seqs = std::max(t.num_seqs, ri.sequence + 1);
+  t.total.assign(static_cast<std::size_t>(t.num_seqs * shape.heads), 0);
+  t.bad = t.total;
   for (std::int64_t row = 0; row < rows; ++row) {
     const RowInfo& ri = shape.rows[static_cast<std::size_t>(row)];
     bool row_bad = false;
     for (std::int64_t h = 0; h < shape.heads; ++h)
       row_bad = row_bad || e.bad[static_cast<std::size_t>(row * shape.heads + h)] != 0;
     if (ri.kind == RowKind::kPadding) {
-      if (row_bad) padding_bad_rows.push_back(row);
+      if (row_bad) t.padding_bad_rows.push_back(row);
       continue;
     }
     if (row > 0 && shape.rows[static_cast<std::size_t>(row - 1)].sequence == ri.sequence &&
         shape.rows[static_cast<std::size_t>(row - 1)].kind != RowKind::kPadding)
-      multi_row = true;
-    if (row_bad) bad_rows.push_back(row);
+      t.multi_row = true;
+    if (row_bad) t.bad_rows.push_back(row);
     if (ri.kind == RowKind::kDecode) {
-      ++decode_rows;
-      decode_bad += row_bad ? 1 : 0;
+      ++t.decode_rows;
+      t.decode_bad += row_bad ? 1 : 0;
     } else if (ri.kind == RowKind::kPrefill) {
-      ++prefill_rows;
-      prefill_bad += row_bad ? 1 : 0;
+      ++t.prefill_rows;
+      t.prefill_bad += row_bad ? 1 : 0;
     }
     for (std::int64_t h = 0; h < shape.heads; ++h) {
       const auto sh = static_cast<std::size_t>(ri.sequence * shape.heads + h);
-      total[sh] += e.compared[static_cast<std::size_t>(row * shape.heads + h)];
-      bad[sh] += e.bad[static_cast<std::size_t>(row * shape.heads + h)];
+      t.total[sh] += e.compared[static_cast<std::size_t>(row * shape.heads + h)];
+      t.bad[sh] += e.bad[static_cast<std::size_t>(row * shape.heads + h)];
     }
   }
-  r->padding_only = !padding_bad_rows.empty() && bad_rows.empty();
-  if (!padding_bad_rows.empty()) {
-    r->where.push_back("padding rows that differ: " + std::to_string(padding_bad_rows.size()) +
-                       " (rows " + ranges(padding_bad_rows) + ")");
-  }
-  // Per sequence: which heads are all wrong, partly wrong.
+  return t;
+}
+
+/// Per sequence: which heads are all wrong, partly wrong (a summary, then at most 8 sequences).
+inline void where_heads(const OutputShape& shape, const SequenceErrors& t, Report* r) {
   std::int64_t all = 0, part = 0, right = 0;
   std::vector<std::string> lines;
-  for (std::int64_t s = 0; s < num_seqs; ++s) {
+  for (std::int64_t s = 0; s < t.num_seqs; ++s) {
     std::vector<std::int64_t> all_h, part_h;
     for (std::int64_t h = 0; h < shape.heads; ++h) {
       const auto sh = static_cast<std::size_t>(s * shape.heads + h);
-      if (total[sh] == 0) continue;
-      if (bad[sh] == 0) {
+      if (t.total[sh] == 0) continue;
+      if (t.bad[sh] == 0) {
         ++right;
-      } else if (bad[sh] == total[sh]) {
+      } else if (t.bad[sh] == t.total[sh]) {
         ++all;
         all_h.push_back(h);
       } else {
@@ -321,87 +323,119 @@ inline void localize(const OutputShape& shape, const RowErrors& e, Report* r) {
       line += std::string(all_h.empty() ? "" : ";") + " heads " + ranges(part_h) + " partly wrong";
     lines.push_back(line);
   }
-  if (all + part > 0) {
-    r->where.push_back("per sequence and query head: " + std::to_string(all) + " all wrong, " +
-                       std::to_string(part) + " partly wrong, " + std::to_string(right) + " right");
-    const std::size_t shown = std::min<std::size_t>(lines.size(), 8);
-    for (std::size_t i = 0; i < shown; ++i) r->where.push_back(lines[i]);
-    if (lines.size() > shown)
-      r->where.push_back("  ... and " + std::to_string(lines.size() - shown) + " more sequences");
+  if (all + part == 0) return;
+  r->where.push_back("per sequence and query head: " + std::to_string(all) + " all wrong, " +
+                     std::to_string(part) + " partly wrong, " + std::to_string(right) + " right");
+  const std::size_t shown = std::min<std::size_t>(lines.size(), 8);
+  for (std::size_t i = 0; i < shown; ++i) r->where.push_back(lines[i]);
+  if (lines.size() > shown)
+    r->where.push_back("  ... and " + std::to_string(lines.size() - shown) + " more sequences");
+}
+
+/// One row per sequence (decode): when exactly the sequences past some length differ.
+inline void where_long_sequences(const OutputShape& shape, const SequenceErrors& t, Report* r) {
+  const auto rows = static_cast<std::int64_t>(shape.rows.size());
+  std::int64_t longest_right = -1, shortest_bad = std::numeric_limits<std::int64_t>::max();
+  for (std::int64_t row = 0; row < rows; ++row) {
+    const RowInfo& ri = shape.rows[static_cast<std::size_t>(row)];
+    if (ri.kind == RowKind::kPadding || ri.position < 0) continue;
+    const bool is_bad = std::binary_search(t.bad_rows.begin(), t.bad_rows.end(), row);
+    if (is_bad) {
+      shortest_bad = std::min(shortest_bad, ri.position + 1);
+    } else {
+      longest_right = std::max(longest_right, ri.position + 1);
+    }
   }
-  if (multi_row && !bad_rows.empty()) {
-    r->where.push_back(
-        "query rows that differ: " + std::to_string(bad_rows.size()) + " of " +
-        std::to_string(decode_rows + prefill_rows > 0 ? decode_rows + prefill_rows : rows) +
-        " (rows " + ranges(bad_rows) + ")");
+  if (longest_right >= 0 && shortest_bad > longest_right) {
+    r->where.push_back("only sequences longer than " + std::to_string(longest_right) +
+                       " keys differ (the shortest that differs has " +
+                       std::to_string(shortest_bad) + ")");
   }
-  if (decode_rows + prefill_rows > 0 && decode_bad + prefill_bad > 0) {
-    r->where.push_back("decode rows that differ: " + std::to_string(decode_bad) + " of " +
-                       std::to_string(decode_rows) + "; prefill rows that differ: " +
-                       std::to_string(prefill_bad) + " of " + std::to_string(prefill_rows));
+}
+
+/// Sequence s's rows as (key position, the row's largest error beyond tolerance or 0), in
+/// position order.
+inline std::vector<std::pair<std::int64_t, double>> position_errors(const OutputShape& shape,
+                                                                    const RowErrors& e,
+                                                                    std::int64_t s) {
+  const auto rows = static_cast<std::int64_t>(shape.rows.size());
+  std::vector<std::pair<std::int64_t, double>> errs;
+  for (std::int64_t row = 0; row < rows; ++row) {
+    const RowInfo& ri = shape.rows[static_cast<std::size_t>(row)];
+    if (ri.kind == RowKind::kPadding || ri.sequence != s) continue;
+    double m = 0;
+    bool any = false;
+    for (std::int64_t h = 0; h < shape.heads; ++h) {
+      const auto rh = static_cast<std::size_t>(row * shape.heads + h);
+      any = any || e.bad[rh] != 0;
+      m = std::max(m, e.max_abs[rh]);
+    }
+    errs.emplace_back(ri.position, any ? m : 0.0);
   }
-  // One row per sequence (decode): when exactly the sequences past some length differ.
-  if (!multi_row && !bad_rows.empty()) {
-    std::int64_t longest_right = -1, shortest_bad = std::numeric_limits<std::int64_t>::max();
-    for (std::int64_t row = 0; row < rows; ++row) {
-      const RowInfo& ri = shape.rows[static_cast<std::size_t>(row)];
-      if (ri.kind == RowKind::kPadding || ri.position < 0) continue;
-      const bool is_bad = std::binary_search(bad_rows.begin(), bad_rows.end(), row);
-      if (is_bad) {
-        shortest_bad = std::min(shortest_bad, ri.position + 1);
-      } else {
-        longest_right = std::max(longest_right, ri.position + 1);
+  std::sort(errs.begin(), errs.end());
+  return errs;
+}
+
+/// Along the key positions: the rows of each sequence in position order; when every row
+/// before some position matches and the error after it rises, report the position.
+inline void where_growth(const OutputShape& shape, const RowErrors& e, std::int64_t num_seqs,
+                         Report* r) {
+  std::int64_t first_bad = -1, grows = 0, seqs = 0;
+  double lo = 0, hi = 0;
+  for (std::int64_t s = 0; s < num_seqs; ++s) {
+    const std::vector<std::pair<std::int64_t, double>> errs = position_errors(shape, e, s);
+    std::size_t k = 0;
+    while (k < errs.size() && errs[k].second == 0) ++k;
+    if (k == errs.size() || errs.size() < 3) continue;
+    ++seqs;
+    // Grows: from the first bad row on every row is bad and the last error is the largest
+    // half of the range.
+    bool all_bad = true;
+    for (std::size_t i = k; i < errs.size(); ++i) all_bad = all_bad && errs[i].second > 0;
+    if (all_bad && errs.back().second > errs[k].second && errs.size() - k >= 2) {
+      ++grows;
+      if (first_bad < 0) {
+        first_bad = errs[k].first;
+        lo = errs[k].second;
+        hi = errs.back().second;
       }
     }
-    if (longest_right >= 0 && shortest_bad > longest_right) {
-      r->where.push_back("only sequences longer than " + std::to_string(longest_right) +
-                         " keys differ (the shortest that differs has " +
-                         std::to_string(shortest_bad) + ")");
-    }
   }
-  // Along the key positions: the rows of each sequence in position order; when every row
-  // before some position matches and the error after it rises, report the position.
-  if (multi_row) {
-    std::int64_t first_bad = -1, grows = 0, seqs = 0;
-    double lo = 0, hi = 0;
-    for (std::int64_t s = 0; s < num_seqs; ++s) {
-      std::vector<std::pair<std::int64_t, double>> errs;  // position, row max error
-      for (std::int64_t row = 0; row < rows; ++row) {
-        const RowInfo& ri = shape.rows[static_cast<std::size_t>(row)];
-        if (ri.kind == RowKind::kPadding || ri.sequence != s) continue;
-        double m = 0;
-        bool any = false;
-        for (std::int64_t h = 0; h < shape.heads; ++h) {
-          const auto rh = static_cast<std::size_t>(row * shape.heads + h);
-          any = any || e.bad[rh] != 0;
-          m = std::max(m, e.max_abs[rh]);
-        }
-        errs.emplace_back(ri.position, any ? m : 0.0);
-      }
-      std::sort(errs.begin(), errs.end());
-      std::size_t k = 0;
-      while (k < errs.size() && errs[k].second == 0) ++k;
-      if (k == errs.size() || errs.size() < 3) continue;
-      ++seqs;
-      // Grows: from the first bad row on every row is bad and the last error is the largest
-      // half of the range.
-      bool all_bad = true;
-      for (std::size_t i = k; i < errs.size(); ++i) all_bad = all_bad && errs[i].second > 0;
-      if (all_bad && errs.back().second > errs[k].second && errs.size() - k >= 2) {
-        ++grows;
-        if (first_bad < 0) {
-          first_bad = errs[k].first;
-          lo = errs[k].second;
-          hi = errs.back().second;
-        }
-      }
-    }
-    if (grows > 0 && grows == seqs) {
-      r->where.push_back("the error grows along the sequence: rows before key position " +
-                         std::to_string(first_bad) + " match, then it rises from " + num(lo) +
-                         " to " + num(hi));
-    }
+  if (grows > 0 && grows == seqs) {
+    r->where.push_back("the error grows along the sequence: rows before key position " +
+                       std::to_string(first_bad) + " match, then it rises from " + num(lo) +
+                       " to " + num(hi));
   }
+}
+
+}  // namespace detail
+
+/// The localization lines of `r` from the per-(row, head) errors: padding, per sequence and
+/// head, per row (when rows are not one per sequence), decode versus prefill, and the key
+/// position from which the error grows.
+inline void localize(const OutputShape& shape, const RowErrors& e, Report* r) {
+  using detail::ranges;
+  const auto rows = static_cast<std::int64_t>(shape.rows.size());
+  const detail::SequenceErrors t = detail::sequence_errors(shape, e);
+  r->padding_only = !t.padding_bad_rows.empty() && t.bad_rows.empty();
+  if (!t.padding_bad_rows.empty()) {
+    r->where.push_back("padding rows that differ: " + std::to_string(t.padding_bad_rows.size()) +
+                       " (rows " + ranges(t.padding_bad_rows) + ")");
+  }
+  detail::where_heads(shape, t, r);
+  const std::int64_t seq_rows = t.decode_rows + t.prefill_rows;
+  if (t.multi_row && !t.bad_rows.empty()) {
+    r->where.push_back("query rows that differ: " + std::to_string(t.bad_rows.size()) + " of " +
+                       std::to_string(seq_rows > 0 ? seq_rows : rows) + " (rows " +
+                       ranges(t.bad_rows) + ")");
+  }
+  if (seq_rows > 0 && t.decode_bad + t.prefill_bad > 0) {
+    r->where.push_back("decode rows that differ: " + std::to_string(t.decode_bad) + " of " +
+                       std::to_string(t.decode_rows) + "; prefill rows that differ: " +
+                       std::to_string(t.prefill_bad) + " of " + std::to_string(t.prefill_rows));
+  }
+  if (!t.multi_row && !t.bad_rows.empty()) detail::where_long_sequences(shape, t, r);
+  if (t.multi_row) detail::where_growth(shape, e, t.num_seqs, r);
 }
 
 /// A report without re-running anything (e.g. for merged states): the totals and where, and

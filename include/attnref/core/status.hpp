@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -94,123 +95,91 @@ enum class ErrorCode : int {
   kBadFile,  ///< a .npy file is unreadable or malformed
 };
 
+namespace detail {
+
+struct ErrorCodeName {
+  ErrorCode code;
+  const char* name;
+};
+
+/// Every error code's name, in the enum's order (checked below).
+inline constexpr ErrorCodeName kErrorCodeNames[] = {
+    {ErrorCode::kOk, "ok"},
+    {ErrorCode::kNegativeExtent, "negative_extent"},
+    {ErrorCode::kNullData, "null_data"},
+    {ErrorCode::kNegativeStride, "negative_stride"},
+    {ErrorCode::kSizeOverflow, "size_overflow"},
+    {ErrorCode::kOutOfBuffer, "out_of_buffer"},
+    {ErrorCode::kOverlappingOutput, "overlapping_output"},
+    {ErrorCode::kRankMismatch, "rank_mismatch"},
+    {ErrorCode::kShapeMismatch, "shape_mismatch"},
+    {ErrorCode::kBatchMismatch, "batch_mismatch"},
+    {ErrorCode::kDtypeNotSupported, "dtype_not_supported"},
+    {ErrorCode::kInvalidHeadCount, "invalid_head_count"},
+    {ErrorCode::kGqaNotDivisible, "gqa_not_divisible"},
+    {ErrorCode::kHeadDimMismatch, "head_dim_mismatch"},
+    {ErrorCode::kInvalidHeadDim, "invalid_head_dim"},
+    {ErrorCode::kInvalidBlockSize, "invalid_block_size"},
+    {ErrorCode::kBlockNotDivisible, "block_not_divisible"},
+    {ErrorCode::kBlockTooLarge, "block_too_large"},
+    {ErrorCode::kTilingRule, "tiling_rule"},
+    {ErrorCode::kMegacoreOddKvHeads, "megacore_odd_kv_heads"},
+    {ErrorCode::kMegacoreOddBatch, "megacore_odd_batch"},
+    {ErrorCode::kInvalidMegacoreMode, "invalid_megacore_mode"},
+    {ErrorCode::kInvalidPageSize, "invalid_page_size"},
+    {ErrorCode::kPageIndexOutOfRange, "page_index_out_of_range"},
+    {ErrorCode::kLengthOutOfRange, "length_out_of_range"},
+    {ErrorCode::kPageTableTooNarrow, "page_table_too_narrow"},
+    {ErrorCode::kInvalidCuQLens, "invalid_cu_q_lens"},
+    {ErrorCode::kNumSeqsOutOfRange, "num_seqs_out_of_range"},
+    {ErrorCode::kTokenBudgetExceeded, "token_budget_exceeded"},
+    {ErrorCode::kQueryLongerThanKv, "query_longer_than_kv"},
+    {ErrorCode::kInvalidSoftCap, "invalid_soft_cap"},
+    {ErrorCode::kInvalidMaskValue, "invalid_mask_value"},
+    {ErrorCode::kInvalidScale, "invalid_scale"},
+    {ErrorCode::kInvalidSlidingWindow, "invalid_sliding_window"},
+    {ErrorCode::kQuantizationMismatch, "quantization_mismatch"},
+    {ErrorCode::kScalesShape, "scales_shape"},
+    {ErrorCode::kAlibiSlopesShape, "alibi_slopes_shape"},
+    {ErrorCode::kInvalidAlibiSlope, "invalid_alibi_slope"},
+    {ErrorCode::kOptionNotInJax, "option_not_in_jax"},
+    {ErrorCode::kInvalidConvention, "invalid_convention"},
+    {ErrorCode::kMaskShape, "mask_shape"},
+    {ErrorCode::kMaskHeadCount, "mask_head_count"},
+    {ErrorCode::kSegmentIdsShape, "segment_ids_shape"},
+    {ErrorCode::kSinksShape, "sinks_shape"},
+    {ErrorCode::kInvalidMaskParameter, "invalid_mask_parameter"},
+    {ErrorCode::kMissingBackwardBlocks, "missing_backward_blocks"},
+    {ErrorCode::kInvalidIndptr, "invalid_indptr"},
+    {ErrorCode::kInvalidLastPageLen, "invalid_last_page_len"},
+    {ErrorCode::kPageCountMismatch, "page_count_mismatch"},
+    {ErrorCode::kInvalidPageStride, "invalid_page_stride"},
+    {ErrorCode::kDeviceNotSupported, "device_not_supported"},
+    {ErrorCode::kMisalignedOffset, "misaligned_offset"},
+    {ErrorCode::kEngineRule, "engine_rule"},
+    {ErrorCode::kUnknownEngineTarget, "unknown_engine_target"},
+    {ErrorCode::kNonFiniteData, "non_finite_data"},
+    {ErrorCode::kBadFile, "bad_file"},
+};
+
+inline constexpr std::size_t kErrorCodeCount = sizeof(kErrorCodeNames) / sizeof(kErrorCodeNames[0]);
+
+constexpr bool error_code_names_in_order() noexcept {
+  for (std::size_t i = 0; i < kErrorCodeCount; ++i)
+    if (static_cast<std::size_t>(kErrorCodeNames[i].code) != i) return false;
+  return true;
+}
+
+static_assert(error_code_names_in_order(), "kErrorCodeNames: one entry per code, in order");
+static_assert(kErrorCodeCount == static_cast<std::size_t>(ErrorCode::kBadFile) + 1,
+              "kErrorCodeNames: one entry per code (kBadFile is the last)");
+
+}  // namespace detail
+
 /// Stable snake_case name of an error code, as the front ends print it: `gqa_not_divisible`.
 constexpr const char* error_code_name(ErrorCode c) noexcept {
-  switch (c) {
-    case ErrorCode::kOk:
-      return "ok";
-    case ErrorCode::kNegativeExtent:
-      return "negative_extent";
-    case ErrorCode::kNullData:
-      return "null_data";
-    case ErrorCode::kNegativeStride:
-      return "negative_stride";
-    case ErrorCode::kSizeOverflow:
-      return "size_overflow";
-    case ErrorCode::kOutOfBuffer:
-      return "out_of_buffer";
-    case ErrorCode::kOverlappingOutput:
-      return "overlapping_output";
-    case ErrorCode::kRankMismatch:
-      return "rank_mismatch";
-    case ErrorCode::kShapeMismatch:
-      return "shape_mismatch";
-    case ErrorCode::kBatchMismatch:
-      return "batch_mismatch";
-    case ErrorCode::kDtypeNotSupported:
-      return "dtype_not_supported";
-    case ErrorCode::kInvalidHeadCount:
-      return "invalid_head_count";
-    case ErrorCode::kGqaNotDivisible:
-      return "gqa_not_divisible";
-    case ErrorCode::kHeadDimMismatch:
-      return "head_dim_mismatch";
-    case ErrorCode::kInvalidHeadDim:
-      return "invalid_head_dim";
-    case ErrorCode::kInvalidBlockSize:
-      return "invalid_block_size";
-    case ErrorCode::kBlockNotDivisible:
-      return "block_not_divisible";
-    case ErrorCode::kBlockTooLarge:
-      return "block_too_large";
-    case ErrorCode::kTilingRule:
-      return "tiling_rule";
-    case ErrorCode::kMegacoreOddKvHeads:
-      return "megacore_odd_kv_heads";
-    case ErrorCode::kMegacoreOddBatch:
-      return "megacore_odd_batch";
-    case ErrorCode::kInvalidMegacoreMode:
-      return "invalid_megacore_mode";
-    case ErrorCode::kInvalidPageSize:
-      return "invalid_page_size";
-    case ErrorCode::kPageIndexOutOfRange:
-      return "page_index_out_of_range";
-    case ErrorCode::kLengthOutOfRange:
-      return "length_out_of_range";
-    case ErrorCode::kPageTableTooNarrow:
-      return "page_table_too_narrow";
-    case ErrorCode::kInvalidCuQLens:
-      return "invalid_cu_q_lens";
-    case ErrorCode::kNumSeqsOutOfRange:
-      return "num_seqs_out_of_range";
-    case ErrorCode::kTokenBudgetExceeded:
-      return "token_budget_exceeded";
-    case ErrorCode::kQueryLongerThanKv:
-      return "query_longer_than_kv";
-    case ErrorCode::kInvalidSoftCap:
-      return "invalid_soft_cap";
-    case ErrorCode::kInvalidMaskValue:
-      return "invalid_mask_value";
-    case ErrorCode::kInvalidScale:
-      return "invalid_scale";
-    case ErrorCode::kInvalidSlidingWindow:
-      return "invalid_sliding_window";
-    case ErrorCode::kQuantizationMismatch:
-      return "quantization_mismatch";
-    case ErrorCode::kScalesShape:
-      return "scales_shape";
-    case ErrorCode::kAlibiSlopesShape:
-      return "alibi_slopes_shape";
-    case ErrorCode::kInvalidAlibiSlope:
-      return "invalid_alibi_slope";
-    case ErrorCode::kOptionNotInJax:
-      return "option_not_in_jax";
-    case ErrorCode::kInvalidConvention:
-      return "invalid_convention";
-    case ErrorCode::kMaskShape:
-      return "mask_shape";
-    case ErrorCode::kMaskHeadCount:
-      return "mask_head_count";
-    case ErrorCode::kSegmentIdsShape:
-      return "segment_ids_shape";
-    case ErrorCode::kSinksShape:
-      return "sinks_shape";
-    case ErrorCode::kInvalidMaskParameter:
-      return "invalid_mask_parameter";
-    case ErrorCode::kMissingBackwardBlocks:
-      return "missing_backward_blocks";
-    case ErrorCode::kInvalidIndptr:
-      return "invalid_indptr";
-    case ErrorCode::kInvalidLastPageLen:
-      return "invalid_last_page_len";
-    case ErrorCode::kPageCountMismatch:
-      return "page_count_mismatch";
-    case ErrorCode::kInvalidPageStride:
-      return "invalid_page_stride";
-    case ErrorCode::kDeviceNotSupported:
-      return "device_not_supported";
-    case ErrorCode::kMisalignedOffset:
-      return "misaligned_offset";
-    case ErrorCode::kEngineRule:
-      return "engine_rule";
-    case ErrorCode::kUnknownEngineTarget:
-      return "unknown_engine_target";
-    case ErrorCode::kNonFiniteData:
-      return "non_finite_data";
-    case ErrorCode::kBadFile:
-      return "bad_file";
-  }
-  return "unknown";
+  const auto i = static_cast<std::size_t>(c);
+  return i < detail::kErrorCodeCount ? detail::kErrorCodeNames[i].name : "unknown";
 }
 
 /// The result of a check. `ok()` or an error with code, JAX check id, values and text.
