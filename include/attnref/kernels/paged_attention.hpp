@@ -515,6 +515,58 @@ struct PagedChunk {
   bool listed = false;
 };
 
+/// What `attend_pages` works on: the G query heads of sequence b that read KV head h, its keys
+/// before t_end, in chunks of `chunk` tokens; K/V rounded to bf16 when `round_kv`.
+struct PagedItem {
+  std::int64_t b = 0, h = 0, group = 0, chunk = 0, t_end = 0;
+  bool round_kv = false;
+};
+
+/// The scores of a chunk `c` not listed, read page piece by page piece, into `scores` [group,
+/// chunk], scaled as `listed_scores` scales them; the K rows ahead asked for as they are read.
+template <class Acc, bool kDivide, class Q, class KV, class Index>
+void piece_scores(const PagedAttentionArgs<Q, KV, Index>& a, const PagedItem& w,
+                  const PagedChunk& c, PagedScratch<Acc>& s, Acc* scores) {
+  const std::int64_t dim = a.head_dim(), page_size = a.page_size();
+  for_each_piece(c.t0, c.t1, page_size, piece_rows(dim),
+                 [&](std::int64_t j, std::int64_t first, std::int64_t n) {
+                   const std::int64_t t = j * page_size + first;
+                   with_page_rows<Acc>(
+                       a.k_pages, a.k_scales, w.h, a.page_indices(w.b, j), first, n, w.round_kv,
+                       s.k.data(), [&](const auto& k, const RowScales& k_scales) {
+                         Acc* piece = scores + (t - c.t0);
+                         qk_rows<Acc>(s.q.data(), dim, w.group, k, n, dim, piece, w.chunk,
+                                      paged_rows_ahead(a, a.k_pages, w.b, w.h, t, n, w.t_end));
+                         if constexpr (std::is_same<Acc, float>::value)
+                           if (k_scales)
+                             scale_columns<kDivide>(piece, w.chunk, w.group, n, k_scales);
+                       });
+                 });
+}
+
+/// Tokens [i0, i1) of a chunk `c` not listed, read page piece by page piece: their
+/// probabilities (columns i0.. of `probs` [group, chunk]) times their V rows, added to the
+/// output; the V rows ahead asked for as they are read.
+template <class Acc, bool kDivide, class Q, class KV, class Index>
+void piece_values(const PagedAttentionArgs<Q, KV, Index>& a, const PagedItem& w,
+                  const PagedChunk& c, PagedScratch<Acc>& s, Acc* probs, std::int64_t i0,
+                  std::int64_t i1) {
+  const std::int64_t dim_v = a.head_dim_v(), page_size = a.page_size();
+  for_each_piece(c.t0 + i0, c.t0 + i1, page_size, piece_rows(dim_v),
+                 [&](std::int64_t j, std::int64_t first, std::int64_t m) {
+                   const std::int64_t t = j * page_size + first;
+                   with_page_rows<Acc>(
+                       a.v_pages, a.v_scales, w.h, a.page_indices(w.b, j), first, m, w.round_kv,
+                       s.v.data(), [&](const auto& v, const RowScales& v_scales) {
+                         Acc* p = probs + (t - c.t0);  // not needed after this
+                         if constexpr (std::is_same<Acc, float>::value)
+                           if (v_scales) scale_columns<kDivide>(p, w.chunk, w.group, m, v_scales);
+                         pv_rows<Acc>(p, w.chunk, w.group, v, m, dim_v, s.state.o.data(), dim_v,
+                                      paged_rows_ahead(a, a.v_pages, w.b, w.h, t, m, w.t_end));
+                       });
+                 });
+}
+
 /// `attend_pages`' start: the G query rows of sequence b that read KV head h into `s.q`, and an
 /// empty online-softmax state, holding the sinks when `with_sinks` (the range starting at page 0).
 template <class Acc, class Q, class KV, class Index>
@@ -555,9 +607,9 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
   const KeyRange keys = paged_keys(a, b, page_begin, page_end);
   const std::int64_t t_begin = keys.lo, t_end = std::max(keys.lo, keys.hi);
   if (t_begin >= t_end) return;
-  const std::int64_t max_rows = piece_rows(dim), max_rows_v = piece_rows(dim_v);
   const std::int64_t chunk = chunk_tokens(group);
   const bool listable = chunks_listable<Acc>(a, round_kv, chunk);
+  const PagedItem item{b, h, group, chunk, t_end, round_kv};
 
   using Chunk = PagedChunk;
   const auto logits_of = [&](const Chunk& c) {
@@ -574,19 +626,7 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
     if (c.listed)
       listed_scores<Acc, kDivide, KV>(s, rows, scores, group, dim, c.t1 - c.t0, chunk);
     else
-      for_each_piece(
-          c.t0, c.t1, page_size, max_rows, [&](std::int64_t j, std::int64_t first, std::int64_t n) {
-            const std::int64_t t = j * page_size + first;
-            with_page_rows<Acc>(a.k_pages, a.k_scales, h, a.page_indices(b, j), first, n, round_kv,
-                                s.k.data(), [&](const auto& k, const RowScales& k_scales) {
-                                  Acc* piece = scores + (t - c.t0);
-                                  qk_rows<Acc>(s.q.data(), dim, group, k, n, dim, piece, chunk,
-                                               paged_rows_ahead(a, a.k_pages, b, h, t, n, t_end));
-                                  if constexpr (std::is_same<Acc, float>::value)
-                                    if (k_scales)
-                                      scale_columns<kDivide>(piece, chunk, group, n, k_scales);
-                                });
-          });
+      piece_scores<Acc, kDivide>(a, item, c, s, scores);
     auto x = logits_of(c);
     logits.apply(x, [&](auto& y) {
       if (a.alibi_slopes.empty_view()) return;
@@ -619,19 +659,7 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
       if (c.listed)
         listed_values<Acc, KV>(s, rows, probs, group, dim_v, i0, i1, chunk);
       else
-        for_each_piece(c.t0 + i0, c.t0 + i1, page_size, max_rows_v,
-                       [&](std::int64_t j, std::int64_t first, std::int64_t m) {
-                         const std::int64_t t = j * page_size + first;
-                         with_page_rows<Acc>(
-                             a.v_pages, a.v_scales, h, a.page_indices(b, j), first, m, round_kv,
-                             s.v.data(), [&](const auto& v, const RowScales& v_scales) {
-                               Acc* p = probs + (t - c.t0);  // not needed after this
-                               if constexpr (std::is_same<Acc, float>::value)
-                                 if (v_scales) scale_columns<kDivide>(p, chunk, group, m, v_scales);
-                               pv_rows<Acc>(p, chunk, group, v, m, dim_v, s.state.o.data(), dim_v,
-                                            paged_rows_ahead(a, a.v_pages, b, h, t, m, t_end));
-                             });
-                       });
+        piece_values<Acc, kDivide>(a, item, c, s, probs, i0, i1);
       for (std::int64_t g = group * r / runs; g < group * (r + 1) / runs; ++g) between(g);
     }
   };

@@ -450,6 +450,55 @@ RowsAhead head_rows_ahead(const RowsAhead& page_on, std::int64_t head_bytes,
   }
 }
 
+/// The scratch row of query row r, query head qh of a decode item (`ragged_decode_item`):
+/// kv_head(qh) * rows + r * G + member(qh).
+template <class Q, class KV, class Index>
+Eigen::Index decode_row(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem& it, std::int64_t r,
+                        std::int64_t qh) {
+  return static_cast<Eigen::Index>(c.heads.kv_head(qh) * it.q_len * c.heads.group() +
+                                   r * c.heads.group() + c.heads.member(qh));
+}
+
+/// `ragged_decode_item`'s start: the query rows of the item's KV heads into `sc.qs`, their
+/// outputs zeroed and their softmax states started.
+template <class Q, class KV, class Index, class Acc>
+void decode_start(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem& it,
+                  RaggedScratch<Acc>& sc) {
+  const std::int64_t group = c.heads.group(), dim = c.dim;
+  const std::int64_t qh0 = it.kv_head_begin * group, qh1 = it.kv_head_end * group;
+  const Eigen::Index rows = static_cast<Eigen::Index>(it.q_len * group);
+  for (std::int64_t r = 0; r < it.q_len; ++r)
+    for (std::int64_t qh = qh0; qh < qh1; ++qh) {
+      Acc* dst = sc.qs.row(decode_row(c, it, r, qh)).data();
+      for (std::int64_t d = 0; d < dim; ++d) dst[d] = load_as<Acc>(c.a.q(it.row0 + r, qh, d));
+    }
+  sc.acc_s
+      .middleRows(rows * static_cast<Eigen::Index>(it.kv_head_begin),
+                  rows * static_cast<Eigen::Index>(it.kv_head_end - it.kv_head_begin))
+      .setZero();
+  for (std::int64_t r = 0; r < it.q_len; ++r)
+    for (std::int64_t qh = qh0; qh < qh1; ++qh) {
+      const Eigen::Index row = decode_row(c, it, r, qh);
+      c.start(qh, sc.m_s[row], sc.l_s[row]);
+    }
+}
+
+/// `ragged_decode_item`'s end: the item's output rows (and logsumexp) from the softmax states.
+template <class Q, class KV, class Index, class Acc>
+void decode_finish(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem& it,
+                   const RaggedScratch<Acc>& sc) {
+  const std::int64_t group = c.heads.group();
+  for (std::int64_t r = 0; r < it.q_len; ++r)
+    for (std::int64_t qh = it.kv_head_begin * group; qh < it.kv_head_end * group; ++qh) {
+      const Eigen::Index row = decode_row(c, it, r, qh);
+      const Acc inv = inverse_sum(sc.m_s[row], sc.l_s[row], true);  // every row sees a key
+      for (std::int64_t d = 0; d < c.dim; ++d)
+        c.out(it.row0 + r, qh, d) = store_as<Q>(sc.acc_s(row, static_cast<Eigen::Index>(d)) * inv);
+      if (!c.lse.empty_view())
+        c.lse(it.row0 + r, qh) = logsumexp_of(sc.m_s[row], sc.l_s[row], true);
+    }
+}
+
 /// Few rows (decode): the item's KV heads (all of them unless the sequence was split between
 /// threads) together, page by page, so a token-major page is read front to back once, with
 /// register-blocked tile products. One softmax step takes a chunk of `ragged_few_rows_chunk`
@@ -468,22 +517,7 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
   const Eigen::Index all = rows * static_cast<Eigen::Index>(h1 - h0);
   sc.fit_few(static_cast<Eigen::Index>(kRaggedSmallRows * hkv), static_cast<Eigen::Index>(chunk),
              static_cast<Eigen::Index>(chunk * hkv), static_cast<Eigen::Index>(dim));
-  auto row_of = [&](std::int64_t r, std::int64_t qh) {
-    return static_cast<Eigen::Index>(c.heads.kv_head(qh) * it.q_len * group + r * group +
-                                     c.heads.member(qh));
-  };
-  const std::int64_t qh0 = h0 * group, qh1 = h1 * group;  // the query heads of KV heads [h0, h1)
-  for (std::int64_t r = 0; r < it.q_len; ++r)
-    for (std::int64_t qh = qh0; qh < qh1; ++qh) {
-      Acc* dst = sc.qs.row(row_of(r, qh)).data();
-      for (std::int64_t d = 0; d < dim; ++d) dst[d] = load_as<Acc>(c.a.q(it.row0 + r, qh, d));
-    }
-  sc.acc_s.middleRows(first, all).setZero();
-  for (std::int64_t r = 0; r < it.q_len; ++r)
-    for (std::int64_t qh = qh0; qh < qh1; ++qh) {
-      const Eigen::Index row = row_of(r, qh);
-      c.start(qh, sc.m_s[row], sc.l_s[row]);
-    }
+  decode_start(c, it, sc);
   const std::int64_t lds = sc.logits_s.cols();
   for (std::int64_t lo = it.keys.lo, hi = 0; lo < it.kv_len; lo = hi) {
     // Tokens [lo, hi), at most `chunk` of them over as many pages: one softmax step.
@@ -565,15 +599,7 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
       }
     }
   }
-  for (std::int64_t r = 0; r < it.q_len; ++r)
-    for (std::int64_t qh = qh0; qh < qh1; ++qh) {
-      const Eigen::Index row = row_of(r, qh);
-      const Acc inv = inverse_sum(sc.m_s[row], sc.l_s[row], true);  // every row sees a key
-      for (std::int64_t d = 0; d < dim; ++d)
-        c.out(it.row0 + r, qh, d) = store_as<Q>(sc.acc_s(row, static_cast<Eigen::Index>(d)) * inv);
-      if (!c.lse.empty_view())
-        c.lse(it.row0 + r, qh) = logsumexp_of(sc.m_s[row], sc.l_s[row], true);
-    }
+  decode_finish(c, it, sc);
 }
 
 /// Rows of a prefill item that see any key of [lo, hi): pos >= lo and pos - W < hi - 1.
