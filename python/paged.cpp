@@ -97,7 +97,7 @@ py::object paged_attention_py(py::handle q, py::handle k, py::handle v, py::hand
     using Q = std::remove_const_t<typename decltype(a.q)::element_type>;
     const std::int64_t batch = a.batch(), heads = a.num_q_heads();
     lse = new_array(DType::kFloat32, {batch, heads});
-    QueryOutput<Q> q_out({batch, heads, a.q.extents[2]});
+    QueryOutput<Q> q_out({batch, heads, a.head_dim_v()});
     const auto out_view = q_out.template view<3>();
     const auto lse_view = output_view<float, 2>(lse);
     Status status;
@@ -117,7 +117,9 @@ py::dict compare_paged_py(py::handle got, py::handle q, py::handle k, py::handle
   const PagedCall call =
       read_paged(q, k, v, lengths, page_indices, std::move(kwargs), true, "compare_paged");
   const Array& qa = call.in.q;
-  raise_if_error(check_compare_shapes(c, qa.shape, {qa.shape[0], qa.shape[1]}));
+  // out is [batch, num_q_heads, head_dim_v]: V's last dim in every layout.
+  raise_if_error(check_compare_shapes(c, {qa.shape[0], qa.shape[1], call.in.v_pages.shape[3]},
+                                      {qa.shape[0], qa.shape[1]}));
   compare::Report report;
   frontend::with_paged_run_args(call.in, [&](const auto& a) {
     Status status;
@@ -171,7 +173,9 @@ metadata (lengths and page indices) and data (no NaN/Inf in what the kernel read
 
 Validates (reference profile, shape and metadata tiers), then runs attnref's reference kernel
 with the GIL released. Arguments as check_paged.
-  out  [batch, num_q_heads, head_dim], q's dtype (bfloat16 q: float32 of bf16 values); a zero row for a sequence of length 0
+  out  [batch, num_q_heads, head_dim_v] (V's last dim: head_dim, or MLA's narrower V, such as a
+       view v_pages = k_pages[..., :512] of a 576-wide latent cache), q's dtype (bfloat16 q:
+       float32 of bf16 values); a zero row for a sequence of length 0
   lse  [batch, num_q_heads] float32, the softmax's natural logsumexp (for length 0: -inf, or
        the sink's logit with sinks))");
   m.def("compare_paged", &compare_paged_py, py::arg("got"), py::arg("q"), py::arg("k_pages"),

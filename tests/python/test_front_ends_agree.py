@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import attnref
+import oracle
 from conftest import paged_batch, ragged_batch
 
 ATTNREF_RUN = os.environ.get("ATTNREF_RUN")
@@ -183,3 +184,31 @@ def test_both_front_ends_compute_the_same_splash(options, tmp_path):
     done = subprocess.run(args, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), want)
+
+
+def test_mla_decode_through_both_front_ends(tmp_path):
+    """MLA's shape: V a narrower view of the K latent cache (head_dim 64, head_dim_v 48, one KV
+    head), against the float64 oracle and attnref-run on the same arrays saved as files."""
+    rng = np.random.default_rng(9)
+    q = rng.standard_normal((2, 8, 64)).astype(F32)
+    latent = rng.standard_normal((1, 6, 4, 64)).astype(F32)
+    v = latent[..., :48]  # a view: K's strides, V's own last extent
+    lengths = np.array([7, 13], np.int32)
+    pi = np.array([[5, 1, 0, 3], [2, 4, 0, 1]], np.int32)
+    out = attnref.paged_attention(q, latent, v, lengths, pi, sm_scale=0.125)
+    assert out.shape == (2, 8, 48)
+    want, _ = oracle.paged(q, latent, v, lengths, pi, sm_scale=0.125)
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-6)
+    report = attnref.compare_paged(out, q, latent, v, lengths, pi, sm_scale=0.125)
+    assert report["ok"]
+    args = [ATTNREF_RUN, "paged", "--sm-scale", "0.125", "--out", str(tmp_path / "out.npy")]
+    for key, value in dict(q=q, k_pages=latent, v_pages=np.ascontiguousarray(v), lengths=lengths,
+                           page_indices=pi).items():
+        np.save(tmp_path / f"{key}.npy", value)
+        args += ["--" + key.replace("_", "-"), str(tmp_path / f"{key}.npy")]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), out)
+    with pytest.raises(attnref.ShapeError) as e:  # JAX's kernel reads V with K's head_dim
+        attnref.check_paged(q, latent, v, lengths, pi, profile="jax")
+    assert e.value.jax_check == "P1"

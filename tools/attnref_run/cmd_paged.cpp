@@ -38,7 +38,7 @@ template <class Q, class KV>
 int run_kernel(const ParsedArgs& args, const PagedRun& run,
                const PagedAttentionArgs<Q, KV, std::int64_t>& a) {
   const std::int64_t batch = a.batch(), heads = a.num_q_heads();
-  const std::vector<std::int64_t> shape{batch, heads, a.q.extents[2]};
+  const std::vector<std::int64_t> shape{batch, heads, a.head_dim_v()};
   std::vector<Q> out(static_cast<std::size_t>(batch * heads * shape[2]));
   std::vector<float> lse(static_cast<std::size_t>(batch * heads));
   fail_if_error(try_paged_attention(a, TensorView<Q, 3>(out.data(), {batch, heads, shape[2]}),
@@ -203,7 +203,8 @@ int run_paged(int argc, char** argv) {
   const frontend::PagedHints hints{kv_shape_hint(in.layout), scales_shape_hint(in.layout),
                                    "q must be float16, float32 or float64"};
   frontend::check_paged_ranks(in, hints);
-  run.expect = load_expect(args, q.array.shape);
+  // The output is [batch, num_q_heads, head_dim_v]: V's last dim (MLA's V is narrower than K).
+  run.expect = load_expect(args, {q.array.shape[0], q.array.shape[1], v.array.shape[3]});
   run.expect_lse = load_expect_lse(args, {q.array.shape[0], q.array.shape[1]});
 
   // Element types: raw bf16/fp8 codes become their type (--q-dtype, --kv-dtype) first.
