@@ -4,7 +4,8 @@
 // against the float64 oracle (reference/splash.hpp), forward and backward; keys no window
 // reaches are never read (NaN there); a row that sees no key gets 0 and its sink (or -inf) as
 // logsumexp; ALiBi's absolute convention and ALiBi before the soft cap, causal and not, forward
-// and backward, with hand-worked numbers; every new check (code, JAX id, message).
+// and backward, with hand-worked numbers; a bottom-right CausalMask (and LocalMask, for a
+// window) equals the ragged kernel on the same keys; every new check (code, JAX id, message).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,7 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "attnref/kernels/ragged_paged_attention.hpp"
 #include "attnref/kernels/splash_attention.hpp"
+#include "attnref/validate/engines/causal_alignment.hpp"
 #include "reference/splash_problem.hpp"
 
 namespace {
@@ -338,6 +341,73 @@ TEST(SplashWindow, AKvBlockOfInt64MaxStepsThroughTheWindowedColumnsWithoutOverfl
 }
 
 // --- checks -----------------------------------------------------------------------------------
+
+// A chunk of 20 query rows after 36 cached keys: splash's CausalMask with offset kv_len - q_len
+// (bottom-right, as the GPU engines align it) computes what the ragged kernel computes for the
+// same keys, and both match the float64 oracle; with a window of W, LocalMask(W - 1, 0, offset)
+// is the ragged kernel's sliding window; offset 0 (top-left) is the oracle's t <= r.
+TEST(SplashCausalAlignment, BottomRightOffsetEqualsTheRaggedKernelOnTheSameKeys) {
+  using attnref::CausalAlignment;
+  constexpr std::int64_t kHq = 4, kHkv = 2, kSq = 20, kSkv = 56, kDim = 16, kPage = 8;
+  Case c(kHq, kHkv, kSq, kSkv, kDim, 90);
+  std::mt19937 rng(91);
+  c.add_sinks(rng);
+  c.p.soft_cap = 2.0;
+  const std::int64_t offset = attnref::causal_mask_offset(CausalAlignment::kBottomRight, kSq, kSkv);
+  ASSERT_EQ(offset, 36);
+  const std::vector<double> dout = random_dout(c, 92);
+
+  // The same keys as one ragged sequence: K/V [Hkv, Skv, D] are [Hkv, 7 pages, 8, D]; q and out
+  // are token-major [Sq, Hq, D].
+  std::vector<float> q(c.q.size());
+  for (std::int64_t h = 0; h < kHq; ++h)
+    for (std::int64_t r = 0; r < kSq; ++r)
+      for (std::int64_t d = 0; d < kDim; ++d)
+        q[at((r * kHq + h) * kDim + d)] = c.q[at((h * kSq + r) * kDim + d)];
+  std::vector<std::int32_t> kv_lens{kSkv}, pages{0, 1, 2, 3, 4, 5, 6}, cu{0, kSq};
+  attnref::RaggedPagedAttentionArgs<float> ra;
+  ra.q = {q.data(), {kSq, kHq, kDim}};
+  ra.k_pages = {c.k.data(), {kHkv, kSkv / kPage, kPage, kDim}};
+  ra.v_pages = {c.v.data(), {kHkv, kSkv / kPage, kPage, kDim}};
+  ra.kv_lens = {kv_lens.data(), {1}};
+  ra.page_indices = {pages.data(), {1, kSkv / kPage}};
+  ra.cu_q_lens = {cu.data(), {2}};
+  ra.num_seqs_value = 1;
+  ra.sm_scale = static_cast<float>(c.p.scale);
+  ra.soft_cap = static_cast<float>(c.p.soft_cap);
+  ra.sinks = {c.sinks.data(), {kHq}};
+
+  Result bottom_right;
+  for (const std::optional<std::int64_t>& w : std::vector<std::optional<std::int64_t>>{{}, 5}) {
+    SCOPED_TRACE(w ? "window 5" : "no window");
+    c.p.allowed = [w](std::int64_t, std::int64_t r, std::int64_t t) {
+      return t <= r + 36 && (!w || t > r + 36 - *w);
+    };
+    const Result splash = w ? run(c.args(), LocalMask{{kSq, kSkv}, *w - 1, 0, offset}, dout)
+                            : run(c.args(), CausalMask{{kSq, kSkv}, offset}, dout);
+    expect_oracle(splash, c.p, dout);
+    if (HasFatalFailure()) return;
+    ra.sliding_window = w;
+    std::vector<float> out(at(kSq * kHq * kDim), kNaN), lse(at(kSq * kHq), kNaN);
+    attnref::ragged_paged_attention(ra, TensorView<float, 3>(out.data(), {kSq, kHq, kDim}),
+                                    TensorView<float, 2>(lse.data(), {kSq, kHq}));
+    for (std::int64_t h = 0; h < kHq; ++h)
+      for (std::int64_t r = 0; r < kSq; ++r) {
+        ASSERT_NEAR(lse[at(r * kHq + h)], splash.lse[at(h * kSq + r)], 1e-5) << h << " " << r;
+        for (std::int64_t d = 0; d < kDim; ++d)
+          ASSERT_NEAR(out[at((r * kHq + h) * kDim + d)], splash.out[at((h * kSq + r) * kDim + d)],
+                      1e-5)
+              << h << " " << r << " " << d;
+      }
+    if (!w) bottom_right = splash;
+  }
+
+  // Offset 0: row r sees t <= r only, another result.
+  c.p.allowed = [](std::int64_t, std::int64_t r, std::int64_t t) { return t <= r; };
+  const Result top_left = run(c.args(), CausalMask{{kSq, kSkv}}, dout);
+  expect_oracle(top_left, c.p, dout);
+  EXPECT_NE(top_left.out, bottom_right.out);
+}
 
 TEST(SplashFeatureChecks, WindowAndSlopes) {
   Case c(4, 2, 8, 8, 4, 50);

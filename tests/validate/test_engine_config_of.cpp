@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // engine_config_of: each family's args as the engine configuration they describe (paged ->
-// decode, ragged -> prefill/varlen, splash -> single prefill), their ALiBi convention and
-// soft-cap order carried over, so check_engine reports a kernel that computes them differently.
+// decode, ragged -> prefill/varlen, splash -> single prefill), their ALiBi convention, soft-cap
+// order and causal alignment carried over, so check_engine reports a kernel that computes them
+// differently.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -30,6 +31,7 @@ std::vector<std::string> mismatches(const EngineConfig& c, EngineKernel kernel) 
 const std::vector<std::string> kNone;
 const std::vector<std::string> kOrder = {"soft_cap_order"};
 const std::vector<std::string> kAlibi = {"alibi"};
+const std::vector<std::string> kCausal = {"causal_alignment"};
 
 struct Paged {
   std::vector<float> q = std::vector<float>(2 * 8 * 64), pool = std::vector<float>(2 * 4 * 16 * 64);
@@ -52,6 +54,8 @@ TEST(EngineConfigOf, PagedArgsCarryTheirConventions) {
   ASSERT_TRUE(attnref::check_paged(p.args, attnref::Profile::kReference).ok());
   EngineConfig c = attnref::engine_config_of(p.args);
   EXPECT_EQ(c.q_len, 1);
+  EXPECT_EQ(c.kv_len, 5);  // the longest sequence
+  EXPECT_EQ(c.conventions.causal_alignment, attnref::CausalAlignment::kBottomRight);
   EXPECT_TRUE(c.causal);
   EXPECT_TRUE(c.alibi && c.soft_cap);
   EXPECT_EQ(c.conventions.alibi, AlibiConvention::kSigned);
@@ -101,6 +105,9 @@ TEST(EngineConfigOf, RaggedArgsArePrefillWithTheLongestQueryRun) {
   EXPECT_EQ(c.kv_dtype, attnref::DType::kFloat32);
   EXPECT_EQ(c.sliding_window, 8);
   EXPECT_EQ(c.q_len, 19);  // sequence 1: rows [1, 20)
+  // The longest cached prefix: sequence 2, 30 keys for 5 rows (sequence 3 has no rows).
+  EXPECT_EQ(c.kv_len, 19 + 25);
+  EXPECT_EQ(c.conventions.causal_alignment, attnref::CausalAlignment::kBottomRight);
   EXPECT_TRUE(c.causal);
   EXPECT_FALSE(c.alibi || c.soft_cap || c.sinks);
   // More than one query per request: FlashInfer's CUDA-core decode kernel refuses it.
@@ -113,6 +120,31 @@ TEST(EngineConfigOf, RaggedArgsArePrefillWithTheLongestQueryRun) {
   // No live sequence: one query row, as the configuration's rules need at least one.
   r.args.num_seqs_value = 0;
   EXPECT_EQ(attnref::engine_config_of(r.args).q_len, 1);
+  EXPECT_EQ(attnref::engine_config_of(r.args).kv_len, 1);
+}
+
+TEST(EngineConfigOf, RaggedRowsAlignBottomRightAsEveryEngineDoes) {
+  Ragged r;
+  r.args.sliding_window = std::nullopt;
+  // Whole prefills (as many keys as rows): no cached prefix.
+  r.kv_lens[0] = 1;
+  r.kv_lens[1] = 19;
+  r.kv_lens[2] = 5;
+  EngineConfig c = attnref::engine_config_of(r.args);
+  EXPECT_EQ(c.q_len, 19);
+  EXPECT_EQ(c.kv_len, 19 + 0);
+  // Sequence 0's one row after 6 cached keys: a prefix, though no sequence has more than 19
+  // keys.
+  r.kv_lens[0] = 7;
+  c = attnref::engine_config_of(r.args);
+  EXPECT_EQ(c.kv_len, 19 + 6);
+  for (EngineKernel k : attnref::kEngineKernels) EXPECT_EQ(mismatches(c, k), kNone);
+  // FlashAttention-2 before v2.1 aligned its causal mask top-left.
+  std::vector<std::string> names;
+  for (const ConventionMismatch& m :
+       attnref::check_engine(c, {EngineKernel::kFlashAttention2, 90, {2, 0, 0}}).conventions)
+    names.emplace_back(m.convention);
+  EXPECT_EQ(names, kCausal);
 }
 
 TEST(EngineConfigOf, RaggedSoftCapOrderAgainstFlashInferAndFlashAttention) {
@@ -168,6 +200,34 @@ TEST(EngineConfigOf, SplashArgsAreOnePrefillAndAbsoluteAlibiMattersWithoutACausa
   c = attnref::engine_config_of(s.args, true);
   EXPECT_EQ(mismatches(c, EngineKernel::kFlashAttention2), kNone);
   EXPECT_EQ(mismatches(c, EngineKernel::kFlashInferPrefillFa2), kOrder);
+}
+
+TEST(EngineConfigOf, SplashStatesItsCausalAlignmentWhenKeysOutnumberQueries) {
+  using attnref::CausalAlignment;
+  Splash s;
+  s.args.alibi_slopes = {};
+  s.args.q = {s.q.data(), {16, 64, 64}};  // 64 query rows over 256 keys
+  // CausalMask with offset 0 (the default): row i sees t <= i, top-left.
+  EngineConfig c = attnref::engine_config_of(s.args, true);
+  EXPECT_EQ(c.q_len, 64);
+  EXPECT_EQ(c.kv_len, 256);
+  EXPECT_EQ(c.conventions.causal_alignment, CausalAlignment::kTopLeft);
+  EXPECT_EQ(mismatches(c, EngineKernel::kFlashAttention3), kCausal);
+  EXPECT_EQ(mismatches(c, EngineKernel::kFlashInferPrefillFa2), kCausal);
+  EXPECT_EQ(
+      attnref::check_engine(c, {EngineKernel::kFlashAttention2, 90, {2, 0, 4}}).conventions.size(),
+      0u);
+  // CausalMask with offset 256 - 64: bottom-right, as the GPU engines compute it.
+  c = attnref::engine_config_of(s.args, true, CausalAlignment::kBottomRight);
+  EXPECT_EQ(c.conventions.causal_alignment, CausalAlignment::kBottomRight);
+  EXPECT_EQ(mismatches(c, EngineKernel::kFlashAttention3), kNone);
+  EXPECT_EQ(mismatches(c, EngineKernel::kFlashInferPrefillFa2), kNone);
+  // Without a causal mask, or with as many keys as queries, the alignment changes nothing.
+  EXPECT_EQ(mismatches(attnref::engine_config_of(s.args, false), EngineKernel::kFlashAttention3),
+            kNone);
+  s.args.q = {s.q.data(), {16, 256, 64}};
+  EXPECT_EQ(mismatches(attnref::engine_config_of(s.args, true), EngineKernel::kFlashAttention3),
+            kNone);
 }
 
 }  // namespace

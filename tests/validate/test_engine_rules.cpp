@@ -85,6 +85,10 @@ EngineConfig q_len(EngineConfig c, std::int64_t n) {
   c.q_len = n;
   return c;
 }
+EngineConfig kv_len(EngineConfig c, std::int64_t n) {
+  c.kv_len = n;
+  return c;
+}
 
 constexpr DType kBf16 = DType::kBFloat16;
 constexpr DType kF16 = DType::kFloat16;
@@ -876,6 +880,69 @@ TEST(EngineConventions, MismatchesSayWhatToConvert) {
       attnref::check_engine(soft_cap(alibi(kLlama3_8bPages256)), {kFa2, 90}).conventions.empty());
 }
 
+TEST(EngineConventions, CausalAlignmentMattersOnlyWithMoreKeysThanQueries) {
+  using attnref::CausalAlignment;
+  // A chunk of 512 query rows after a cached prefix of 1536 keys, stated top-left (as PyTorch
+  // SDPA's is_causal=True or splash's CausalMask with offset 0 computes it).
+  EngineConfig top_left = kv_len(q_len(kLlama3_8b, 512), 2048);
+  top_left.conventions.causal_alignment = CausalAlignment::kTopLeft;
+  for (EngineKernel k : attnref::kEngineKernels) {
+    SCOPED_TRACE(attnref::engine_kernel_name(k));
+    EXPECT_EQ(attnref::engine_conventions(k).causal_alignment, CausalAlignment::kBottomRight);
+    const std::vector<attnref::ConventionMismatch> m =
+        attnref::check_engine(top_left, {k, 90}).conventions;
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_STREQ(m[0].convention, "causal_alignment");
+  }
+  const attnref::EngineReport fi = attnref::check_engine(top_left, kFiFa2);
+  EXPECT_EQ(fi.conventions[0].what,
+            "the kernel aligns the causal mask bottom-right: query row i sees keys t <= i + 1536 "
+            "(kv_len - q_len); this configuration's rows see t <= i (top-left)");
+  EXPECT_EQ(fi.conventions[0].conversion,
+            "for the kernel's numbers, compute the reference with a causal mask of offset 1536; "
+            "for top-left rows, pass the kernel only the first 512 keys");
+
+  // Bottom-right, the default, is what every kernel at its pinned version computes.
+  EngineConfig bottom_right = top_left;
+  bottom_right.conventions.causal_alignment = CausalAlignment::kBottomRight;
+  EXPECT_TRUE(attnref::check_engine(bottom_right, kFiFa2).conventions.empty());
+  // No difference without a causal mask, with as many keys as queries, or with kv_len unknown.
+  EngineConfig same = top_left;
+  same.causal = false;
+  EXPECT_TRUE(attnref::check_engine(same, kFiFa2).conventions.empty());
+  same = kv_len(top_left, 512);
+  EXPECT_TRUE(attnref::check_engine(same, kFiFa2).conventions.empty());
+  same = kv_len(top_left, 0);
+  EXPECT_TRUE(attnref::check_engine(same, kFiFa2).conventions.empty());
+  // A decode row after 4095 keys sees them all; top-left it would see key 0 only.
+  EngineConfig decode = kv_len(kLlama3_8b, 4096);
+  decode.conventions.causal_alignment = CausalAlignment::kTopLeft;
+  EXPECT_EQ(attnref::check_engine(decode, {kVlV1, 90}).conventions.size(), 1u);
+
+  // FlashAttention-2 aligned top-left before v2.1 (its README, "2.1: Change behavior of causal
+  // flag"): there the bottom-right configuration is the mismatch.
+  const EngineTarget fa2_v20{kFa2, 90, {2, 0, 9}};
+  EXPECT_EQ(attnref::engine_conventions(fa2_v20).causal_alignment, CausalAlignment::kTopLeft);
+  EXPECT_EQ(attnref::engine_conventions(EngineTarget{kFa2, 90, {2, 1, 0}}).causal_alignment,
+            CausalAlignment::kBottomRight);
+  EXPECT_TRUE(attnref::check_engine(top_left, fa2_v20).conventions.empty());
+  const attnref::EngineReport old = attnref::check_engine(bottom_right, fa2_v20);
+  ASSERT_EQ(old.conventions.size(), 1u);
+  EXPECT_EQ(old.conventions[0].what,
+            "the kernel aligns the causal mask top-left: query row i sees keys t <= i; this "
+            "configuration's rows, aligned bottom-right, see t <= i + 1536 (kv_len - q_len)");
+  EXPECT_EQ(old.conventions[0].conversion,
+            "for the kernel's numbers, compute the reference with a causal mask of offset 0; for "
+            "bottom-right rows, put 1536 padding query rows first (their outputs discarded), or "
+            "use FlashAttention 2.1 or later");
+  // The kernel-only overload reads the pinned version.
+  EXPECT_TRUE(attnref::convention_mismatches(bottom_right, kFa2).empty());
+
+  // splash's CausalMask offset for each alignment.
+  EXPECT_EQ(attnref::causal_mask_offset(CausalAlignment::kBottomRight, 512, 2048), 1536);
+  EXPECT_EQ(attnref::causal_mask_offset(CausalAlignment::kTopLeft, 512, 2048), 0);
+}
+
 TEST(EngineRules, VersionsSelectTheGroupSizesOfTheirRelease) {
   const EngineConfig group6 = heads(kLlama3_8b, 48, 8);
   EXPECT_TRUE(attnref::check_engine(group6, kFiDecode).ok());  // pinned v0.6.18
@@ -961,6 +1028,8 @@ TEST(EngineTargets, AnInvalidConfigurationIsRefusedBeforeAnyRule) {
        "q_len must be positive and sliding_window 0 (none) or positive. Got 0 and 0."},
       {window(kLlama3_8b, -4), attnref::ErrorCode::kInvalidSlidingWindow,
        "q_len must be positive and sliding_window 0 (none) or positive. Got 1 and -4."},
+      {kv_len(kLlama3_8b, -1), attnref::ErrorCode::kLengthOutOfRange,
+       "kv_len must be 0 (unknown) or positive. Got -1."},
   };
   for (const Case& c : cases) {
     const attnref::EngineReport r = attnref::check_engine(c.config, kFiDecode);

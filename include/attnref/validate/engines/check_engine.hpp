@@ -80,7 +80,8 @@ constexpr bool engine_rule_fails(const EngineRule& rule, const EngineConfig& con
 }
 
 /// Checks what the rules assume of every configuration: positive head counts and head dims,
-/// a page size of 0 (not paged) or more, at least one query token, a window of 0 (none) or more.
+/// a page size of 0 (not paged) or more, at least one query token, a window of 0 (none) or more,
+/// a kv_len of 0 (unknown) or more.
 constexpr Status check_engine_config(const EngineConfig& c) noexcept {
   if (c.num_q_heads <= 0 || c.num_kv_heads <= 0) {
     return Status(ErrorCode::kInvalidHeadCount, "",
@@ -105,6 +106,11 @@ constexpr Status check_engine_config(const EngineConfig& c) noexcept {
         ErrorCode::kInvalidSlidingWindow, "",
         "q_len must be positive and sliding_window 0 (none) or positive. Got {0} and {1}.",
         "q_len is 1 for decode", {c.q_len, c.sliding_window});
+  }
+  if (c.kv_len < 0) {
+    return Status(ErrorCode::kLengthOutOfRange, "",
+                  "kv_len must be 0 (unknown) or positive. Got {0}.",
+                  "kv_len counts a request's keys, its cached prefix included", {c.kv_len});
   }
   return Status();
 }
@@ -157,7 +163,7 @@ inline EngineReport check_engine(const EngineConfig& config, const EngineTarget&
                    [](const EngineFinding& a, const EngineFinding& b) {
                      return static_cast<int>(a.severity()) < static_cast<int>(b.severity());
                    });
-  report.conventions = convention_mismatches(config, target.kernel);
+  report.conventions = convention_mismatches(config, target);
   return report;
 }
 

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file engine_conventions.hpp
 /// Where engines give the same feature different meanings: what a sliding-window number counts,
-/// how ALiBi measures distance, whether the soft cap comes before or after ALiBi. Each kernel's
-/// conventions are data; `convention_mismatches` says where a configuration's stated
-/// conventions differ from a kernel's, and how to convert (or that the numbers differ).
+/// how ALiBi measures distance, whether the soft cap comes before or after ALiBi, which corner a
+/// causal mask is aligned to when keys outnumber queries. Each kernel's conventions are data;
+/// `convention_mismatches` says where a configuration's stated conventions differ from a
+/// kernel's, and how to convert (or that the numbers differ).
 #pragma once
 
 #include <string>
@@ -13,29 +14,48 @@
 
 namespace attnref {
 
-/// The conventions of a kernel's own parameters.
+/// The conventions of a kernel's own parameters, at its pinned version. Every kernel aligns a
+/// causal mask bottom-right: a decode kernel's one query row is the last token by construction,
+/// and the prefill kernels place row i at kv_len - q_len + i.
 constexpr AttentionConventions engine_conventions(EngineKernel k) noexcept {
+  constexpr CausalAlignment kBottomRight = CausalAlignment::kBottomRight;
   switch (k) {
     case EngineKernel::kFlashInferDecode:
     case EngineKernel::kFlashInferDecodeTensorCores:
     case EngineKernel::kFlashInferPrefillFa2:
     case EngineKernel::kFlashInferPrefillFa3:
       // window_left; logits * sm_scale + slope * (kv_idx - qo_idx), then the cap
-      // (include/flashinfer/attention/variants.cuh DefaultAttention).
+      // (include/flashinfer/attention/variants.cuh DefaultAttention); causal masks
+      // kv_idx + qo_len > kv_len + q_idx (prefill.cuh; hopper/mainloop_mma.cuh col_limit_right).
       return {WindowConvention::kKeysLeftOfQuery, AlibiConvention::kSigned,
-              SoftCapOrder::kAlibiThenCap};
+              SoftCapOrder::kAlibiThenCap, kBottomRight};
     case EngineKernel::kFlashAttention2:
     case EngineKernel::kFlashAttention3:
       // window_size[0]; apply_softcap before mask.apply_mask adds ALiBi (flash_fwd_kernel.h);
-      // non-causal ALiBi subtracts slope * |distance| (mask.h).
+      // non-causal ALiBi subtracts slope * |distance| (mask.h); causal keeps col_idx <
+      // row_idx + 1 + seqlen_k - seqlen_q (csrc/flash_attn/src/mask.h, hopper/mask.h).
       return {WindowConvention::kKeysLeftOfQuery, AlibiConvention::kAbsolute,
-              SoftCapOrder::kCapThenAlibi};
+              SoftCapOrder::kCapThenAlibi, kBottomRight};
     case EngineKernel::kVllmFlashAttn:
-      // vLLM takes the model's sliding_window W and passes (W - 1, 0) to its FlashAttention.
-      return {WindowConvention::kKeys, AlibiConvention::kAbsolute, SoftCapOrder::kCapThenAlibi};
+      // vLLM takes the model's sliding_window W and passes (W - 1, 0) to its FlashAttention,
+      // whose causal mask is upstream's (flash_fwd_kernel.h actual_seqlen_k - actual_seqlen_q).
+      return {WindowConvention::kKeys, AlibiConvention::kAbsolute, SoftCapOrder::kCapThenAlibi,
+              kBottomRight};
+    case EngineKernel::kFlashMlaDecode:
+      // Row s_q_idx masks its last s_q - s_q_idx - 1 keys (csrc/sm90/decode/dense/splitkv_mla.cuh
+      // get_mask_len).
     default:
-      return {};  // no window or soft cap parameter; signed ALiBi (vLLM paged)
+      return {};  // no window or soft cap parameter; signed ALiBi (vLLM paged); bottom-right
   }
+}
+
+/// The conventions of a target's kernel at the target's version: FlashAttention-2 aligned a
+/// causal mask top-left before v2.1 (its README, "2.1: Change behavior of causal flag").
+constexpr AttentionConventions engine_conventions(const EngineTarget& t) noexcept {
+  AttentionConventions c = engine_conventions(t.kernel);
+  if (t.kernel == EngineKernel::kFlashAttention2 && effective_version(t) < EngineVersion{2, 1, 0})
+    c.causal_alignment = CausalAlignment::kTopLeft;
+  return c;
 }
 
 /// Whether a kernel takes a sliding window, ALiBi slopes and a soft cap at all (a kernel without
@@ -55,7 +75,7 @@ constexpr bool kernel_takes_soft_cap(EngineKernel k) noexcept {
 
 /// A difference between a configuration's conventions and a kernel's.
 struct ConventionMismatch {
-  const char* convention;  ///< "window", "alibi" or "soft_cap_order"
+  const char* convention;  ///< "window", "alibi", "soft_cap_order" or "causal_alignment"
   std::string what;        ///< what differs
   std::string conversion;  ///< what to pass, or how to compute the kernel's numbers
 };
@@ -79,14 +99,44 @@ inline void window_mismatch(const EngineConfig& c, WindowConvention engine,
                      std::to_string(pass) + " for the same keys"});
 }
 
+/// The two alignments differ only under a causal mask with more keys than queries (a known
+/// kv_len above q_len).
+inline void causal_alignment_mismatch(const EngineConfig& c, CausalAlignment engine,
+                                      std::vector<ConventionMismatch>& out) {
+  if (!c.causal || c.kv_len <= c.q_len || c.conventions.causal_alignment == engine) return;
+  const std::string prefix = std::to_string(c.kv_len - c.q_len);
+  const std::string bottom_right = "t <= i + " + prefix + " (kv_len - q_len)";
+  if (engine == CausalAlignment::kBottomRight) {
+    out.push_back({"causal_alignment",
+                   "the kernel aligns the causal mask bottom-right: query row i sees keys " +
+                       bottom_right + "; this configuration's rows see t <= i (top-left)",
+                   "for the kernel's numbers, compute the reference with a causal mask of offset " +
+                       prefix + "; for top-left rows, pass the kernel only the first " +
+                       std::to_string(c.q_len) + " keys"});
+  } else {
+    out.push_back({"causal_alignment",
+                   "the kernel aligns the causal mask top-left: query row i sees keys t <= i; "
+                   "this configuration's rows, aligned bottom-right, see " +
+                       bottom_right,
+                   "for the kernel's numbers, compute the reference with a causal mask of offset "
+                   "0; for bottom-right rows, put " +
+                       prefix +
+                       " padding query rows first (their outputs discarded), or use "
+                       "FlashAttention 2.1 or later"});
+  }
+}
+
 }  // namespace detail
 
-/// Every convention of `config` that `kernel` reads differently. Differences that change no
-/// number (ALiBi's sign under a causal mask) are not reported.
+/// Every convention of `config` that `target`'s kernel, at the target's version, reads
+/// differently. Differences that change no number (ALiBi's sign under a causal mask, the causal
+/// alignment without more keys than queries) are not reported.
 inline std::vector<ConventionMismatch> convention_mismatches(const EngineConfig& config,
-                                                             EngineKernel kernel) {
-  const AttentionConventions engine = engine_conventions(kernel);
+                                                             const EngineTarget& target) {
+  const EngineKernel kernel = target.kernel;
+  const AttentionConventions engine = engine_conventions(target);
   std::vector<ConventionMismatch> out;
+  detail::causal_alignment_mismatch(config, engine.causal_alignment, out);
   if (kernel_takes_window(kernel)) detail::window_mismatch(config, engine.window, out);
   if (!kernel_takes_alibi(kernel)) return out;
   if (config.alibi && !config.causal && config.conventions.alibi != engine.alibi) {
@@ -106,6 +156,12 @@ inline std::vector<ConventionMismatch> convention_mismatches(const EngineConfig&
                    "compute the reference with the kernel's soft-cap order"});
   }
   return out;
+}
+
+/// `convention_mismatches` for `kernel` at its pinned version.
+inline std::vector<ConventionMismatch> convention_mismatches(const EngineConfig& config,
+                                                             EngineKernel kernel) {
+  return convention_mismatches(config, EngineTarget{kernel});
 }
 
 }  // namespace attnref

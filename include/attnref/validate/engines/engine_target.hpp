@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "attnref/core/dtype.hpp"
+#include "attnref/validate/engines/causal_alignment.hpp"
 #include "attnref/validate/logit_conventions.hpp"
 
 namespace attnref {
@@ -134,12 +135,13 @@ struct AttentionConventions {
   WindowConvention window = WindowConvention::kKeys;
   AlibiConvention alibi = AlibiConvention::kSigned;
   SoftCapOrder soft_cap_order = SoftCapOrder::kCapThenAlibi;
+  CausalAlignment causal_alignment = CausalAlignment::kBottomRight;
 };
 
 /// One attention layer as the engines see it. Its numbers mean what `conventions` says
 /// (attnref's by default: a window of W keys sees `p - W < t <= p`; the soft cap is
-/// `c * tanh(x / c)`, then ALiBi adds `slope * (key_pos - query_pos)`); a sink is one extra
-/// logit per query head.
+/// `c * tanh(x / c)`, then ALiBi adds `slope * (key_pos - query_pos)`; a causal mask is aligned
+/// bottom-right); a sink is one extra logit per query head.
 struct EngineConfig {
   std::int64_t num_q_heads = 0;
   std::int64_t num_kv_heads = 0;
@@ -152,8 +154,11 @@ struct EngineConfig {
   bool soft_cap = false;
   bool alibi = false;
   bool sinks = false;
-  std::int64_t q_len = 1;              ///< query tokens per request in one call (1 for decode)
-  bool causal = true;                  ///< a decoder's causal mask (bottom-right aligned)
+  std::int64_t q_len = 1;  ///< query tokens per request in one call (1 for decode)
+  /// Keys per request, its cached prefix included; 0 means unknown. A batch states its longest
+  /// query run (q_len) plus its longest cached prefix.
+  std::int64_t kv_len = 0;
+  bool causal = true;                  ///< a causal mask, aligned as `conventions` says
   AttentionConventions conventions{};  ///< what sliding_window and the features mean here
 };
 
