@@ -174,4 +174,23 @@ TEST(WorkOrder, LongestFirstWithTiesInIndexOrderOnlyWhenThereIsAPoolToBalance) {
   EXPECT_EQ(attnref::detail::longest_first(1, 2, cost), Order{0});
 }
 
+TEST(StoppableExecutor, AnItemAsksBetweenItsStepsAndEndsThere) {
+  // Each item would take a million steps; stop answers true from its 100th question on.
+  std::atomic<int> asked{0};
+  const std::function<bool()> stop = [&] { return ++asked >= 100; };
+  attnref::ThreadPoolExecutor pool(2);
+  attnref::StoppableExecutor<attnref::ThreadPoolExecutor, std::function<bool()>> executor(pool,
+                                                                                          stop);
+  std::atomic<std::int64_t> steps{0};
+  executor.parallel_for(4, [&](std::int64_t) {
+    for (int step = 0; step < 1000000 && !attnref::detail::stop_requested(); ++step) ++steps;
+  });
+  EXPECT_TRUE(executor.stopped());
+  EXPECT_LT(steps.load(), 1000);  // far from 4 million
+  // Outside a StoppableExecutor's item, nothing asks to stop.
+  EXPECT_FALSE(attnref::detail::stop_requested());
+  attnref::SerialExecutor serial;
+  serial.parallel_for(1, [&](std::int64_t) { EXPECT_FALSE(attnref::detail::stop_requested()); });
+}
+
 }  // namespace

@@ -222,3 +222,50 @@ def test_ctrl_c_stops_a_long_call_with_keyboard_interrupt():
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith("interrupted after"), done.stdout
         assert float(done.stdout.split()[-1]) < 30
+
+
+SINGLE_ITEM_CALLS = {
+    # One sequence of 2^40 keys over one broadcast page: a single work item of hours.
+    "paged": """
+        q = np.ones((1, 1, 8), np.float32)
+        k = as_strided(np.ones(8, np.float32), (1, 1, 2**20, 8), (0, 0, 0, 4))
+        table = as_strided(np.zeros(1, np.int64), (1, 2**20), (0, 0))
+        call = lambda: attnref.paged_attention(q, k, k, np.array([2**40], np.int64), table,
+                                               num_threads=NUM_THREADS)
+    """,
+    # One decode row after 2^40 cached keys.
+    "ragged": """
+        q = np.ones((1, 1, 8), np.float32)
+        kv = as_strided(np.ones(8, np.float32), (1, 2**20, 2, 8), (0, 0, 0, 4))
+        table = as_strided(np.zeros(1, np.int64), (1, 2**20), (0, 0))
+        call = lambda: attnref.ragged_paged_attention(
+            q, kv, np.array([2**40], np.int64), table, np.array([0, 1], np.int64),
+            np.array([1], np.int64), num_threads=NUM_THREADS)
+    """,
+}
+
+
+@pytest.mark.parametrize("family", sorted(SINGLE_ITEM_CALLS))
+def test_ctrl_c_stops_a_single_work_item_of_hours(family):
+    """SIGINT reaches a call whose one work item (one sequence, one KV head) would run for
+    hours: the kernels ask between the steps of an item, not only between items."""
+    script = textwrap.dedent("""
+        import os, signal, threading, time
+        import numpy as np
+        from numpy.lib.stride_tricks import as_strided
+        import attnref
+    """) + textwrap.dedent(SINGLE_ITEM_CALLS[family]) + textwrap.dedent("""
+        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+        start = time.monotonic()
+        try:
+            call()
+            print("finished")
+        except KeyboardInterrupt:
+            print("interrupted after", time.monotonic() - start)
+    """)
+    for threads in (1, 2):
+        done = subprocess.run([sys.executable, "-c", script.replace("NUM_THREADS", str(threads))],
+                              capture_output=True, text=True, timeout=120, env=dict(os.environ))
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("interrupted after"), done.stdout
+        assert float(done.stdout.split()[-1]) < 30

@@ -257,8 +257,21 @@ ExternalExecutor<ParallelFor> make_executor(int concurrency, ParallelFor paralle
   return ExternalExecutor<ParallelFor>(concurrency, std::move(parallel_for));
 }
 
+namespace detail {
+
+/// The stop check of the `StoppableExecutor` whose item runs on this thread (null: none).
+inline thread_local const std::function<bool()>* item_stop = nullptr;
+
+/// Whether the `StoppableExecutor` running this thread's item was asked to stop (false under any
+/// other executor): a kernel asks between the steps of a long item, so that one item of hours
+/// (a single sequence of 2^40 keys) does not hold a stop until its end.
+inline bool stop_requested() { return item_stop != nullptr && (*item_stop)(); }
+
+}  // namespace detail
+
 /// Runs another executor's items until `stop()` answers true; `stop` is asked before each item
-/// (from any thread), and once it answers true every item not yet begun is skipped. For a
+/// and between the steps of a long one (from any thread), and once it answers true every item
+/// not yet begun is skipped and the running ones end at their next step. For a
 /// caller that must abandon a long call (an interactive interrupt): after `stopped()`, the
 /// call's outputs are incomplete and must be discarded.
 template <class Executor, class Stop>
@@ -268,12 +281,19 @@ class StoppableExecutor {
   int concurrency() const noexcept { return inner_.concurrency(); }
   template <class Fn>
   void parallel_for(std::int64_t n, const Fn& fn) {
+    const std::function<bool()> poll = [this] {
+      if (stopped_.load(std::memory_order_relaxed)) return true;
+      if (!stop_()) return false;
+      stopped_.store(true, std::memory_order_relaxed);
+      return true;
+    };
     inner_.parallel_for(n, [&](std::int64_t i) {
-      if (stopped_.load(std::memory_order_relaxed)) return;
-      if (stop_()) {
-        stopped_.store(true, std::memory_order_relaxed);
-        return;
-      }
+      if (poll()) return;
+      struct Restore {  // the outer executor's check again, also when the item throws
+        const std::function<bool()>* outer;
+        ~Restore() { detail::item_stop = outer; }
+      } restore{detail::item_stop};
+      detail::item_stop = &poll;  // the item's steps ask it (`detail::stop_requested`)
       fn(i);
     });
   }

@@ -669,6 +669,7 @@ void attend_pages(const PagedAttentionArgs<Q, KV, Index>& a, std::int64_t b, std
   for (std::int64_t g = 0; g < group; ++g) fold_row(current, g);
   rescale_outputs();
   while (current.t1 < t_end) {
+    if (stop_requested()) return;  // a stopped call's outputs are discarded
     Chunk next{current.t1, advance_within(current.t1, chunk, t_end), current.buffer ^ 1};
     add_logits(next);
     add_values(current, [&](std::int64_t g) { fold_row(next, g); });

@@ -519,7 +519,7 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
              static_cast<Eigen::Index>(chunk * hkv), static_cast<Eigen::Index>(dim));
   decode_start(c, it, sc);
   const std::int64_t lds = sc.logits_s.cols();
-  for (std::int64_t lo = it.keys.lo, hi = 0; lo < it.kv_len; lo = hi) {
+  for (std::int64_t lo = it.keys.lo, hi = 0; lo < it.kv_len && !stop_requested(); lo = hi) {
     // Tokens [lo, hi), at most `chunk` of them over as many pages: one softmax step.
     hi = advance_within(lo, chunk, it.kv_len);
     const Eigen::Index nk = static_cast<Eigen::Index>(hi - lo);
@@ -644,7 +644,8 @@ void ragged_prefill_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem
   // with the one that holds it: the blocks before it hold no visible key (starting at the page's
   // first block made a window of 2 keys at the end of a page of 2^40 tokens walk 2^33 blocks).
   const std::int64_t slot = it.keys.lo % page_size;
-  for (std::int64_t c0 = it.keys.lo - slot % block, c1 = 0; c0 < it.kv_len; c0 = c1) {
+  for (std::int64_t c0 = it.keys.lo - slot % block, c1 = 0; c0 < it.kv_len && !stop_requested();
+       c0 = c1) {
     c1 = advance_within(c0, block, it.kv_len);
     const std::int64_t lo = std::max(c0, it.keys.lo), hi = c1;
     const auto [r_lo, r_hi] = rows_seeing(c, it, lo, hi);

@@ -341,7 +341,7 @@ void splash_forward_item(const SplashAttentionArgs<Q, KV>& a, const MaskInfo& in
     const KeyRange wc = window_cols(a, r0, rows, j * bkv, info.kv_cols(j));
     // Steps of bc columns up to wc.hi; c0 + bc may pass INT64_MAX (a block of that many keys
     // is valid), so each step ends at advance_within's bound.
-    for (std::int64_t c0 = wc.lo, c1 = 0; c0 < wc.hi; c0 = c1) {
+    for (std::int64_t c0 = wc.lo, c1 = 0; c0 < wc.hi && !stop_requested(); c0 = c1) {
       c1 = advance_within(c0, bc, wc.hi);
       const std::int64_t t0 = j * bkv + c0;
       const std::int64_t n = c1 - c0;
@@ -511,7 +511,7 @@ void splash_backward_kv_head(const SplashBackwardInputs<Q, KV>& in, const std::v
   const std::int64_t group = heads.group(), sq = a.q_seq_len();
   const std::int64_t dqk = a.head_dim_qk(), dvd = a.head_dim_v();
   sc.dq_acc.setZero(group * sq, dqk);
-  for (std::int64_t j = 0; j < info.num_kv_blocks; ++j) {
+  for (std::int64_t j = 0; j < info.num_kv_blocks && !stop_requested(); ++j) {
     const std::int64_t t0 = j * info.block_kv, cols = info.kv_cols(j);
     bool any = false;
     for (std::int64_t i = 0; i < info.num_q_blocks && !any; ++i)
