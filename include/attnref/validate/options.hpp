@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file options.hpp
 /// Options every family shares, and their checks: JAX's default mask value, the megacore split,
-/// soft cap, sliding window, mask value and sm_scale. O(1), no tensor data, no containers.
+/// soft cap, sliding window, mask value and sm_scale; `check_shared_options` runs every family's
+/// safety checks of them and of the per-head options. O(1), no tensor data, no containers.
 ///
 /// Example:
 /// @code
@@ -17,6 +18,8 @@
 #include <optional>
 
 #include "attnref/core/status.hpp"
+#include "attnref/validate/head_options.hpp"
+#include "attnref/validate/logit_conventions.hpp"
 
 namespace attnref {
 
@@ -87,6 +90,32 @@ inline Status check_sm_scale(float sm_scale) {
 }
 
 namespace detail {
+
+/// The safety checks every family's args share, in this order: mask value, sm_scale, sliding
+/// window, the shape of the sinks, the logit conventions, the shape of the ALiBi slopes. A family
+/// whose JAX checks came first and already passed the window (ragged's R7) or the sinks
+/// (splash's S11) passes them here again.
+template <class Args>
+Status check_shared_options(const Args& a, std::int64_t num_q_heads) {
+  ATTNREF_RETURN_IF_ERROR(check_mask_value(a.mask_value));
+  ATTNREF_RETURN_IF_ERROR(check_sm_scale(a.sm_scale));
+  ATTNREF_RETURN_IF_ERROR(check_sliding_window(a.sliding_window));
+  ATTNREF_RETURN_IF_ERROR(check_sinks_shape(a.sinks, num_q_heads));
+  ATTNREF_RETURN_IF_ERROR(check_logit_conventions(a.alibi_convention, a.soft_cap_order));
+  return check_alibi_slopes_shape(a.alibi_slopes, num_q_heads);
+}
+
+/// Under the `jax` profile: the ALiBi slopes and the logit conventions, which no JAX kernel has
+/// (`check_option_in_jax` on each, with the family's `message_format`).
+template <class Args>
+Status check_alibi_in_jax(const Args& a, const char* message_format) {
+  ATTNREF_RETURN_IF_ERROR(
+      check_option_in_jax(!a.alibi_slopes.empty_view(), message_format, "alibi_slopes"));
+  ATTNREF_RETURN_IF_ERROR(check_option_in_jax(a.alibi_convention != AlibiConvention::kSigned,
+                                              message_format, "alibi_convention"));
+  return check_option_in_jax(a.soft_cap_order != SoftCapOrder::kCapThenAlibi, message_format,
+                             "soft_cap_order");
+}
 
 /// Element-wise equality of two extent arrays.
 template <std::size_t N>

@@ -260,12 +260,7 @@ Status check_paged_inputs(const PagedAttentionArgs<Q, KV, Index>& a, Profile pro
     ATTNREF_RETURN_IF_ERROR(
         check_option_in_jax(a.sliding_window.has_value(), kNotInJax, "sliding_window"));
     ATTNREF_RETURN_IF_ERROR(check_option_in_jax(!a.sinks.empty_view(), kNotInJax, "sinks"));
-    ATTNREF_RETURN_IF_ERROR(
-        check_option_in_jax(!a.alibi_slopes.empty_view(), kNotInJax, "alibi_slopes"));
-    ATTNREF_RETURN_IF_ERROR(check_option_in_jax(a.alibi_convention != AlibiConvention::kSigned,
-                                                kNotInJax, "alibi_convention"));
-    ATTNREF_RETURN_IF_ERROR(check_option_in_jax(a.soft_cap_order != SoftCapOrder::kCapThenAlibi,
-                                                kNotInJax, "soft_cap_order"));
+    ATTNREF_RETURN_IF_ERROR(check_alibi_in_jax(a, kNotInJax));
   }
   return Status();
 }
@@ -283,12 +278,7 @@ Status check_paged_safety(const PagedAttentionArgs<Q, KV, Index>& a) {
                           "pages_per_sequence ({0}) x page_size ({1}) overflows int64", ""));
   ATTNREF_RETURN_IF_ERROR(detail::check_paged_scales(a));
   ATTNREF_RETURN_IF_ERROR(check_soft_cap(a.soft_cap));
-  ATTNREF_RETURN_IF_ERROR(check_mask_value(a.mask_value));
-  ATTNREF_RETURN_IF_ERROR(check_sm_scale(a.sm_scale));
-  ATTNREF_RETURN_IF_ERROR(check_sliding_window(a.sliding_window));
-  ATTNREF_RETURN_IF_ERROR(check_sinks_shape(a.sinks, a.num_q_heads()));
-  ATTNREF_RETURN_IF_ERROR(check_logit_conventions(a.alibi_convention, a.soft_cap_order));
-  return check_alibi_slopes_shape(a.alibi_slopes, a.num_q_heads());
+  return check_shared_options(a, a.num_q_heads());
 }
 
 }  // namespace detail

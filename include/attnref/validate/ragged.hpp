@@ -221,12 +221,7 @@ Status check_ragged_options(const RaggedPagedAttentionArgs<Q, KV, Index>& a, Pro
     }
     constexpr const char* kNotInJax = "JAX's ragged_paged_attention has no {f} option.";
     ATTNREF_RETURN_IF_ERROR(check_option_in_jax(!a.sinks.empty_view(), kNotInJax, "sinks"));
-    ATTNREF_RETURN_IF_ERROR(
-        check_option_in_jax(!a.alibi_slopes.empty_view(), kNotInJax, "alibi_slopes"));
-    ATTNREF_RETURN_IF_ERROR(check_option_in_jax(a.alibi_convention != AlibiConvention::kSigned,
-                                                kNotInJax, "alibi_convention"));
-    ATTNREF_RETURN_IF_ERROR(check_option_in_jax(a.soft_cap_order != SoftCapOrder::kCapThenAlibi,
-                                                kNotInJax, "soft_cap_order"));
+    ATTNREF_RETURN_IF_ERROR(check_alibi_in_jax(a, kNotInJax));
   }
   return Status();
 }
@@ -327,11 +322,7 @@ Status check_ragged_safety(const RaggedPagedAttentionArgs<Q, KV, Index>& a) {
                   "leave soft_cap unset to turn the soft cap off", {},
                   {static_cast<double>(*a.soft_cap)}, "soft_cap");
   }
-  ATTNREF_RETURN_IF_ERROR(check_mask_value(a.mask_value));
-  ATTNREF_RETURN_IF_ERROR(check_sm_scale(a.sm_scale));
-  ATTNREF_RETURN_IF_ERROR(check_sinks_shape(a.sinks, a.num_q_heads()));
-  ATTNREF_RETURN_IF_ERROR(check_logit_conventions(a.alibi_convention, a.soft_cap_order));
-  return check_alibi_slopes_shape(a.alibi_slopes, a.num_q_heads());
+  return check_shared_options(a, a.num_q_heads());
 }
 
 }  // namespace detail

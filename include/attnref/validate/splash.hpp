@@ -274,14 +274,7 @@ Status check_splash_inputs(const SplashAttentionArgs<Q, KV>& a, Profile profile)
         a.sliding_window.has_value(), "JAX's splash attention has no {f} option.", "sliding_window",
         "AND the mask with a LocalMask of window (W - 1, 0), as JAX callers do, or check under "
         "the reference profile"));
-    ATTNREF_RETURN_IF_ERROR(check_option_in_jax(
-        !a.alibi_slopes.empty_view(), "JAX's splash attention has no {f} option.", "alibi_slopes"));
-    ATTNREF_RETURN_IF_ERROR(check_option_in_jax(a.alibi_convention != AlibiConvention::kSigned,
-                                                "JAX's splash attention has no {f} option.",
-                                                "alibi_convention"));
-    ATTNREF_RETURN_IF_ERROR(check_option_in_jax(a.soft_cap_order != SoftCapOrder::kCapThenAlibi,
-                                                "JAX's splash attention has no {f} option.",
-                                                "soft_cap_order"));
+    ATTNREF_RETURN_IF_ERROR(check_alibi_in_jax(a, "JAX's splash attention has no {f} option."));
   }
   const bool has_q_seg = !a.q_segment_ids.empty_view();
   const bool has_kv_seg = !a.kv_segment_ids.empty_view();
@@ -344,11 +337,7 @@ Status check_splash_safety(const SplashAttentionArgs<Q, KV>& a) {
                   "head_dim is the size of one head's vectors, e.g. 64 or 128", {q[2], v[2]});
   }
   ATTNREF_RETURN_IF_ERROR(check_soft_cap(a.soft_cap));
-  ATTNREF_RETURN_IF_ERROR(check_mask_value(a.mask_value));
-  ATTNREF_RETURN_IF_ERROR(check_sm_scale(a.sm_scale));
-  ATTNREF_RETURN_IF_ERROR(check_sliding_window(a.sliding_window));
-  ATTNREF_RETURN_IF_ERROR(check_logit_conventions(a.alibi_convention, a.soft_cap_order));
-  return check_alibi_slopes_shape(a.alibi_slopes, q[0]);
+  return check_shared_options(a, q[0]);
 }
 
 }  // namespace detail
