@@ -76,55 +76,31 @@ constexpr const char* dtype_name(DType t) noexcept {
 }
 
 namespace detail {
-template <class T>
-struct DTypeOf {
-  static constexpr DType value = DType::kUnknown;
+/// One row of `dtype_of`'s table: the element type `T` has the tag `D`.
+template <class T, DType D>
+struct DTypeRow {
+  using type = T;
+  static constexpr DType value = D;
 };
-template <>
-struct DTypeOf<Eigen::half> {
-  static constexpr DType value = DType::kFloat16;
-};
-template <>
-struct DTypeOf<Eigen::bfloat16> {
-  static constexpr DType value = DType::kBFloat16;
-};
-template <>
-struct DTypeOf<float> {
-  static constexpr DType value = DType::kFloat32;
-};
-template <>
-struct DTypeOf<double> {
-  static constexpr DType value = DType::kFloat64;
-};
-template <>
-struct DTypeOf<std::int8_t> {
-  static constexpr DType value = DType::kInt8;
-};
-template <>
-struct DTypeOf<std::int32_t> {
-  static constexpr DType value = DType::kInt32;
-};
-template <>
-struct DTypeOf<std::int64_t> {
-  static constexpr DType value = DType::kInt64;
-};
-template <>
-struct DTypeOf<bool> {
-  static constexpr DType value = DType::kBool;
-};
-template <>
-struct DTypeOf<float8_e4m3fn> {
-  static constexpr DType value = DType::kFloat8E4M3FN;
-};
-template <>
-struct DTypeOf<float8_e5m2> {
-  static constexpr DType value = DType::kFloat8E5M2;
-};
+
+/// The tag of `T` in `Rows`, or kUnknown.
+template <class T, class... Rows>
+constexpr DType dtype_in() noexcept {
+  DType tag = DType::kUnknown;
+  ((tag = std::is_same_v<T, typename Rows::type> ? Rows::value : tag), ...);
+  return tag;
+}
 }  // namespace detail
 
 /// The runtime tag of element type `T` (cv-qualifiers ignored).
 template <class T>
-constexpr DType dtype_of = detail::DTypeOf<std::remove_cv_t<T>>::value;
+constexpr DType dtype_of = detail::dtype_in<
+    std::remove_cv_t<T>, detail::DTypeRow<Eigen::half, DType::kFloat16>,
+    detail::DTypeRow<Eigen::bfloat16, DType::kBFloat16>, detail::DTypeRow<float, DType::kFloat32>,
+    detail::DTypeRow<double, DType::kFloat64>, detail::DTypeRow<std::int8_t, DType::kInt8>,
+    detail::DTypeRow<std::int32_t, DType::kInt32>, detail::DTypeRow<std::int64_t, DType::kInt64>,
+    detail::DTypeRow<bool, DType::kBool>, detail::DTypeRow<float8_e4m3fn, DType::kFloat8E4M3FN>,
+    detail::DTypeRow<float8_e5m2, DType::kFloat8E5M2>>();
 
 /// True for element types the kernels accept as attention inputs (q, K, V).
 template <class T>

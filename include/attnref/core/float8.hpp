@@ -68,41 +68,41 @@ constexpr std::array<float, 256> fp8_table() noexcept {
   return t;
 }
 
-inline constexpr std::array<float, 256> kFloat8E4M3FNTable = fp8_table<4, 3, 7, true>();
-inline constexpr std::array<float, 256> kFloat8E5M2Table = fp8_table<5, 2, 15, false>();
+/// An fp8 element of the format that `fp8_decode<E, M, Bias, Finite>` decodes: the code as
+/// stored.
+template <int E, int M, int Bias, bool Finite>
+struct Float8 {
+  /// Every code's value.
+  static constexpr std::array<float, 256> kTable = fp8_table<E, M, Bias, Finite>();
+  /// The bits that are all set in, and only in, the codes that are not a number: exponent and
+  /// mantissa for a `Finite` format (its NaN), the exponent otherwise (infinity and NaN).
+  static constexpr int kNonFinite = Finite ? 0x7F : ((1 << E) - 1) << M;
+
+  std::uint8_t bits;
+  /// The element whose code is `b`.
+  static constexpr Float8 from_bits(std::uint8_t b) noexcept { return Float8{b}; }
+  /// Its exact value.
+  constexpr float to_float() const noexcept { return kTable[bits]; }
+  constexpr explicit operator float() const noexcept { return to_float(); }
+  constexpr explicit operator double() const noexcept { return to_float(); }
+  /// Whether the code is a number.
+  constexpr bool is_finite() const noexcept { return (bits & kNonFinite) != kNonFinite; }
+};
 
 }  // namespace detail
 
-/// An fp8 e4m3fn element: the code as stored (ml_dtypes' float8_e4m3fn, vLLM's fp8_e4m3).
-struct float8_e4m3fn {
-  std::uint8_t bits;
-  /// The element whose code is `b`.
-  static constexpr float8_e4m3fn from_bits(std::uint8_t b) noexcept { return float8_e4m3fn{b}; }
-  /// Its exact value (NaN for 0x7f and 0xff).
-  constexpr float to_float() const noexcept { return detail::kFloat8E4M3FNTable[bits]; }
-  constexpr explicit operator float() const noexcept { return to_float(); }
-  constexpr explicit operator double() const noexcept { return to_float(); }
-  /// Whether the code is a number (every code but 0x7f and 0xff).
-  constexpr bool is_finite() const noexcept { return (bits & 0x7F) != 0x7F; }
-};
+/// An fp8 e4m3fn element (ml_dtypes' float8_e4m3fn, vLLM's fp8_e4m3): NaN for 0x7f and 0xff.
+using float8_e4m3fn = detail::Float8<4, 3, 7, true>;
 
-/// An fp8 e5m2 element: the code as stored (ml_dtypes' float8_e5m2, vLLM's fp8_e5m2).
-struct float8_e5m2 {
-  std::uint8_t bits;
-  /// The element whose code is `b`.
-  static constexpr float8_e5m2 from_bits(std::uint8_t b) noexcept { return float8_e5m2{b}; }
-  /// Its exact value (+-inf for 0x7c/0xfc, NaN for the other codes of exponent 31).
-  constexpr float to_float() const noexcept { return detail::kFloat8E5M2Table[bits]; }
-  constexpr explicit operator float() const noexcept { return to_float(); }
-  constexpr explicit operator double() const noexcept { return to_float(); }
-  /// Whether the code is a number (exponent bits not all ones).
-  constexpr bool is_finite() const noexcept { return (bits & 0x7C) != 0x7C; }
-};
+/// An fp8 e5m2 element (ml_dtypes' float8_e5m2, vLLM's fp8_e5m2): +-inf for 0x7c/0xfc, NaN for
+/// the other codes of exponent 31.
+using float8_e5m2 = detail::Float8<5, 2, 15, false>;
 
 static_assert(sizeof(float8_e4m3fn) == 1 && sizeof(float8_e5m2) == 1,
               "fp8 elements are one byte, so a view over a cache's bytes steps element by element");
-static_assert(detail::kFloat8E4M3FNTable[0x7E] == 448.0f &&
-                  detail::kFloat8E5M2Table[0x7B] == 57344.0f,
+static_assert(float8_e4m3fn::kTable[0x7E] == 448.0f && float8_e5m2::kTable[0x7B] == 57344.0f,
               "largest finite values");
+static_assert(float8_e4m3fn::kNonFinite == 0x7F && float8_e5m2::kNonFinite == 0x7C,
+              "the non-finite codes of each format");
 
 }  // namespace attnref
