@@ -76,39 +76,42 @@ struct Features {
 
 namespace detail {
 
+/// Appends to `out` a change named `what`, reproduced by `reproduce`, in `group`; returns it for
+/// the caller to set what it changes.
+inline Change& add_change(std::vector<Change>* out, std::string what, Reproduce reproduce,
+                          int group = 0) {
+  Change& c = out->emplace_back();
+  c.what = std::move(what);
+  c.reproduce = std::move(reproduce);
+  c.group = group;
+  return c;
+}
+
 /// The changes to the inputs: K and V swapped, the other GQA mapping, another K/V layout.
 inline void input_changes(const Features& f, std::vector<Change>* out) {
-  auto add = [&](Change c) { out->push_back(std::move(c)); };
   if (f.swap_first[0] != '\0') {
-    Change c;
-    c.what = "K and V swapped";
-    c.reproduce = {Reproduce::Kind::kSwap, f.swap_first, f.swap_scales ? "scales" : "",
-                   f.swap_second};
-    c.swap_kv = true;
-    add(c);
+    add_change(out, "K and V swapped",
+               {Reproduce::Kind::kSwap, f.swap_first, f.swap_scales ? "scales" : "", f.swap_second})
+        .swap_kv = true;
   }
   // attnref maps qh / G; an output made with qh % Hkv and a reference expecting qh % Hkv are
   // the same relation between the two outputs, so one change covers both directions.
   if (f.num_kv_heads > 1 && f.num_q_heads > f.num_kv_heads) {
-    Change c;
-    c.what =
-        "GQA mapping: query head qh read KV head qh % num_kv_heads (interleaved) instead "
-        "of qh / group (" +
-        std::to_string(f.num_q_heads / f.num_kv_heads) + " query heads per KV head)";
-    c.reproduce = {Reproduce::Kind::kInterleaveQueryHeads, "q", "", ""};
-    c.interleaved_heads = true;
-    add(c);
+    add_change(out,
+               "GQA mapping: query head qh read KV head qh % num_kv_heads (interleaved) instead "
+               "of qh / group (" +
+                   std::to_string(f.num_q_heads / f.num_kv_heads) + " query heads per KV head)",
+               {Reproduce::Kind::kInterleaveQueryHeads, "q", "", ""})
+        .interleaved_heads = true;
   }
   if (f.layout) {
     for (KvLayout l : {KvLayout::kJax, KvLayout::kNhd, KvLayout::kHnd}) {
       if (l == *f.layout) continue;
-      Change c;
-      c.what =
-          std::string("K/V pages (stored ") + to_string(*f.layout) + ") read as " + to_string(l);
-      c.reproduce = {Reproduce::Kind::kRelayout, "kv_layout", to_string(l), f.layout_inputs};
-      c.layout = l;
-      c.group = 1;
-      add(c);
+      add_change(
+          out,
+          std::string("K/V pages (stored ") + to_string(*f.layout) + ") read as " + to_string(l),
+          {Reproduce::Kind::kRelayout, "kv_layout", to_string(l), f.layout_inputs}, 1)
+          .layout = l;
     }
   }
 }
@@ -116,40 +119,34 @@ inline void input_changes(const Features& f, std::vector<Change>* out) {
 /// The changes to which keys a row sees: a length off by one, the other causal diagonal, a
 /// sliding window or local mask off by one.
 inline void position_changes(const Features& f, std::vector<Change>* out) {
-  auto add = [&](Change c) { out->push_back(std::move(c)); };
   if (f.lengths_field[0] != '\0') {
     for (int delta : {-1, 1}) {
-      Change c;
-      c.what = delta < 0 ? "length off by one: the last key of each sequence dropped"
-                         : "length off by one: one key past each sequence's length read";
-      c.reproduce = {Reproduce::Kind::kShiftEach, f.lengths_field, delta < 0 ? "-1" : "+1", ""};
-      c.length_delta = delta;
-      c.group = 2;
-      add(c);
+      add_change(out,
+                 delta < 0 ? "length off by one: the last key of each sequence dropped"
+                           : "length off by one: one key past each sequence's length read",
+                 {Reproduce::Kind::kShiftEach, f.lengths_field, delta < 0 ? "-1" : "+1", ""}, 2)
+          .length_delta = delta;
     }
   }
   if (f.causal_rows) {
-    Change c;
-    c.what =
-        "causal diagonal aligned top-left (query row r sees keys <= r) instead of "
-        "bottom-right (keys <= kv_len - q_len + r)";
-    c.reproduce = {Reproduce::Kind::kQueryLengths, f.lengths_field, "", ""};
-    c.top_left = true;
-    add(c);
+    add_change(out,
+               "causal diagonal aligned top-left (query row r sees keys <= r) instead of "
+               "bottom-right (keys <= kv_len - q_len + r)",
+               {Reproduce::Kind::kQueryLengths, f.lengths_field, "", ""})
+        .top_left = true;
   }
   if (f.splash_offset && f.q_seq_len != f.kv_seq_len) {
     const std::int64_t br = f.kv_seq_len - f.q_seq_len;
     for (std::int64_t o : {std::int64_t{0}, br}) {
       if (o == *f.splash_offset) continue;
-      Change c;
-      c.what = o == 0 ? "causal diagonal aligned top-left (offset 0) instead of at offset " +
-                            std::to_string(*f.splash_offset)
-                      : "causal diagonal aligned bottom-right (offset kv_seq_len - q_seq_len = " +
-                            std::to_string(br) + ") instead of at offset " +
-                            std::to_string(*f.splash_offset);
-      c.reproduce = {Reproduce::Kind::kSet, "offset", std::to_string(o), ""};
-      c.diagonal_offset = o;
-      add(c);
+      add_change(out,
+                 o == 0 ? "causal diagonal aligned top-left (offset 0) instead of at offset " +
+                              std::to_string(*f.splash_offset)
+                        : "causal diagonal aligned bottom-right (offset kv_seq_len - q_seq_len = " +
+                              std::to_string(br) + ") instead of at offset " +
+                              std::to_string(*f.splash_offset),
+                 {Reproduce::Kind::kSet, "offset", std::to_string(o), ""})
+          .diagonal_offset = o;
     }
   }
   // A window and a local mask's left side are apart: a run may have both, each off alone.
@@ -158,13 +155,12 @@ inline void position_changes(const Features& f, std::vector<Change>* out) {
       std::int64_t w = 0;
       // A window of INT64_MAX (unbounded) is valid; one more is not a window.
       if (!checked_add(asked, delta, &w) || w <= 0) continue;
-      Change c;
-      c.what = "sliding window off by one: " + std::to_string(w) + " instead of " +
-               std::to_string(asked) + (local ? " (the local mask's left side)" : "");
-      c.reproduce = {Reproduce::Kind::kSet, field, std::to_string(w), ""};
+      Change& c =
+          add_change(out,
+                     "sliding window off by one: " + std::to_string(w) + " instead of " +
+                         std::to_string(asked) + (local ? " (the local mask's left side)" : ""),
+                     {Reproduce::Kind::kSet, field, std::to_string(w), ""}, group);
       (local ? c.local_left : c.window) = w;
-      c.group = group;
-      add(c);
     }
   };
   if (f.window) off_by_one(*f.window, "sliding_window", 3, false);
@@ -173,52 +169,36 @@ inline void position_changes(const Features& f, std::vector<Change>* out) {
 
 /// The changes to the features: sinks ignored, a soft cap missing or added, a log2 logsumexp.
 inline void feature_changes(const Features& f, std::vector<Change>* out) {
-  auto add = [&](Change c) { out->push_back(std::move(c)); };
   if (f.has_sinks) {
-    Change c;
-    c.what = "attention sinks ignored";
-    c.reproduce = {Reproduce::Kind::kUnset, "sinks", "", ""};
-    c.drop_sinks = true;
-    add(c);
+    add_change(out, "attention sinks ignored", {Reproduce::Kind::kUnset, "sinks", "", ""})
+        .drop_sinks = true;
   }
   if (f.soft_cap) {
-    Change c;
-    c.what = "soft cap " + num(*f.soft_cap) + " not applied";
-    c.reproduce = {Reproduce::Kind::kUnset, "soft_cap", "", ""};
-    c.change_soft_cap = true;
-    add(c);
+    add_change(out, "soft cap " + num(*f.soft_cap) + " not applied",
+               {Reproduce::Kind::kUnset, "soft_cap", "", ""})
+        .change_soft_cap = true;
   } else {
     for (float cap : {50.0f, 30.0f, 20.0f, 10.0f}) {
-      Change c;
-      c.what = "a soft cap of " + num(cap) + " applied that was not asked for";
-      c.reproduce = {Reproduce::Kind::kSet, "soft_cap", num(cap), ""};
+      Change& c = add_change(out, "a soft cap of " + num(cap) + " applied that was not asked for",
+                             {Reproduce::Kind::kSet, "soft_cap", num(cap), ""}, 4);
       c.change_soft_cap = true;
       c.soft_cap = cap;
-      c.group = 4;
-      add(c);
     }
   }
   if (f.lse_given) {
-    Change c;
-    c.what = "logsumexp in log2 (base 2) instead of the natural log";
-    c.reproduce = {Reproduce::Kind::kLseLog2, "", "", ""};
-    c.lse_log2 = true;
-    add(c);
+    add_change(out, "logsumexp in log2 (base 2) instead of the natural log",
+               {Reproduce::Kind::kLseLog2, "", "", ""})
+        .lse_log2 = true;
   }
 }
 
 /// The changes to sm_scale: 1/sqrt(head_dim), 1, and the scale times or over ln 2.
 inline void scale_changes(const Features& f, std::vector<Change>* out) {
-  auto add = [&](Change c) { out->push_back(std::move(c)); };
   const double s = f.sm_scale, inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(f.head_dim));
   auto scale = [&](double v, const std::string& why) {
     if (static_cast<float>(v) == f.sm_scale || !(v > 0) || !std::isfinite(v)) return;
-    Change c;
-    c.what = why;
-    c.reproduce = {Reproduce::Kind::kSet, "sm_scale", num(v), ""};
-    c.sm_scale = static_cast<float>(v);
-    c.group = 5;
-    add(c);
+    add_change(out, why, {Reproduce::Kind::kSet, "sm_scale", num(v), ""}, 5).sm_scale =
+        static_cast<float>(v);
   };
   if (f.head_dim > 0) {
     scale(inv_sqrt_d,
