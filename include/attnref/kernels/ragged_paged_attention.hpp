@@ -134,12 +134,32 @@ template <class Acc>
 struct RaggedScratch {
   using Matrix = Eigen::Matrix<Acc, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using Vector = Eigen::Matrix<Acc, Eigen::Dynamic, 1>;
+  /// One path's buffers: query rows, their output sums, their logits, their softmax state
+  /// (running max m, sum l, rescale alpha) and a block of K/V rows.
+  struct Tiles {
+    Matrix q, acc, logits, k, v;
+    Vector m, l, alpha;
+    /// Grows rows for the same width; a new width takes only this call's rows (keeping an
+    /// earlier call's row count would size the buffer by that call: found by the fuzzers' work
+    /// budget).
+    static void fit_matrix(Matrix& x, Eigen::Index rows, Eigen::Index cols) {
+      if (x.cols() != cols || x.rows() < rows) x.resize(rows, cols);
+    }
+    /// For `rows` query rows of `dim`, `cols` logits a row, `keys` K/V rows of `dim`.
+    void fit(Eigen::Index rows, Eigen::Index cols, Eigen::Index keys, Eigen::Index dim) {
+      fit_matrix(q, rows, dim);
+      fit_matrix(acc, rows, dim);
+      fit_matrix(logits, rows, cols);
+      for (Vector* x : {&m, &l, &alpha})
+        if (x->rows() < rows) x->resize(rows);
+      fit_matrix(k, keys, dim);
+      fit_matrix(v, keys, dim);
+    }
+  };
   // Many-rows path: one KV head's rows of one sequence, a block of gathered K/V.
-  Matrix q_block, acc, k_block, v_block, s;
-  Vector m, l, alpha;
+  Tiles many;
   // Few-rows path: every KV head's rows of one sequence, one chunk of tokens (over pages).
-  Matrix qs, acc_s, logits_s, k_page, v_page;
-  Vector m_s, l_s, alpha_s;
+  Tiles few;
   /// The tokens [t, t + n) of one page within a few-rows chunk: widened in registers from
   /// `page` at `slot`, or converted (or f32 in place) at k + h * head_step (v likewise), ld apart.
   struct Piece {
@@ -150,35 +170,6 @@ struct RaggedScratch {
     std::int64_t ld = 0, head_step = 0;
   };
   std::vector<Piece> pieces;
-
-  /// Grows rows for the same width; a new width takes only this call's rows (keeping an earlier
-  /// call's row count would size the buffer by that call: found by the fuzzers' work budget).
-  static void fit(Matrix& x, Eigen::Index rows, Eigen::Index cols) {
-    if (x.cols() != cols || x.rows() < rows) x.resize(rows, cols);
-  }
-  static void fit(Vector& x, Eigen::Index rows) {
-    if (x.rows() < rows) x.resize(rows);
-  }
-  void fit_many(Eigen::Index rows, Eigen::Index block, Eigen::Index dim) {
-    fit(q_block, rows, dim);
-    fit(acc, rows, dim);
-    fit(s, rows, block);
-    fit(m, rows);
-    fit(l, rows);
-    fit(alpha, rows);
-    fit(k_block, block, dim);
-    fit(v_block, block, dim);
-  }
-  void fit_few(Eigen::Index rows, Eigen::Index chunk, Eigen::Index page_keys, Eigen::Index dim) {
-    fit(qs, rows, dim);
-    fit(acc_s, rows, dim);
-    fit(logits_s, rows, chunk);
-    fit(m_s, rows);
-    fit(l_s, rows);
-    fit(alpha_s, rows);
-    fit(k_page, page_keys, dim);
-    fit(v_page, page_keys, dim);
-  }
 };
 
 /// One work item: the rows of one sequence and the KV heads they are run for. Both paths (few
@@ -378,10 +369,10 @@ void page_kv_heads(const RaggedCall<Q, KV, Index>& c, std::int64_t page, std::in
   }
   for (std::int64_t t = 0; t < hi - lo; ++t)
     for (std::int64_t h = h0; h < h1; ++h)
-      gather_kv_rows(c, page, slot + t, 1, h, sc.k_page, sc.v_page, row0 + t * hkv + h, 0,
+      gather_kv_rows(c, page, slot + t, 1, h, sc.few.k, sc.few.v, row0 + t * hkv + h, 0,
                      c.scales_factored);
-  *k = sc.k_page.row(static_cast<Eigen::Index>(row0)).data();
-  *v = sc.v_page.row(static_cast<Eigen::Index>(row0)).data();
+  *k = sc.few.k.row(static_cast<Eigen::Index>(row0)).data();
+  *v = sc.few.v.row(static_cast<Eigen::Index>(row0)).data();
   *ld = hkv * c.dim;
   *head_step = c.dim;
 }
@@ -459,7 +450,7 @@ Eigen::Index decode_row(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
                                    r * c.heads.group() + c.heads.member(qh));
 }
 
-/// `ragged_decode_item`'s start: the query rows of the item's KV heads into `sc.qs`, their
+/// `ragged_decode_item`'s start: the query rows of the item's KV heads into `sc.few.q`, their
 /// outputs zeroed and their softmax states started.
 template <class Q, class KV, class Index, class Acc>
 void decode_start(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem& it,
@@ -469,17 +460,17 @@ void decode_start(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem& it,
   const Eigen::Index rows = static_cast<Eigen::Index>(it.q_len * group);
   for (std::int64_t r = 0; r < it.q_len; ++r)
     for (std::int64_t qh = qh0; qh < qh1; ++qh) {
-      Acc* dst = sc.qs.row(decode_row(c, it, r, qh)).data();
+      Acc* dst = sc.few.q.row(decode_row(c, it, r, qh)).data();
       for (std::int64_t d = 0; d < dim; ++d) dst[d] = load_as<Acc>(c.a.q(it.row0 + r, qh, d));
     }
-  sc.acc_s
+  sc.few.acc
       .middleRows(rows * static_cast<Eigen::Index>(it.kv_head_begin),
                   rows * static_cast<Eigen::Index>(it.kv_head_end - it.kv_head_begin))
       .setZero();
   for (std::int64_t r = 0; r < it.q_len; ++r)
     for (std::int64_t qh = qh0; qh < qh1; ++qh) {
       const Eigen::Index row = decode_row(c, it, r, qh);
-      c.start(qh, sc.m_s[row], sc.l_s[row]);
+      c.start(qh, sc.few.m[row], sc.few.l[row]);
     }
 }
 
@@ -491,11 +482,12 @@ void decode_finish(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem& it,
   for (std::int64_t r = 0; r < it.q_len; ++r)
     for (std::int64_t qh = it.kv_head_begin * group; qh < it.kv_head_end * group; ++qh) {
       const Eigen::Index row = decode_row(c, it, r, qh);
-      const Acc inv = inverse_sum(sc.m_s[row], sc.l_s[row], true);  // every row sees a key
+      const Acc inv = inverse_sum(sc.few.m[row], sc.few.l[row], true);  // every row sees a key
       for (std::int64_t d = 0; d < c.dim; ++d)
-        c.out(it.row0 + r, qh, d) = store_as<Q>(sc.acc_s(row, static_cast<Eigen::Index>(d)) * inv);
+        c.out(it.row0 + r, qh, d) =
+            store_as<Q>(sc.few.acc(row, static_cast<Eigen::Index>(d)) * inv);
       if (!c.lse.empty_view())
-        c.lse(it.row0 + r, qh) = logsumexp_of(sc.m_s[row], sc.l_s[row], true);
+        c.lse(it.row0 + r, qh) = logsumexp_of(sc.few.m[row], sc.few.l[row], true);
     }
 }
 
@@ -515,10 +507,10 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
   // The item's rows [first, first + all): KV heads [h0, h1).
   const Eigen::Index first = rows * static_cast<Eigen::Index>(h0);
   const Eigen::Index all = rows * static_cast<Eigen::Index>(h1 - h0);
-  sc.fit_few(static_cast<Eigen::Index>(kRaggedSmallRows * hkv), static_cast<Eigen::Index>(chunk),
+  sc.few.fit(static_cast<Eigen::Index>(kRaggedSmallRows * hkv), static_cast<Eigen::Index>(chunk),
              static_cast<Eigen::Index>(chunk * hkv), static_cast<Eigen::Index>(dim));
   decode_start(c, it, sc);
-  const std::int64_t lds = sc.logits_s.cols();
+  const std::int64_t lds = sc.few.logits.cols();
   for (std::int64_t lo = it.keys.lo, hi = 0; lo < it.kv_len && !stop_requested(); lo = hi) {
     // Tokens [lo, hi), at most `chunk` of them over as many pages: one softmax step.
     hi = advance_within(lo, chunk, it.kv_len);
@@ -540,8 +532,8 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
         const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
         auto scores = [&](const auto& k_rows) {
           qk_rows<Acc>(
-              sc.qs.row(base).data(), dim, rows, k_rows, p.n, dim,
-              sc.logits_s.row(base).data() + (t - lo), lds,
+              sc.few.q.row(base).data(), dim, rows, k_rows, p.n, dim,
+              sc.few.logits.row(base).data() + (t - lo), lds,
               head_rows_ahead(k_page_on, c.k_head_bytes, c.a.k_pages, h, h1, p.page, p.slot, p.n));
         };
         if constexpr (RaggedCall<Q, KV, Index>::kWidenable) {
@@ -555,18 +547,18 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
       sc.pieces.push_back(p);
       t += p.n;
     }
-    auto logits = sc.logits_s.block(first, 0, all, nk);
+    auto logits = sc.few.logits.block(first, 0, all, nk);
     if (c.scales_factored && c.k_scaled) logits *= c.k_scale;
     bool partial = false;  // some row does not see every key of the chunk
     for (Eigen::Index row = first; row < first + all; ++row) {
       const std::int64_t pos = it.first_pos + (row % rows) / group;
       partial = partial || c.visible(pos, lo, hi).size() < nk;
       const std::int64_t qh = c.heads.q_head(row / rows, row % group);
-      sc.alpha_s[row] =
-          c.softmax_row(logits.row(row - first), qh, pos, lo, sc.m_s[row], sc.l_s[row]);
+      sc.few.alpha[row] =
+          c.softmax_row(logits.row(row - first), qh, pos, lo, sc.few.m[row], sc.few.l[row]);
     }
-    sc.acc_s.middleRows(first, all) =
-        sc.alpha_s.segment(first, all).asDiagonal() * sc.acc_s.middleRows(first, all);
+    sc.few.acc.middleRows(first, all) =
+        sc.few.alpha.segment(first, all).asDiagonal() * sc.few.acc.middleRows(first, all);
     if (c.scales_factored && c.v_scaled) logits *= c.v_scale;  // the probabilities, for V
     for (auto& p : sc.pieces) {
       const std::int64_t col = p.t - lo;
@@ -578,24 +570,24 @@ void ragged_decode_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem&
       const RowsAhead v_page_on = ragged_rows_ahead(c, c.a.v_pages, it, p.t, p.n);
       for (std::int64_t h = h0; h < h1; ++h) {
         const Eigen::Index base = static_cast<Eigen::Index>(h) * rows;
-        const Acc* probs = sc.logits_s.row(base).data() + col;
+        const Acc* probs = sc.few.logits.row(base).data() + col;
         const RowsAhead ahead =
             head_rows_ahead(v_page_on, c.v_head_bytes, c.a.v_pages, h, h1, p.page, p.slot, p.n);
         if constexpr (RaggedCall<Q, KV, Index>::kWidenable) {
           if (v_in_registers) {
             pv_rows<Acc>(probs, lds, rows, c.wide_rows(c.a.v_pages, h, p.page, p.slot), p.n, dim,
-                         sc.acc_s.row(base).data(), dim, ahead);
+                         sc.few.acc.row(base).data(), dim, ahead);
             continue;
           }
         }
         const Acc* v = p.v + h * p.head_step;
         if (partial && !kv_rows_finite(v, p.ld, p.n, dim)) {
-          add_visible_products(c, it, sc.logits_s.middleCols(col, p.n), base, sc.acc_s, base, rows,
-                               group, 0, p.t, p.t + p.n, v, p.ld);
+          add_visible_products(c, it, sc.few.logits.middleCols(col, p.n), base, sc.few.acc, base,
+                               rows, group, 0, p.t, p.t + p.n, v, p.ld);
           continue;
         }
-        pv_rows<Acc>(probs, lds, rows, AccRows<Acc>{{v, p.ld}}, p.n, dim, sc.acc_s.row(base).data(),
-                     dim, ahead);
+        pv_rows<Acc>(probs, lds, rows, AccRows<Acc>{{v, p.ld}}, p.n, dim,
+                     sc.few.acc.row(base).data(), dim, ahead);
       }
     }
   }
@@ -625,11 +617,12 @@ void ragged_prefill_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem
   const std::int64_t group = c.heads.group(), dim = c.dim, page_size = c.page_size;
   const std::int64_t block = ragged_block_tokens(page_size);
   const Eigen::Index rows = static_cast<Eigen::Index>(it.q_len * group);
-  sc.fit_many(rows, static_cast<Eigen::Index>(block), static_cast<Eigen::Index>(dim));
+  const auto keys = static_cast<Eigen::Index>(block);
+  sc.many.fit(rows, keys, keys, static_cast<Eigen::Index>(dim));
   for (std::int64_t r = 0; r < it.q_len; ++r)
     for (std::int64_t g = 0; g < group; ++g) {
       const std::int64_t qh = c.heads.q_head(h, g);
-      Acc* dst = sc.q_block.row(static_cast<Eigen::Index>(r * group + g)).data();
+      Acc* dst = sc.many.q.row(static_cast<Eigen::Index>(r * group + g)).data();
       if (c.q_contiguous) {
         const Q* src = &c.a.q(it.row0 + r, qh, 0);
         for (std::int64_t d = 0; d < dim; ++d) dst[d] = load_as<Acc>(src[d]);
@@ -637,9 +630,9 @@ void ragged_prefill_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem
         for (std::int64_t d = 0; d < dim; ++d) dst[d] = load_as<Acc>(c.a.q(it.row0 + r, qh, d));
       }
     }
-  sc.acc.topRows(rows).setZero();
+  sc.many.acc.topRows(rows).setZero();
   for (Eigen::Index row = 0; row < rows; ++row)
-    c.start(c.heads.q_head(h, row % group), sc.m[row], sc.l[row]);
+    c.start(c.heads.q_head(h, row % group), sc.many.m[row], sc.many.l[row]);
   // Blocks of `block` tokens from the start of the page of the first visible key, beginning
   // with the one that holds it: the blocks before it hold no visible key (starting at the page's
   // first block made a window of 2 keys at the end of a page of 2^40 tokens walk 2^33 blocks).
@@ -657,36 +650,39 @@ void ragged_prefill_item(const RaggedCall<Q, KV, Index>& c, const RaggedWorkItem
       const std::int64_t page = c.a.page_indices(it.seq, t / page_size);
       const std::int64_t slot0 = t % page_size;
       const std::int64_t run = std::min(page_size - slot0, hi - t);
-      gather_kv_rows(c, page, slot0, run, h, sc.k_block, sc.v_block, t - lo, 1);
+      gather_kv_rows(c, page, slot0, run, h, sc.many.k, sc.many.v, t - lo, 1);
       t += run;
     }
-    auto logits = sc.s.block(0, 0, nr, nk);
-    logits.noalias() = sc.q_block.middleRows(br, nr) * sc.k_block.topRows(nk).transpose();
+    auto logits = sc.many.logits.block(0, 0, nr, nk);
+    logits.noalias() = sc.many.q.middleRows(br, nr) * sc.many.k.topRows(nk).transpose();
     bool partial = false;  // some row does not see every key of the block
     for (Eigen::Index row = 0; row < nr; ++row) {
       const std::int64_t pos = it.first_pos + r_lo + static_cast<std::int64_t>(row) / group;
       partial = partial || c.visible(pos, lo, hi).size() < nk;
       const std::int64_t qh = c.heads.q_head(h, row % group);
-      sc.alpha[row] = c.softmax_row(logits.row(row), qh, pos, lo, sc.m[br + row], sc.l[br + row]);
+      sc.many.alpha[row] =
+          c.softmax_row(logits.row(row), qh, pos, lo, sc.many.m[br + row], sc.many.l[br + row]);
     }
-    auto acc_rows = sc.acc.middleRows(br, nr);
-    acc_rows = sc.alpha.head(nr).asDiagonal() * acc_rows;
-    if (partial && !kv_rows_finite(sc.v_block.data(), dim, nk, dim)) {
-      add_visible_products(c, it, sc.s, 0, sc.acc, br, nr, group, r_lo, lo, hi, sc.v_block.data(),
-                           dim);
+    auto acc_rows = sc.many.acc.middleRows(br, nr);
+    acc_rows = sc.many.alpha.head(nr).asDiagonal() * acc_rows;
+    if (partial && !kv_rows_finite(sc.many.v.data(), dim, nk, dim)) {
+      add_visible_products(c, it, sc.many.logits, 0, sc.many.acc, br, nr, group, r_lo, lo, hi,
+                           sc.many.v.data(), dim);
     } else {
-      acc_rows.noalias() += logits * sc.v_block.topRows(nk);
+      acc_rows.noalias() += logits * sc.many.v.topRows(nk);
     }
   }
   // Normalize and store. Every row sees at least its own position (q_len <= kv_len).
   for (std::int64_t r = 0; r < it.q_len; ++r)
     for (std::int64_t g = 0; g < group; ++g) {
       const Eigen::Index row = static_cast<Eigen::Index>(r * group + g);
-      const Acc inv = inverse_sum(sc.m[row], sc.l[row], true);
+      const Acc inv = inverse_sum(sc.many.m[row], sc.many.l[row], true);
       const std::int64_t qh = c.heads.q_head(h, g);
       for (std::int64_t d = 0; d < dim; ++d)
-        c.out(it.row0 + r, qh, d) = store_as<Q>(sc.acc(row, static_cast<Eigen::Index>(d)) * inv);
-      if (!c.lse.empty_view()) c.lse(it.row0 + r, qh) = logsumexp_of(sc.m[row], sc.l[row], true);
+        c.out(it.row0 + r, qh, d) =
+            store_as<Q>(sc.many.acc(row, static_cast<Eigen::Index>(d)) * inv);
+      if (!c.lse.empty_view())
+        c.lse(it.row0 + r, qh) = logsumexp_of(sc.many.m[row], sc.many.l[row], true);
     }
 }
 

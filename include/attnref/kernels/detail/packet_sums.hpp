@@ -49,15 +49,31 @@ EIGEN_ALWAYS_INLINE Packet in_register(Packet p) noexcept {
 #endif
 
 #if defined(__SSE__)
-/// Lane sums of a0..a3 as one packet, each ((x0 + x2) + (x1 + x3)) as Eigen's SSE `predux`.
-EIGEN_ALWAYS_INLINE __m128 sum_lanes4(__m128 a0, __m128 a1, __m128 a2, __m128 a3) noexcept {
+/// shuffle(x, y, Lo) + shuffle(x, y, Hi), each shuffle taking 2 lanes of x and 2 of y within
+/// each 128-bit lane: one step of the transposing sums, for 4-, 8- and 16-lane packets.
+template <int Lo, int Hi, class Packet>
+EIGEN_ALWAYS_INLINE Packet add_shuffles(Packet x, Packet y) noexcept {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same<Packet, __m512>::value)
+    return _mm512_add_ps(_mm512_shuffle_ps(x, y, Lo), _mm512_shuffle_ps(x, y, Hi));
+#endif
+#if defined(__AVX__)
+  if constexpr (std::is_same<Packet, __m256>::value)
+    return _mm256_add_ps(_mm256_shuffle_ps(x, y, Lo), _mm256_shuffle_ps(x, y, Hi));
+#endif
+  if constexpr (std::is_same<Packet, __m128>::value)
+    return _mm_add_ps(_mm_shuffle_ps(x, y, Lo), _mm_shuffle_ps(x, y, Hi));
+}
+
+/// Within each 128-bit lane, lane j of the result holds the sum of that 128-bit lane of aj,
+/// each ((x0 + x2) + (x1 + x3)) as Eigen's SSE `predux`: for 4-lane packets, the lane sums of
+/// a0..a3 as one packet; the last two steps of the wider sums.
+template <class Packet>
+EIGEN_ALWAYS_INLINE Packet sum_lanes4(Packet a0, Packet a1, Packet a2, Packet a3) noexcept {
   // c01 = [a0[0]+a0[2], a0[1]+a0[3], a1[0]+a1[2], a1[1]+a1[3]], c23 likewise.
-  const __m128 c01 = _mm_add_ps(_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(1, 0, 1, 0)),
-                                _mm_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 2, 3, 2)));
-  const __m128 c23 = _mm_add_ps(_mm_shuffle_ps(a2, a3, _MM_SHUFFLE(1, 0, 1, 0)),
-                                _mm_shuffle_ps(a2, a3, _MM_SHUFFLE(3, 2, 3, 2)));
-  return _mm_add_ps(_mm_shuffle_ps(c01, c23, _MM_SHUFFLE(2, 0, 2, 0)),
-                    _mm_shuffle_ps(c01, c23, _MM_SHUFFLE(3, 1, 3, 1)));
+  const Packet c01 = add_shuffles<_MM_SHUFFLE(1, 0, 1, 0), _MM_SHUFFLE(3, 2, 3, 2)>(a0, a1);
+  const Packet c23 = add_shuffles<_MM_SHUFFLE(1, 0, 1, 0), _MM_SHUFFLE(3, 2, 3, 2)>(a2, a3);
+  return add_shuffles<_MM_SHUFFLE(2, 0, 2, 0), _MM_SHUFFLE(3, 1, 3, 1)>(c01, c23);
 }
 #endif
 
@@ -69,12 +85,7 @@ EIGEN_ALWAYS_INLINE __m256 sum_lanes8(const __m256* a) noexcept {
   for (int i = 0; i < 4; ++i)
     h[i] = _mm256_add_ps(_mm256_permute2f128_ps(a[i], a[i + 4], 0x20),
                          _mm256_permute2f128_ps(a[i], a[i + 4], 0x31));
-  const __m256 c01 = _mm256_add_ps(_mm256_shuffle_ps(h[0], h[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                   _mm256_shuffle_ps(h[0], h[1], _MM_SHUFFLE(3, 2, 3, 2)));
-  const __m256 c23 = _mm256_add_ps(_mm256_shuffle_ps(h[2], h[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                   _mm256_shuffle_ps(h[2], h[3], _MM_SHUFFLE(3, 2, 3, 2)));
-  return _mm256_add_ps(_mm256_shuffle_ps(c01, c23, _MM_SHUFFLE(2, 0, 2, 0)),
-                       _mm256_shuffle_ps(c01, c23, _MM_SHUFFLE(3, 1, 3, 1)));
+  return sum_lanes4(h[0], h[1], h[2], h[3]);
 }
 #endif
 
@@ -101,14 +112,8 @@ EIGEN_ALWAYS_INLINE __m512 sum_lanes16_rest(const __m512* b) noexcept {
   __m512 c[4];
   for (int m = 0; m < 4; ++m)
     c[m] = add_lanes128<_MM_SHUFFLE(2, 0, 2, 0), _MM_SHUFFLE(3, 1, 3, 1)>(b[m], b[m + 4]);
-  // Within each 128-bit lane, [x0 x1 y0 y1] + [x2 x3 y2 y3] of two c, then x02 + x13: lane
-  // 4k + j ends up holding the sum of a[j + 4k].
-  const __m512 d01 = _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                   _mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(3, 2, 3, 2)));
-  const __m512 d23 = _mm512_add_ps(_mm512_shuffle_ps(c[2], c[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                   _mm512_shuffle_ps(c[2], c[3], _MM_SHUFFLE(3, 2, 3, 2)));
-  return _mm512_add_ps(_mm512_shuffle_ps(d01, d23, _MM_SHUFFLE(2, 0, 2, 0)),
-                       _mm512_shuffle_ps(d01, d23, _MM_SHUFFLE(3, 1, 3, 1)));
+  // Then lane 4k + j holds the sum of a[j + 4k].
+  return sum_lanes4(c[0], c[1], c[2], c[3]);
 }
 
 /// The lane sums of a[0..15], 16-lane packets, as one packet, in 4 steps that each halve the
