@@ -49,7 +49,7 @@ constexpr EngineConfig engine_config_of(const PagedAttentionArgs<Q, KV, Index>& 
   c.num_q_heads = args.q.extent(1);
   c.num_kv_heads = args.k_pages.extent(0);
   c.head_dim = args.k_pages.extent(3);
-  c.head_dim_v = args.v_pages.extent(3);
+  c.head_dim_v = args.v_pages.extent(3);  // MLA: 512 of a 576-wide latent row
   c.page_size = args.k_pages.extent(2);
   c.q_dtype = dtype_of<Q>;
   c.kv_dtype = dtype_of<KV>;
