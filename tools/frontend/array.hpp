@@ -72,11 +72,6 @@ struct Array {
 
   std::int64_t rank() const noexcept { return static_cast<std::int64_t>(shape.size()); }
   bool present() const noexcept { return given; }
-  std::int64_t numel() const noexcept {
-    std::int64_t n = 1;
-    for (std::int64_t e : shape) n *= e;
-    return n;
-  }
 };
 
 /// kRankMismatch unless `a` has `rank` dimensions; `hint` (a literal) describes the shape.
