@@ -30,6 +30,13 @@
 namespace attnref {
 namespace detail {
 
+// The packet primitives of Eigen's own kernels, which the products are written in.
+using Eigen::internal::ploadu;
+using Eigen::internal::pmadd;
+using Eigen::internal::predux;
+using Eigen::internal::pset1;
+using Eigen::internal::pstoreu;
+
 template <class Acc>
 using PacketOf = typename Eigen::internal::packet_traits<Acc>::type;
 
@@ -149,10 +156,6 @@ struct WideRows {
 template <class Acc, int R, class KRows>
 inline void qk_row_block(const Acc* q, std::int64_t ldq, const KRows& k, std::int64_t n,
                          std::int64_t dim, Acc* scores, std::int64_t lds, const RowsAhead& ahead) {
-  using Eigen::internal::ploadu;
-  using Eigen::internal::pmadd;
-  using Eigen::internal::predux;
-  using Eigen::internal::pset1;
   using Packet = PacketOf<Acc>;
   constexpr int W = kLanes<Acc>;
   constexpr int G = KRows::kPacketsPerLoad;  // packets of a token per load
@@ -249,10 +252,6 @@ inline void qk_row_block(const Acc* q, std::int64_t ldq, const KRows& k, std::in
 template <class Acc, int R, class VRows>
 inline void pv_row_block(const Acc* p, std::int64_t ldp, const VRows& v, std::int64_t n,
                          std::int64_t dim, Acc* out, std::int64_t ldo, const RowsAhead& ahead) {
-  using Eigen::internal::ploadu;
-  using Eigen::internal::pmadd;
-  using Eigen::internal::pset1;
-  using Eigen::internal::pstoreu;
   using Packet = PacketOf<Acc>;
   constexpr int W = kLanes<Acc>;
   constexpr int C = columns_per_row(R);  // packets per chunk: R * C accumulators
@@ -300,46 +299,57 @@ inline void pv_row_block(const Acc* p, std::int64_t ldp, const VRows& v, std::in
         out[r * ldo + d0] = madd(p[r * ldp + t], Acc(v.scalar(t, d0)), out[r * ldo + d0]);
 }
 
-/// Any number of rows, in blocks of 8, 4, 2 and 1; the first block asks for `ahead`.
+/// The two products as types, so that `row_blocks` can take either.
+struct ScoresProduct {
+  template <class Acc, int R, class... Args>
+  static void block(const Args&... args) {
+    qk_row_block<Acc, R>(args...);
+  }
+};
+struct ValuesProduct {
+  template <class Acc, int R, class... Args>
+  static void block(const Args&... args) {
+    pv_row_block<Acc, R>(args...);
+  }
+};
+
+/// `Product::block` over any number of rows, in blocks of 8, 4, 2 and 1; the first block asks
+/// for `ahead`.
+template <class Product, class Acc, class Rows>
+inline void row_blocks(const Acc* a, std::int64_t lda, std::int64_t rows, const Rows& kv,
+                       std::int64_t n, std::int64_t dim, Acc* out, std::int64_t ldo,
+                       RowsAhead ahead) {
+  std::int64_t r = 0;
+  for (; r + 8 <= rows; r += 8, ahead = {})
+    Product::template block<Acc, 8>(a + r * lda, lda, kv, n, dim, out + r * ldo, ldo, ahead);
+  if (r + 4 <= rows) {
+    Product::template block<Acc, 4>(a + r * lda, lda, kv, n, dim, out + r * ldo, ldo, ahead);
+    r += 4;
+    ahead = {};
+  }
+  if (r + 2 <= rows) {
+    Product::template block<Acc, 2>(a + r * lda, lda, kv, n, dim, out + r * ldo, ldo, ahead);
+    r += 2;
+    ahead = {};
+  }
+  if (r < rows)
+    Product::template block<Acc, 1>(a + r * lda, lda, kv, n, dim, out + r * ldo, ldo, ahead);
+}
+
+/// scores[r, t] = q[r, :] . k[t, :] for any number of query rows.
 template <class Acc, class KRows>
 inline void qk_rows(const Acc* q, std::int64_t ldq, std::int64_t rows, const KRows& k,
                     std::int64_t n, std::int64_t dim, Acc* scores, std::int64_t lds,
                     RowsAhead ahead = {}) {
-  std::int64_t r = 0;
-  for (; r + 8 <= rows; r += 8, ahead = {})
-    qk_row_block<Acc, 8>(q + r * ldq, ldq, k, n, dim, scores + r * lds, lds, ahead);
-  if (r + 4 <= rows) {
-    qk_row_block<Acc, 4>(q + r * ldq, ldq, k, n, dim, scores + r * lds, lds, ahead);
-    r += 4;
-    ahead = {};
-  }
-  if (r + 2 <= rows) {
-    qk_row_block<Acc, 2>(q + r * ldq, ldq, k, n, dim, scores + r * lds, lds, ahead);
-    r += 2;
-    ahead = {};
-  }
-  if (r < rows) qk_row_block<Acc, 1>(q + r * ldq, ldq, k, n, dim, scores + r * lds, lds, ahead);
+  row_blocks<ScoresProduct>(q, ldq, rows, k, n, dim, scores, lds, ahead);
 }
 
-/// Any number of rows, in blocks of 8, 4, 2 and 1; the first block asks for `ahead`.
+/// out[r, :] += p[r, t] * v[t, :] for any number of probability rows.
 template <class Acc, class VRows>
 inline void pv_rows(const Acc* p, std::int64_t ldp, std::int64_t rows, const VRows& v,
                     std::int64_t n, std::int64_t dim, Acc* out, std::int64_t ldo,
                     RowsAhead ahead = {}) {
-  std::int64_t r = 0;
-  for (; r + 8 <= rows; r += 8, ahead = {})
-    pv_row_block<Acc, 8>(p + r * ldp, ldp, v, n, dim, out + r * ldo, ldo, ahead);
-  if (r + 4 <= rows) {
-    pv_row_block<Acc, 4>(p + r * ldp, ldp, v, n, dim, out + r * ldo, ldo, ahead);
-    r += 4;
-    ahead = {};
-  }
-  if (r + 2 <= rows) {
-    pv_row_block<Acc, 2>(p + r * ldp, ldp, v, n, dim, out + r * ldo, ldo, ahead);
-    r += 2;
-    ahead = {};
-  }
-  if (r < rows) pv_row_block<Acc, 1>(p + r * ldp, ldp, v, n, dim, out + r * ldo, ldo, ahead);
+  row_blocks<ValuesProduct>(p, ldp, rows, v, n, dim, out, ldo, ahead);
 }
 
 }  // namespace detail
