@@ -38,6 +38,7 @@ TEST_F(EnginesCli, Qwen2ConfigOnSm90NamesTheGroupSizeAndTheNearestConfig) {
       "\u2714 vllm.paged_attention_v1         accepts\n"
       "\u2714 vllm.paged_attention_v2         accepts\n"
       "\u2714 vllm.flash_attn                 accepts\n"
+      "\u2714 vllm.triton_attn                accepts\n"
       "\u2718 flash_attn2                     rejects  page_size (nearest: page_size 16 -> 256)\n"
       "\u2714 flash_attn3                     accepts\n"
       "\u2718 flashmla.decode                 rejects  head_dim, head_dim_v, page_size (nearest: "
@@ -69,7 +70,7 @@ TEST_F(EnginesCli, JsonHoldsEveryKernelWithItsFindings) {
   EXPECT_EQ(v.find("arch")->string, "sm80");
   EXPECT_EQ(v.find("config")->find("kv_dtype")->string, "float8_e4m3fn");
   const attnref::JsonValue* kernels = v.find("kernels");
-  ASSERT_EQ(kernels->array.size(), 10u);
+  ASSERT_EQ(kernels->array.size(), 11u);
   const attnref::JsonValue& vllm_fa = kernels->array[6];
   EXPECT_EQ(vllm_fa.find("kernel")->string, "vllm.flash_attn");
   EXPECT_EQ(vllm_fa.find("verdict")->string, "rejects");

@@ -151,6 +151,7 @@ TEST(EngineMatrix, Qwen2OnSm90) {
   EXPECT_EQ(v.at("flashinfer.decode.tensor_cores"), EngineVerdict::kAccepts);
   EXPECT_EQ(v.at("vllm.paged_attention_v1"), EngineVerdict::kAccepts);
   EXPECT_EQ(v.at("vllm.flash_attn"), EngineVerdict::kAccepts);
+  EXPECT_EQ(v.at("vllm.triton_attn"), EngineVerdict::kAccepts);
   EXPECT_EQ(v.at("flash_attn2"), EngineVerdict::kRejects);  // pages of 16, not 256
   EXPECT_EQ(v.at("flash_attn3"), EngineVerdict::kAccepts);
   EXPECT_EQ(v.at("flashmla.decode"), EngineVerdict::kRejects);
@@ -171,6 +172,8 @@ TEST(EngineMatrix, GptOssOnSm90) {
   EXPECT_EQ(v.at("vllm.flash_attn"), EngineVerdict::kAccepts);         // FA3 with s_aux on sm90
   EXPECT_EQ(v.at("flash_attn3"), EngineVerdict::kHazard);              // upstream FA3 has no sinks
   EXPECT_EQ(verdicts(oss, 80).at("vllm.flash_attn"), EngineVerdict::kRejects);
+  EXPECT_EQ(v.at("vllm.triton_attn"), EngineVerdict::kAccepts);  // sinks and the window
+  EXPECT_EQ(verdicts(oss, 120).at("vllm.triton_attn"), EngineVerdict::kAccepts);  // any GPU
 }
 
 }  // namespace

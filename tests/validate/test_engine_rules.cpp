@@ -85,6 +85,10 @@ EngineConfig q_len(EngineConfig c, std::int64_t n) {
   c.q_len = n;
   return c;
 }
+EngineConfig non_causal(EngineConfig c) {
+  c.causal = false;
+  return c;
+}
 EngineConfig kv_len(EngineConfig c, std::int64_t n) {
   c.kv_len = n;
   return c;
@@ -101,6 +105,7 @@ constexpr EngineKernel kFa3Pf = EngineKernel::kFlashInferPrefillFa3;
 constexpr EngineKernel kVlV1 = EngineKernel::kVllmPagedAttentionV1;
 constexpr EngineKernel kVlV2 = EngineKernel::kVllmPagedAttentionV2;
 constexpr EngineKernel kVlFa = EngineKernel::kVllmFlashAttn;
+constexpr EngineKernel kVlTr = EngineKernel::kVllmTritonAttn;
 constexpr EngineKernel kFa2 = EngineKernel::kFlashAttention2;
 constexpr EngineKernel kFa3 = EngineKernel::kFlashAttention3;
 constexpr EngineKernel kMla = EngineKernel::kFlashMlaDecode;
@@ -458,6 +463,75 @@ std::vector<RuleCase> rule_cases() {
        "vllm.flash_attn.alibi_fa2",
        Severity::kFallsBack,
        "Cannot use FA version 3 with ALiBi, defaulting to FA version 2."},
+      // vLLM TRITON_ATTN backend.
+      {kVlTr,
+       90,
+       {},
+       0,
+       dims(L, 16),
+       "vllm.triton_attn.head_size",
+       Severity::kRejects,
+       "head_size not supported"},
+      {kVlTr,
+       80,
+       {},
+       0,
+       page(L, 24),
+       "vllm.triton_attn.block_size",
+       Severity::kRejects,
+       "Block size must be a multiple of 16."},
+      {kVlTr,
+       90,
+       {},
+       0,
+       dtypes(L, DType::kFloat64, DType::kFloat64),
+       "vllm.triton_attn.dtype",
+       Severity::kRejects,
+       "dtype not supported"},
+      {kVlTr,
+       90,
+       {},
+       0,
+       dtypes(L, kBf16, DType::kInt8),
+       "vllm.triton_attn.kv_dtype",
+       Severity::kRejects,
+       "kv_cache_dtype not supported"},
+      {kVlTr,
+       90,
+       {},
+       0,
+       dims(L, 192, 128),
+       "vllm.triton_attn.head_dim_v",
+       Severity::kRejects,
+       "MLA not supported"},
+      {kVlTr,
+       120,
+       {},
+       0,
+       non_causal(L),
+       "vllm.triton_attn.causal",
+       Severity::kRejects,
+       "Encoder self-attention is not implemented for TritonAttentionImpl"},
+      {kVlTr,
+       90,
+       {},
+       0,
+       heads(L, 28, 8),
+       "vllm.triton_attn.heads",
+       Severity::kSilentlyWrong,
+       "the kernel computes num_q_heads // num_kv_heads = 3 query heads per KV head and never "
+       "checks that it divides: the query heads past num_kv_heads x 3 are never written"},
+      {kVlTr,
+       86,
+       {},
+       0,
+       q_len(alibi(sinks(L)), 64),
+       "vllm.triton_attn.alibi_sinks",
+       Severity::kSilentlyWrong,
+       "the kernel measures ALiBi distances from a chunk's first query (slope * (key_pos - "
+       "context_len)), not from each query: the softmax cancels that per-row offset, but a sink's "
+       "logit is not offset, so with 64 query tokens per request rows after the first weigh the "
+       "sink wrongly"},
       // FlashAttention-2.
       {kFa2,
        90,
@@ -811,6 +885,12 @@ TEST(EngineRules, ConfigurationsEachKernelTakesPass) {
       {EngineKernel::kVllmPagedAttentionV2, 120, dtypes(kLlama3_8b, kF32, kE4m3), "fp8 pages"},
       {EngineKernel::kVllmFlashAttn, 90, sinks(kLlama3_8b), "gpt-oss style sinks on sm90"},
       {EngineKernel::kVllmFlashAttn, 100, gemma2_9b, "Gemma-2-9B"},
+      {EngineKernel::kVllmTritonAttn, 120, sinks(window(heads(dims(kLlama3_8b, 64), 64, 8), 128)),
+       "gpt-oss-20b on sm120"},
+      {EngineKernel::kVllmTritonAttn, 80, dtypes(dims(kLlama3_8b, 80), kF32, kE5m2),
+       "head_dim 80, float32, fp8 K/V"},
+      {EngineKernel::kVllmTritonAttn, 90, q_len(alibi(soft_cap(kLlama3_8b)), 512),
+       "ALiBi and a soft cap in a prefill"},
       {EngineKernel::kFlashAttention2, 80, alibi(kLlama3_8bPages256), "ALiBi, pages of 256"},
       {EngineKernel::kFlashAttention2, 90, page(kLlama3_8b, 0), "not paged"},
       {EngineKernel::kFlashAttention3, 90, dtypes(kLlama3_8b, kE4m3, kE4m3), "fp8 on sm90"},
@@ -852,6 +932,7 @@ TEST(EngineConventions, MismatchesSayWhatToConvert) {
             "configuration's sliding_window 4096 counts the query's own key too");
   EXPECT_EQ(fi.conventions[0].conversion, "pass window_left 4095 for the same keys");
   EXPECT_TRUE(attnref::check_engine(gemma, {kVlFa, 90}).conventions.empty());  // takes W
+  EXPECT_TRUE(attnref::check_engine(gemma, {kVlTr, 90}).conventions.empty());  // adds 1 back
 
   EngineConfig left = gemma;
   left.sliding_window = 4095;
@@ -860,6 +941,7 @@ TEST(EngineConventions, MismatchesSayWhatToConvert) {
   ASSERT_EQ(vl.conventions.size(), 1u);
   EXPECT_EQ(vl.conventions[0].conversion, "pass sliding_window 4096 for the same keys");
   EXPECT_TRUE(attnref::check_engine(left, kFiDecode).conventions.empty());
+  EXPECT_EQ(attnref::check_engine(left, {kVlTr, 90}).conventions.size(), 1u);
   EXPECT_TRUE(attnref::check_engine(left, {kVlV1, 90}).conventions.empty());  // no window at all
 
   EngineConfig bidirectional = alibi(kLlama3_8bPages256);
@@ -876,6 +958,12 @@ TEST(EngineConventions, MismatchesSayWhatToConvert) {
   EXPECT_STREQ(order.conventions[0].convention, "soft_cap_order");
   EXPECT_EQ(order.conventions[0].what,
             "the kernel adds ALiBi, then caps: c * tanh((s + bias) / c)");
+  EXPECT_TRUE(attnref::check_engine(capped, {kVlTr, 90}).conventions.empty());  // caps first
+  EngineConfig capped_inside = capped;
+  capped_inside.conventions.soft_cap_order = attnref::SoftCapOrder::kAlibiThenCap;
+  const attnref::EngineReport triton = attnref::check_engine(capped_inside, {kVlTr, 90});
+  ASSERT_EQ(triton.conventions.size(), 1u);
+  EXPECT_EQ(triton.conventions[0].what, "the kernel caps, then adds ALiBi: c * tanh(s / c) + bias");
   EXPECT_TRUE(
       attnref::check_engine(soft_cap(alibi(kLlama3_8bPages256)), {kFa2, 90}).conventions.empty());
 }
@@ -982,6 +1070,9 @@ TEST(EngineTargets, UnknownNamesListTheKnownOnes) {
   EXPECT_EQ(s.code(), attnref::ErrorCode::kUnknownEngineTarget);
   EXPECT_EQ(s.message(), "attnref has no engine kernel of that name.");
   EXPECT_NE(s.hint().find("flashinfer.decode, flashinfer.decode.tensor_cores"), std::string::npos);
+  EXPECT_TRUE(attnref::parse_engine_kernel("vllm.triton_attn", &k).ok());
+  EXPECT_EQ(k, EngineKernel::kVllmTritonAttn);
+  EXPECT_NE(s.hint().find("vllm.flash_attn, vllm.triton_attn, flash_attn2"), std::string::npos);
   int arch = 0;
   EXPECT_TRUE(attnref::parse_engine_arch("sm120", &arch).ok());
   EXPECT_EQ(arch, 120);

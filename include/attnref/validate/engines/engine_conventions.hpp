@@ -41,6 +41,13 @@ constexpr AttentionConventions engine_conventions(EngineKernel k) noexcept {
       // whose causal mask is upstream's (flash_fwd_kernel.h actual_seqlen_k - actual_seqlen_q).
       return {WindowConvention::kKeys, AlibiConvention::kAbsolute, SoftCapOrder::kCapThenAlibi,
               kBottomRight};
+    case EngineKernel::kVllmTritonAttn:
+      // vLLM passes (W - 1, 0) and the kernel adds 1 back (SLIDING_WINDOW); it caps, then adds
+      // slope * (key_pos - context_len), signed, and keys t < context_len + q_pos + 1 are
+      // visible (triton_unified_attention.py kernel_unified_attention_2d). Its ALiBi distance
+      // from the chunk's first query has a rule of its own (vllm.triton_attn.alibi_sinks).
+      return {WindowConvention::kKeys, AlibiConvention::kSigned, SoftCapOrder::kCapThenAlibi,
+              kBottomRight};
     case EngineKernel::kFlashMlaDecode:
       // Row s_q_idx masks its last s_q - s_q_idx - 1 keys (csrc/sm90/decode/dense/splitkv_mla.cuh
       // get_mask_len).

@@ -28,6 +28,7 @@ enum class EngineKernel : int {
   kVllmPagedAttentionV1,         ///< vLLM's paged_attention_v1 CUDA kernel
   kVllmPagedAttentionV2,         ///< vLLM's paged_attention_v2 CUDA kernel
   kVllmFlashAttn,                ///< vLLM's FLASH_ATTN backend (its FlashAttention fork)
+  kVllmTritonAttn,               ///< vLLM's TRITON_ATTN backend (its unified Triton kernel)
   kFlashAttention2,              ///< FlashAttention-2 upstream: varlen, paged KV, kvcache
   kFlashAttention3,              ///< FlashAttention-3 upstream (hopper/)
   kFlashMlaDecode,               ///< FlashMLA dense decode
@@ -38,8 +39,9 @@ inline constexpr EngineKernel kEngineKernels[] = {
     EngineKernel::kFlashInferDecode,     EngineKernel::kFlashInferDecodeTensorCores,
     EngineKernel::kFlashInferPrefillFa2, EngineKernel::kFlashInferPrefillFa3,
     EngineKernel::kVllmPagedAttentionV1, EngineKernel::kVllmPagedAttentionV2,
-    EngineKernel::kVllmFlashAttn,        EngineKernel::kFlashAttention2,
-    EngineKernel::kFlashAttention3,      EngineKernel::kFlashMlaDecode,
+    EngineKernel::kVllmFlashAttn,        EngineKernel::kVllmTritonAttn,
+    EngineKernel::kFlashAttention2,      EngineKernel::kFlashAttention3,
+    EngineKernel::kFlashMlaDecode,
 };
 
 /// Stable name of a kernel: "flashinfer.decode", "vllm.paged_attention_v1", ...
@@ -59,6 +61,8 @@ constexpr const char* engine_kernel_name(EngineKernel k) noexcept {
       return "vllm.paged_attention_v2";
     case EngineKernel::kVllmFlashAttn:
       return "vllm.flash_attn";
+    case EngineKernel::kVllmTritonAttn:
+      return "vllm.triton_attn";
     case EngineKernel::kFlashAttention2:
       return "flash_attn2";
     case EngineKernel::kFlashAttention3:

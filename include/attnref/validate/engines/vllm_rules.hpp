@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file vllm_rules.hpp
-/// vLLM's paged_attention_v1/v2 CUDA kernels and its FLASH_ATTN backend as rule tables, read
-/// from vllm-project/vllm one file at a time (each row names its file's commit) and from
-/// vllm-project/flash-attention at 617264c1c795 (the fork's sink limits).
+/// vLLM's paged_attention_v1/v2 CUDA kernels and its FLASH_ATTN and TRITON_ATTN backends as rule
+/// tables, read from vllm-project/vllm one file at a time (each row names its file's commit) and
+/// from vllm-project/flash-attention at 617264c1c795 (the fork's sink limits).
 #pragma once
 
 #include "attnref/validate/engines/engine_rule.hpp"
@@ -50,6 +50,16 @@ constexpr bool vl_fa_sinks_bf16(const EngineConfig& c, const EngineTarget&) noex
 }
 constexpr bool vl_fa_alibi_on_fa3(const EngineConfig& c, const EngineTarget& t) noexcept {
   return !c.alibi || t.arch != 90;
+}
+constexpr bool vl_tr_head_size(const EngineConfig& c, const EngineTarget&) noexcept {
+  return c.head_dim >= 32;
+}
+constexpr bool vl_tr_dtype(const EngineConfig& c, const EngineTarget&) noexcept {
+  return c.q_dtype == DType::kFloat32 || is_16_bit_float(c.q_dtype);
+}
+constexpr bool vl_causal(const EngineConfig& c, const EngineTarget&) noexcept { return c.causal; }
+constexpr bool vl_tr_alibi_sinks_decode(const EngineConfig& c, const EngineTarget&) noexcept {
+  return !(c.alibi && c.sinks) || c.q_len == 1;
 }
 
 }  // namespace detail
@@ -232,6 +242,88 @@ inline constexpr EngineRule kVllmFlashAttnAlibiFa2{
     "nothing to change for correctness; FA2 is the slower kernel on sm90",
     "vllm-project/vllm vllm/v1/attention/backends/fa_utils.py@7283494f get_flash_attn_version"};
 
+// --- TRITON_ATTN backend ------------------------------------------------------------------
+
+inline constexpr EngineRule kVllmTritonAttnHeadSize{
+    "vllm.triton_attn.head_size",
+    Severity::kRejects,
+    detail::vl_tr_head_size,
+    "head_size not supported",
+    "the TRITON_ATTN backend takes head sizes of 32 and more (the kernel pads them to a power of "
+    "two)",
+    "a head_dim of at least 32",
+    "vllm-project/vllm vllm/v1/attention/backends/triton_attn.py@001ceb3e supports_head_size"};
+
+inline constexpr EngineRule kVllmTritonAttnBlockSize{
+    "vllm.triton_attn.block_size",
+    Severity::kRejects,
+    detail::vl_fa_block_size,
+    "Block size must be a multiple of 16.",
+    "the TRITON_ATTN backend's KV cache pages hold a multiple of 16 tokens",
+    "a page_size that is a multiple of 16",
+    "vllm-project/vllm vllm/v1/attention/backends/triton_attn.py@001ceb3e get_kv_cache_shape"};
+
+inline constexpr EngineRule kVllmTritonAttnDtype{
+    "vllm.triton_attn.dtype",
+    Severity::kRejects,
+    detail::vl_tr_dtype,
+    "dtype not supported",
+    "the TRITON_ATTN backend runs float16, bfloat16 and float32 models",
+    "dtype float16, bfloat16 or float32",
+    "vllm-project/vllm vllm/v1/attention/backends/triton_attn.py@001ceb3e supported_dtypes"};
+
+inline constexpr EngineRule kVllmTritonAttnKvDtype{
+    "vllm.triton_attn.kv_dtype",
+    Severity::kRejects,
+    detail::vl_kv_same_or_fp8,
+    "kv_cache_dtype not supported",
+    "the TRITON_ATTN backend stores K/V in the model's dtype or in fp8",
+    "kv_cache_dtype 'auto' (the model's dtype) or fp8",
+    "vllm-project/vllm vllm/v1/attention/backends/triton_attn.py@001ceb3e "
+    "supported_kv_cache_dtypes"};
+
+inline constexpr EngineRule kVllmTritonAttnHeadDimV{
+    "vllm.triton_attn.head_dim_v",
+    Severity::kRejects,
+    detail::vl_equal_head_dims,
+    "MLA not supported",
+    "the TRITON_ATTN backend is not an MLA backend: V's head_dim ({3}) must be K's ({2})",
+    "an MLA backend for a V narrower than K",
+    "vllm-project/vllm vllm/v1/attention/backend.py@e379cf37 validate_configuration"};
+
+inline constexpr EngineRule kVllmTritonAttnCausal{
+    "vllm.triton_attn.causal",
+    Severity::kRejects,
+    detail::vl_causal,
+    "Encoder self-attention is not implemented for TritonAttentionImpl",
+    "the TRITON_ATTN backend runs causal (decoder) attention only; its kernel asserts causal",
+    "a causal configuration, or the FLASH_ATTN backend for encoder attention",
+    "vllm-project/vllm vllm/v1/attention/backends/triton_attn.py@001ceb3e "
+    "TritonAttentionImpl.__init__"};
+
+inline constexpr EngineRule kVllmTritonAttnHeads{
+    "vllm.triton_attn.heads",
+    Severity::kSilentlyWrong,
+    detail::heads_divide,
+    "",
+    "the kernel computes num_q_heads // num_kv_heads = {5} query heads per KV head and never "
+    "checks that it divides: the query heads past num_kv_heads x {5} are never written",
+    "valid num_kv_heads for {0} query heads: {k0}",
+    "vllm-project/vllm vllm/attention/ops/triton_unified_attention.py@001ceb3e unified_attention"};
+
+inline constexpr EngineRule kVllmTritonAttnAlibiSinks{
+    "vllm.triton_attn.alibi_sinks",
+    Severity::kSilentlyWrong,
+    detail::vl_tr_alibi_sinks_decode,
+    "",
+    "the kernel measures ALiBi distances from a chunk's first query (slope * (key_pos - "
+    "context_len)), not from each query: the softmax cancels that per-row offset, but a sink's "
+    "logit is not offset, so with {7} query tokens per request rows after the first weigh the "
+    "sink wrongly",
+    "query tokens one at a time (q_len 1), or drop the sinks or ALiBi",
+    "vllm-project/vllm vllm/attention/ops/triton_unified_attention.py@001ceb3e "
+    "kernel_unified_attention_2d"};
+
 /// The rules of each vLLM kernel (v1 and v2 share theirs).
 inline constexpr const EngineRule* kVllmPagedAttentionRules[] = {
     &kVllmPagedHeadSize, &kVllmPagedBlockSize,       &kVllmPagedQueryDtype, &kVllmPagedKvDtype,
@@ -242,6 +334,11 @@ inline constexpr const EngineRule* kVllmFlashAttnRules[] = {
     &kVllmFlashAttnKvDtype,   &kVllmFlashAttnFp8KvArch,  &kVllmFlashAttnFp8E5m2,
     &kVllmFlashAttnSinksArch, &kVllmFlashAttnSinksHeads, &kVllmFlashAttnSinksBf16,
     &kVllmFlashAttnAlibiFa2,
+};
+inline constexpr const EngineRule* kVllmTritonAttnRules[] = {
+    &kVllmTritonAttnHeadSize, &kVllmTritonAttnBlockSize,  &kVllmTritonAttnDtype,
+    &kVllmTritonAttnKvDtype,  &kVllmTritonAttnHeadDimV,   &kVllmTritonAttnCausal,
+    &kVllmTritonAttnHeads,    &kVllmTritonAttnAlibiSinks,
 };
 
 }  // namespace attnref
