@@ -23,7 +23,7 @@ def test_a_config_dict_gives_every_kernel_its_verdict():
     assert m["arch"] == "sm90"
     assert m["config"]["num_q_heads"] == 28 and m["config"]["num_kv_heads"] == 4
     v = verdicts(m)
-    assert len(v) == 10
+    assert len(v) == 11
     assert v["flashinfer.decode"] == "rejects"
     assert v["flashinfer.decode.tensor_cores"] == "accepts"
     assert v["flash_attn2"] == "rejects"
@@ -41,6 +41,7 @@ def test_a_path_and_fields_and_dtype_overrides():
     fp8 = attnref.engines(str(CONFIGS / "gpt-oss-20b.json"), arch="sm80", kv_dtype="float8_e4m3fn")
     assert fp8["config"]["kv_dtype"] == "float8_e4m3fn"
     assert verdicts(fp8)["vllm.flash_attn"] == "rejects"
+    assert verdicts(fp8)["vllm.triton_attn"] == "accepts"  # sinks and fp8 K/V on any GPU
     fields = attnref.engines(num_q_heads=128, num_kv_heads=1, head_dim=576, head_dim_v=512,
                              page_size=64, arch="sm90")
     assert verdicts(fields)["flashmla.decode"] == "accepts"
