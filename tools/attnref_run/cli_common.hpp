@@ -339,5 +339,31 @@ void check_result_options(const ParsedArgs& args);
 /// so a bad expectation fails before any work is done.
 Input load_expect(const ParsedArgs& args, const std::vector<std::int64_t>& shape);
 
+/// Runs a validated paged or ragged call, `kernel(out, lse)` into `[rows, heads, dim_v]` outputs
+/// and a `[rows, heads]` logsumexp, stages `--lse-out`, and finishes the output; on a mismatch
+/// `compare(got, got_lse, options, report)` explains it (`got`: `--expect`, the outputs of the
+/// kernel under test).
+template <class Q, class Kernel, class Compare>
+int run_and_finish(const ParsedArgs& args, const Input& expect, const Input& expect_lse,
+                   DType q_dtype, const std::array<std::int64_t, 3>& shape, Kernel&& kernel,
+                   Compare&& compare) {
+  const std::int64_t rows = shape[0], heads = shape[1];
+  std::vector<Q> out(static_cast<std::size_t>(rows * heads * shape[2]));
+  std::vector<float> lse(static_cast<std::size_t>(rows * heads));
+  fail_if_error(
+      kernel(TensorView<Q, 3>(out.data(), shape), TensorView<float, 2>(lse.data(), {rows, heads})));
+  OutputFiles outputs;  // all written, or none
+  stage_option_output(args, &outputs, "--lse-out", {rows, heads}, to_doubles(lse));
+  const auto explain = [&](Tolerance tol) {
+    compare::Report report;
+    const std::vector<double> got_lse =
+        expect_lse.present() ? to_doubles(expect_lse.array) : std::vector<double>{};
+    fail_if_error(compare(to_doubles(expect.array), got_lse, compare_options(args, tol), &report));
+    return report;
+  };
+  return finish_output(args, {shape.begin(), shape.end()}, to_doubles(out), expect,
+                       default_tolerance(q_dtype), &outputs, explain);
+}
+
 }  // namespace cli
 }  // namespace attnref

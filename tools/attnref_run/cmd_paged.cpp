@@ -37,24 +37,16 @@ struct PagedRun {
 template <class Q, class KV>
 int run_kernel(const ParsedArgs& args, const PagedRun& run,
                const PagedAttentionArgs<Q, KV, std::int64_t>& a) {
-  const std::int64_t batch = a.batch(), heads = a.num_q_heads();
-  const std::vector<std::int64_t> shape{batch, heads, a.head_dim_v()};
-  std::vector<Q> out(static_cast<std::size_t>(batch * heads * shape[2]));
-  std::vector<float> lse(static_cast<std::size_t>(batch * heads));
-  fail_if_error(try_paged_attention(a, TensorView<Q, 3>(out.data(), {batch, heads, shape[2]}),
-                                    TensorView<float, 2>(lse.data(), {batch, heads})));
-  OutputFiles outputs;  // all written, or none
-  stage_option_output(args, &outputs, "--lse-out", {batch, heads}, to_doubles(lse));
-  const auto explain = [&](Tolerance tol) {
-    compare::Report report;
-    fail_if_error(compare::try_compare_paged(
-        a, to_doubles(run.expect.array),
-        run.expect_lse.present() ? to_doubles(run.expect_lse.array) : std::vector<double>{},
-        compare_options(args, tol), &report));
-    return report;
-  };
-  return finish_output(args, shape, to_doubles(out), run.expect, default_tolerance(run.in.q.dtype),
-                       &outputs, explain);
+  return run_and_finish<Q>(
+      args, run.expect, run.expect_lse, run.in.q.dtype,
+      {a.batch(), a.num_q_heads(), a.head_dim_v()},
+      [&](TensorView<Q, 3> out, TensorView<float, 2> lse) {
+        return try_paged_attention(a, out, lse);
+      },
+      [&](const auto& got, const auto& got_lse, const compare::Options& opt,
+          compare::Report* report) {
+        return compare::try_compare_paged(a, got, got_lse, opt, report);
+      });
 }
 
 /// Validates with the chosen profile, then (unless --check-only) runs and finishes the output.

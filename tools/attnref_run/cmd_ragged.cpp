@@ -40,25 +40,16 @@ struct RaggedRun {
 template <class Q, class KV>
 int run_kernel(const ParsedArgs& args, const RaggedRun& run,
                const RaggedPagedAttentionArgs<Q, KV, std::int64_t>& a) {
-  const std::int64_t tokens = a.max_num_batched_tokens(), heads = a.num_q_heads();
-  const std::vector<std::int64_t> shape{tokens, heads, a.q.extents[2]};
-  std::vector<Q> out(static_cast<std::size_t>(tokens * heads * shape[2]));
-  std::vector<float> lse(static_cast<std::size_t>(tokens * heads));
-  fail_if_error(try_ragged_paged_attention(a,
-                                           TensorView<Q, 3>(out.data(), {tokens, heads, shape[2]}),
-                                           TensorView<float, 2>(lse.data(), {tokens, heads})));
-  OutputFiles outputs;  // all written, or none
-  stage_option_output(args, &outputs, "--lse-out", {tokens, heads}, to_doubles(lse));
-  const auto explain = [&](Tolerance tol) {
-    compare::Report report;
-    fail_if_error(compare::try_compare_ragged(
-        a, to_doubles(run.expect.array),
-        run.expect_lse.present() ? to_doubles(run.expect_lse.array) : std::vector<double>{},
-        compare_options(args, tol), &report));
-    return report;
-  };
-  return finish_output(args, shape, to_doubles(out), run.expect, default_tolerance(run.in.q.dtype),
-                       &outputs, explain);
+  return run_and_finish<Q>(
+      args, run.expect, run.expect_lse, run.in.q.dtype,
+      {a.max_num_batched_tokens(), a.num_q_heads(), a.q.extents[2]},
+      [&](TensorView<Q, 3> out, TensorView<float, 2> lse) {
+        return try_ragged_paged_attention(a, out, lse);
+      },
+      [&](const auto& got, const auto& got_lse, const compare::Options& opt,
+          compare::Report* report) {
+        return compare::try_compare_ragged(a, got, got_lse, opt, report);
+      });
 }
 
 /// Validates with the chosen profile, then (unless --check-only) runs and finishes the output.

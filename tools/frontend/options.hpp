@@ -109,5 +109,20 @@ inline HeadValues read_alibi_slopes(Array a) {
                           ErrorCode::kInvalidAlibiSlope);
 }
 
+/// Sets the options every family's args share (the library checks them together,
+/// `detail::check_shared_options`) from a family's inputs: the common options, the sliding
+/// window, the sinks and the ALiBi slopes.
+template <class Inputs, class Args>
+void set_shared_options(const Inputs& in, Args& a) {
+  a.sm_scale = in.common.sm_scale;
+  a.soft_cap = in.common.soft_cap;
+  a.mask_value = in.common.mask_value;
+  a.alibi_convention = in.common.alibi_convention;
+  a.soft_cap_order = in.common.soft_cap_order;
+  a.sliding_window = in.sliding_window;
+  a.sinks = in.sinks.view();
+  a.alibi_slopes = in.alibi_slopes.view();
+}
+
 }  // namespace frontend
 }  // namespace attnref

@@ -81,17 +81,10 @@ PagedAttentionArgs<Q, KV, Index> paged_args_without_indices(const PagedInputs& i
   a.v_pages = layout_view<KV>(in.v_pages, in.layout);
   if (in.k_scales.present()) a.k_scales = layout_view<float>(in.k_scales, in.layout);
   if (in.v_scales.present()) a.v_scales = layout_view<float>(in.v_scales, in.layout);
-  a.sm_scale = in.common.sm_scale;
-  a.soft_cap = in.common.soft_cap;
-  a.mask_value = in.common.mask_value;
-  a.alibi_convention = in.common.alibi_convention;
-  a.soft_cap_order = in.common.soft_cap_order;
+  set_shared_options(in, a);
   a.pages_per_compute_block = in.pages_per_compute_block;
   a.megacore_mode = in.megacore_mode;
   a.round_kv_to_bf16 = in.round_kv_to_bf16;
-  a.sliding_window = in.sliding_window;
-  a.sinks = in.sinks.view();
-  a.alibi_slopes = in.alibi_slopes.view();
   return a;
 }
 

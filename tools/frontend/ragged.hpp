@@ -106,19 +106,12 @@ Status ragged_args_without_indices(const RaggedInputs& in,
   } else {
     ATTNREF_RETURN_IF_ERROR(ragged_kv_views(view_of<KV, 4>(in.kv_pages), &a.k_pages, &a.v_pages));
   }
-  a.sm_scale = in.common.sm_scale;
-  a.soft_cap = in.common.soft_cap;
-  a.mask_value = in.common.mask_value;
-  a.alibi_convention = in.common.alibi_convention;
-  a.soft_cap_order = in.common.soft_cap_order;
-  a.sliding_window = in.sliding_window;
+  set_shared_options(in, a);
   a.k_scale = in.k_scale;
   a.v_scale = in.v_scale;
   a.num_kv_pages_per_block = in.num_kv_pages_per_block;
   a.num_queries_per_block = in.num_queries_per_block;
   a.vmem_limit_bytes = in.vmem_limit_bytes;
-  a.sinks = in.sinks.view();
-  a.alibi_slopes = in.alibi_slopes.view();
   return Status();
 }
 

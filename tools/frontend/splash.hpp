@@ -117,14 +117,7 @@ SplashAttentionArgs<T> splash_args(const SplashInputs& in) {
   a.is_mqa = in.is_mqa();
   if (in.q_segment_ids.present()) a.q_segment_ids = view_of<std::int32_t, 1>(in.q_segment_ids);
   if (in.kv_segment_ids.present()) a.kv_segment_ids = view_of<std::int32_t, 1>(in.kv_segment_ids);
-  a.sinks = in.sinks.view();
-  a.alibi_slopes = in.alibi_slopes.view();
-  a.sliding_window = in.sliding_window;
-  a.soft_cap = in.common.soft_cap;
-  a.sm_scale = in.common.sm_scale;
-  a.mask_value = in.common.mask_value;
-  a.alibi_convention = in.common.alibi_convention;
-  a.soft_cap_order = in.common.soft_cap_order;
+  set_shared_options(in, a);
   a.block_sizes = in.blocks;
   return a;
 }
