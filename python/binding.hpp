@@ -257,6 +257,14 @@ void run_released(int num_threads, Fn&& fn) {
   if (stopped) throw py::error_already_set();
 }
 
+/// Runs `fn()` (a compare_* call) with the GIL released as run_released's one work item, on
+/// the calling thread: the kernels it runs with their default serial executor ask the same stop
+/// check between their steps, as do its own loops (`detail::stop_requested`).
+template <class Fn>
+void run_released_item(Fn&& fn) {
+  run_released(1, [&](auto& executor) { executor.parallel_for(1, [&](std::int64_t) { fn(); }); });
+}
+
 // ---- family registration ---------------------------------------------------------------------
 
 void bind_paged(py::module_& m);

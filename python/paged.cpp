@@ -123,10 +123,8 @@ py::dict compare_paged_py(py::handle got, py::handle q, py::handle k, py::handle
   compare::Report report;
   frontend::with_paged_run_args(call.in, [&](const auto& a) {
     Status status;
-    {
-      py::gil_scoped_release release;
-      status = compare::try_compare_paged(a, c.got, c.got_lse, c.options, &report);
-    }
+    run_released_item(
+        [&] { status = compare::try_compare_paged(a, c.got, c.got_lse, c.options, &report); });
     raise_if_error(status);
   });
   return report_dict(report);

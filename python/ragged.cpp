@@ -135,10 +135,8 @@ py::dict compare_ragged_py(py::handle got, py::handle q, py::handle kv_pages, py
   compare::Report report;
   frontend::with_ragged_run_args(call.in, [&](const auto& a) {
     Status status;
-    {
-      py::gil_scoped_release release;
-      status = compare::try_compare_ragged(a, c.got, c.got_lse, c.options, &report);
-    }
+    run_released_item(
+        [&] { status = compare::try_compare_ragged(a, c.got, c.got_lse, c.options, &report); });
     raise_if_error(status);
   });
   return report_dict(report);

@@ -253,11 +253,10 @@ py::dict compare_splash_py(py::handle got, py::handle q, py::handle k, py::handl
   compare::Report report;
   frontend::with_splash_args(in, [&](const auto& a, const MultiHeadMask& mask) {
     Status status;
-    {
-      py::gil_scoped_release release;
+    run_released_item([&] {
       status = compare::try_compare_splash(a, mask, frontend::splash_mask_params(in), c.got,
                                            c.got_lse, c.options, &report);
-    }
+    });
     raise_if_error(status);
   });
   return report_dict(report);

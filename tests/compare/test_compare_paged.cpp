@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <random>
@@ -394,6 +395,40 @@ TEST(ComparePaged, OnlyLongSequencesDiffer) {
                       "differs has 9)"),
             std::string::npos)
       << text;
+}
+
+TEST(ComparePaged, StoppedCallLeavesTheReportUntouched) {
+  // As the Python module runs it on Ctrl-C: the comparison as the one item of a
+  // StoppableExecutor, whose stop the reference run, the hypotheses and the comparison ask.
+  Problem p;
+  PagedAttentionArgs<float> wrong = p.args;
+  wrong.sm_scale = 0.5f;  // a mismatch, so the hypotheses run too
+  const std::vector<double> got = attnref::reference::paged_attention(wrong);
+  const std::string expected = compare::format_report(report_of(p.args, got));
+  auto run = [&](int stop_at, int* asked, compare::Report* r) {
+    attnref::SerialExecutor serial;
+    attnref::StoppableExecutor<attnref::SerialExecutor, std::function<bool()>> executor(
+        serial, [&] { return ++*asked > stop_at; });
+    executor.parallel_for(1, [&](std::int64_t) {
+      EXPECT_TRUE(compare::try_compare_paged(p.args, got, {}, options(), r).ok());
+    });
+    return executor.stopped();
+  };
+  int checks = 0;
+  compare::Report r;
+  ASSERT_FALSE(run(1 << 30, &checks, &r));
+  EXPECT_EQ(compare::format_report(r), expected);  // never stopped: the same report
+  ASSERT_GT(checks, 3);
+  // Stopped before the item, after the reference run, amid the hypotheses or at the last check.
+  for (int stop_at : {0, 1, checks / 2, checks - 1}) {
+    int asked = 0;
+    compare::Report untouched;
+    untouched.count = -7;
+    EXPECT_TRUE(run(stop_at, &asked, &untouched)) << stop_at;
+    EXPECT_EQ(asked, stop_at + 1);
+    EXPECT_EQ(untouched.count, -7) << stop_at;
+    EXPECT_TRUE(untouched.causes.empty()) << stop_at;
+  }
 }
 
 }  // namespace

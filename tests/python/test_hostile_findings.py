@@ -245,16 +245,36 @@ SINGLE_ITEM_CALLS = {
 }
 
 
-@pytest.mark.parametrize("family", sorted(SINGLE_ITEM_CALLS))
-def test_ctrl_c_stops_a_single_work_item_of_hours(family):
-    """SIGINT reaches a call whose one work item (one sequence, one KV head) would run for
-    hours: the kernels ask between the steps of an item, not only between items."""
+# compare_* run the reference kernel on the same inputs (then the hypotheses) in one work item.
+COMPARE_CALLS = {
+    "paged": """
+        q = np.ones((1, 1, 8), np.float32)
+        k = as_strided(np.ones(8, np.float32), (1, 1, 2**20, 8), (0, 0, 0, 4))
+        table = as_strided(np.zeros(1, np.int64), (1, 2**20), (0, 0))
+        call = lambda: attnref.compare_paged(np.zeros((1, 1, 8)), q, k, k,
+                                             np.array([2**40], np.int64), table)
+    """,
+    "ragged": """
+        q = np.ones((1, 1, 8), np.float32)
+        kv = as_strided(np.ones(8, np.float32), (1, 2**20, 2, 8), (0, 0, 0, 4))
+        table = as_strided(np.zeros(1, np.int64), (1, 2**20), (0, 0))
+        call = lambda: attnref.compare_ragged(
+            np.zeros((1, 1, 8)), q, kv, np.array([2**40], np.int64), table,
+            np.array([0, 1], np.int64), np.array([1], np.int64))
+    """,
+}
+
+
+def interrupted_after(setup):
+    """Runs `setup` (which defines `call`) in a child, so that a call that ignores SIGINT cannot
+    hang the suite, sends it SIGINT after 1 s and returns the seconds until the call raised
+    KeyboardInterrupt."""
     script = textwrap.dedent("""
         import os, signal, threading, time
         import numpy as np
         from numpy.lib.stride_tricks import as_strided
         import attnref
-    """) + textwrap.dedent(SINGLE_ITEM_CALLS[family]) + textwrap.dedent("""
+    """) + textwrap.dedent(setup) + textwrap.dedent("""
         threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
         start = time.monotonic()
         try:
@@ -263,9 +283,24 @@ def test_ctrl_c_stops_a_single_work_item_of_hours(family):
         except KeyboardInterrupt:
             print("interrupted after", time.monotonic() - start)
     """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("interrupted after"), done.stdout
+    return float(done.stdout.split()[-1])
+
+
+@pytest.mark.parametrize("family", sorted(SINGLE_ITEM_CALLS))
+def test_ctrl_c_stops_a_single_work_item_of_hours(family):
+    """SIGINT reaches a call whose one work item (one sequence, one KV head) would run for
+    hours: the kernels ask between the steps of an item, not only between items."""
     for threads in (1, 2):
-        done = subprocess.run([sys.executable, "-c", script.replace("NUM_THREADS", str(threads))],
-                              capture_output=True, text=True, timeout=120, env=dict(os.environ))
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.startswith("interrupted after"), done.stdout
-        assert float(done.stdout.split()[-1]) < 30
+        assert interrupted_after(SINGLE_ITEM_CALLS[family].replace("NUM_THREADS",
+                                                                   str(threads))) < 30
+
+
+@pytest.mark.parametrize("family", sorted(COMPARE_CALLS))
+def test_ctrl_c_stops_a_compare_call(family):
+    """SIGINT stops a compare_* call whose reference run would take hours, as it stops the
+    kernel call itself."""
+    assert interrupted_after(COMPARE_CALLS[family]) < 30

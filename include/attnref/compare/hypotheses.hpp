@@ -23,6 +23,7 @@
 
 #include "attnref/compare/report.hpp"
 #include "attnref/core/checked_math.hpp"
+#include "attnref/core/executor.hpp"
 #include "attnref/core/kv_layout.hpp"
 #include "attnref/core/status.hpp"
 #include "attnref/core/tensor_view.hpp"
@@ -290,6 +291,7 @@ inline Subset pick_subset(const OutputShape& shape, const RowErrors& e,
 
 /// Runs every change of `changes` on `subset` and records in `r` those under which `got`
 /// (and `got_lse`, when not empty) matches within `opt.tol`; of one group only the closest.
+/// Once a `StoppableExecutor` running it stops, it returns, `r`'s causes incomplete.
 inline void try_changes(const std::vector<Change>& changes, const OutputShape& shape,
                         const Subset& subset, const std::vector<double>& got,
                         const std::vector<double>& got_lse, const Options& opt,
@@ -304,6 +306,7 @@ inline void try_changes(const std::vector<Change>& changes, const OutputShape& s
   std::vector<Cause> found;
   std::vector<int> groups;
   for (const Change& c : changes) {
+    if (attnref::detail::stop_requested()) return;
     std::vector<double> out, lse;
     std::string why;
     Change run = c;

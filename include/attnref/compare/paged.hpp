@@ -151,6 +151,8 @@ bool predict_paged(const PagedAttentionArgs<Q, KV, Index>& a, const Change& c, c
 /// Compares `got` ([batch, num_q_heads, head_dim_v], C order) and, when not empty, `got_lse`
 /// ([batch, num_q_heads]) with the reference for `a` and writes the report. Validates `a`
 /// (reference profile) and the sizes first; on error `report` is untouched.
+/// A call run as an item of a `StoppableExecutor` (an interactive interrupt) returns early once
+/// it stops, `report` untouched; under any other executor it runs to the end.
 template <class Q, class KV, class Index>
 Status try_compare_paged(const PagedAttentionArgs<Q, KV, Index>& a, const std::vector<double>& got,
                          const std::vector<double>& got_lse, const Options& opt, Report* report) {
@@ -164,6 +166,7 @@ Status try_compare_paged(const PagedAttentionArgs<Q, KV, Index>& a, const std::v
   std::vector<float> ref_lse(static_cast<std::size_t>(batch * hq));
   paged_attention_unchecked(a, TensorView<Q, 3>(ref.data(), {batch, hq, dv}),
                             TensorView<float, 2>(ref_lse.data(), {batch, hq}));
+  if (attnref::detail::stop_requested()) return Status();  // `ref` is incomplete
   Report r;
   const OutputShape shape = paged_output_shape(a);
   const RowErrors e = detail::tally_reference(shape, got, ref, got_lse, ref_lse, opt, &r);
@@ -183,7 +186,7 @@ Status try_compare_paged(const PagedAttentionArgs<Q, KV, Index>& a, const std::v
   };
   try_changes(candidate_changes(detail::paged_features(a, got_lse)), shape, subset, got, got_lse,
               opt, predict, &r);
-  *report = r;
+  if (!attnref::detail::stop_requested()) *report = r;
   return Status();
 }
 

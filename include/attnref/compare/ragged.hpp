@@ -181,6 +181,8 @@ bool predict_ragged(const RaggedPagedAttentionArgs<Q, KV, Index>& a, const Chang
 /// empty, `got_lse` ([max_num_batched_tokens, num_q_heads]) with the reference for `a` and
 /// writes the report. Validates `a` (reference profile) and the sizes first; on error `report`
 /// is untouched.
+/// A call run as an item of a `StoppableExecutor` (an interactive interrupt) returns early once
+/// it stops, `report` untouched; under any other executor it runs to the end.
 template <class Q, class KV, class Index>
 Status try_compare_ragged(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
                           const std::vector<double>& got, const std::vector<double>& got_lse,
@@ -195,6 +197,7 @@ Status try_compare_ragged(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
   std::vector<float> ref_lse(static_cast<std::size_t>(tokens * hq));
   ragged_paged_attention_unchecked(a, TensorView<Q, 3>(ref.data(), {tokens, hq, dim}),
                                    TensorView<float, 2>(ref_lse.data(), {tokens, hq}));
+  if (attnref::detail::stop_requested()) return Status();  // `ref` is incomplete
   Report r;
   const OutputShape shape = ragged_output_shape(a);
   const RowErrors e = detail::tally_reference(shape, got, ref, got_lse, ref_lse, opt, &r);
@@ -216,7 +219,7 @@ Status try_compare_ragged(const RaggedPagedAttentionArgs<Q, KV, Index>& a,
   };
   try_changes(candidate_changes(detail::ragged_features(a, got_lse)), shape, subset, got, got_lse,
               opt, predict, &r);
-  *report = r;
+  if (!attnref::detail::stop_requested()) *report = r;
   return Status();
 }
 

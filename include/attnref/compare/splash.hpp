@@ -63,6 +63,8 @@ OutputShape splash_output_shape(const SplashAttentionArgs<Q, KV>& a, std::int64_
 /// report. `params` describes `mask` when it is a causal or local mask (its diagonal and window
 /// hypotheses). Validates (reference profile) and the sizes first; on error `report` is
 /// untouched.
+/// A call run as an item of a `StoppableExecutor` (an interactive interrupt) returns early once
+/// it stops, `report` untouched; under any other executor it runs to the end.
 template <class Q, class KV>
 Status try_compare_splash(const SplashAttentionArgs<Q, KV>& a, const MultiHeadMask& mask,
                           const SplashMaskParams& params, const std::vector<double>& got,
@@ -82,6 +84,7 @@ Status try_compare_splash(const SplashAttentionArgs<Q, KV>& a, const MultiHeadMa
   std::vector<float> ref_lse(static_cast<std::size_t>(hq * sq));
   splash_attention_unchecked(plan, TensorView<Q, 3>(ref.data(), {hq, sq, dv}),
                              TensorView<float, 2>(ref_lse.data(), {hq, sq}));
+  if (attnref::detail::stop_requested()) return Status();  // `ref` is incomplete
   Report r;
   const bool diagonal = params.kind != SplashMaskParams::Kind::kOther;
   const OutputShape shape = splash_output_shape(a, diagonal ? params.offset : 0);
@@ -140,7 +143,7 @@ Status try_compare_splash(const SplashAttentionArgs<Q, KV>& a, const MultiHeadMa
     return true;
   };
   try_changes(candidate_changes(f), shape, subset, got, got_lse, opt, predict, &r);
-  *report = r;
+  if (!attnref::detail::stop_requested()) *report = r;
   return Status();
 }
 
