@@ -189,6 +189,33 @@ struct CommonOptions : frontend::CommonOptions {
 /// check_* function.
 CommonOptions parse_common_options(Kwargs& kw, bool for_kernel);
 
+/// A family's call: the front end's inputs (`Inputs`: frontend::PagedInputs, ...) and what a
+/// kernel call returns and runs on.
+template <class Inputs>
+struct FamilyCall {
+  Inputs in;
+  bool return_lse = false;
+  int num_threads = 1;
+};
+
+/// A call started from its keywords: the common options (`parse_common_options`) in place.
+template <class Inputs>
+FamilyCall<Inputs> start_call(Kwargs& kw, bool for_kernel) {
+  FamilyCall<Inputs> call;
+  const CommonOptions common = parse_common_options(kw, for_kernel);
+  call.in.common = common;
+  call.return_lse = common.return_lse;
+  call.num_threads = common.num_threads;
+  return call;
+}
+
+/// What the paged and ragged functions' `kv_layout` values make of K/V pages (their ShapeError
+/// hints).
+inline constexpr const char* kPagesLayoutHint =
+    "pages are [num_kv_heads, total_pages, page_size, head_dim] (kv_layout='jax'), "
+    "[total_pages, page_size, num_kv_heads, head_dim] ('nhd') or "
+    "[total_pages, num_kv_heads, page_size, head_dim] ('hnd')";
+
 /// The kv_layout option ("jax", "nhd", "hnd"; default "jax").
 KvLayout parse_kv_layout_option(Kwargs& kw);
 
@@ -257,12 +284,35 @@ void run_released(int num_threads, Fn&& fn) {
   if (stopped) throw py::error_already_set();
 }
 
-/// Runs `fn()` (a compare_* call) with the GIL released as run_released's one work item, on
-/// the calling thread: the kernels it runs with their default serial executor ask the same stop
-/// check between their steps, as do its own loops (`detail::stop_requested`).
+/// Runs `fn()` (a compare_* call, returning its Status) with the GIL released as
+/// run_released's one work item, on the calling thread: the kernels it runs with their default
+/// serial executor ask the same stop check between their steps, as do its own loops
+/// (`detail::stop_requested`). Raises the Status's error.
 template <class Fn>
-void run_released_item(Fn&& fn) {
-  run_released(1, [&](auto& executor) { executor.parallel_for(1, [&](std::int64_t) { fn(); }); });
+void run_compare(Fn&& fn) {
+  Status status;
+  run_released(
+      1, [&](auto& executor) { executor.parallel_for(1, [&](std::int64_t) { status = fn(); }); });
+  raise_if_error(status);
+}
+
+/// Runs a validated kernel call with the GIL released on `num_threads` threads:
+/// `kernel(out, lse, executor)` writes a new output of `shape` and q's element type `Q` and a
+/// new float32 logsumexp of `shape`'s first two dims. Returns the output, or (output,
+/// logsumexp) with `return_lse`.
+template <class Q, class Kernel>
+py::object run_kernel_call(const std::array<std::int64_t, 3>& shape, int num_threads,
+                           bool return_lse, Kernel&& kernel) {
+  py::array lse = new_array(DType::kFloat32, {shape[0], shape[1]});
+  QueryOutput<Q> q_out({shape.begin(), shape.end()});
+  const auto out_view = q_out.template view<3>();
+  const auto lse_view = output_view<float, 2>(lse);
+  Status status;
+  run_released(num_threads, [&](auto& executor) { status = kernel(out_view, lse_view, executor); });
+  raise_if_error(status);
+  py::object out = q_out.finish();
+  if (return_lse) return py::make_tuple(out, lse);
+  return out;
 }
 
 // ---- family registration ---------------------------------------------------------------------

@@ -18,19 +18,11 @@ namespace attnref {
 namespace python {
 namespace {
 
-/// One paged call: the front end's inputs and what a kernel call returns and runs on.
-struct PagedCall {
-  frontend::PagedInputs in;
-  bool return_lse = false;
-  int num_threads = 1;
-};
+using PagedCall = FamilyCall<frontend::PagedInputs>;
 
 /// The words of this front end for the shapes and dtypes the builder checks.
 const frontend::PagedHints kHints{
-    "pages are [num_kv_heads, total_pages, page_size, head_dim] (kv_layout='jax'), "
-    "[total_pages, page_size, num_kv_heads, head_dim] ('nhd') or "
-    "[total_pages, num_kv_heads, page_size, head_dim] ('hnd')",
-    "scales are the pages' shape with a last dim of 1 or head_dim",
+    kPagesLayoutHint, "scales are the pages' shape with a last dim of 1 or head_dim",
     "q is float16, float32, float64 or bfloat16 (a torch.bfloat16 tensor, or view_as(q_uint16, "
     "'bfloat16'))"};
 
@@ -46,13 +38,9 @@ MegacoreMode megacore_mode_of(const std::string& mode) {
 PagedCall read_paged(py::handle q, py::handle k, py::handle v, py::handle lengths,
                      py::handle page_indices, py::kwargs kwargs, bool for_kernel,
                      const char* function) {
-  PagedCall call;
-  frontend::PagedInputs& in = call.in;
   Kwargs kw(std::move(kwargs), function);
-  const CommonOptions common = parse_common_options(kw, for_kernel);
-  in.common = common;
-  call.return_lse = common.return_lse;
-  call.num_threads = common.num_threads;
+  PagedCall call = start_call<frontend::PagedInputs>(kw, for_kernel);
+  frontend::PagedInputs& in = call.in;
   in.layout = parse_kv_layout_option(kw);
   if (auto n = kw.take_int("pages_per_compute_block")) in.pages_per_compute_block = *n;
   if (auto mode = kw.take_string("megacore_mode")) in.megacore_mode = megacore_mode_of(*mode);
@@ -91,24 +79,15 @@ py::object paged_attention_py(py::handle q, py::handle k, py::handle v, py::hand
                               py::handle page_indices, py::kwargs kwargs) {
   const PagedCall call =
       read_paged(q, k, v, lengths, page_indices, std::move(kwargs), true, "paged_attention");
-  py::object out;
-  py::array lse;
+  py::object result;
   frontend::with_paged_run_args(call.in, [&](const auto& a) {
     using Q = std::remove_const_t<typename decltype(a.q)::element_type>;
-    const std::int64_t batch = a.batch(), heads = a.num_q_heads();
-    lse = new_array(DType::kFloat32, {batch, heads});
-    QueryOutput<Q> q_out({batch, heads, a.head_dim_v()});
-    const auto out_view = q_out.template view<3>();
-    const auto lse_view = output_view<float, 2>(lse);
-    Status status;
-    run_released(call.num_threads, [&](auto& executor) {
-      status = try_paged_attention(a, out_view, lse_view, executor);
-    });
-    raise_if_error(status);
-    out = q_out.finish();
+    result = run_kernel_call<Q>({a.batch(), a.num_q_heads(), a.head_dim_v()}, call.num_threads,
+                                call.return_lse, [&](auto out, auto lse, auto& executor) {
+                                  return try_paged_attention(a, out, lse, executor);
+                                });
   });
-  if (call.return_lse) return py::make_tuple(out, lse);
-  return out;
+  return result;
 }
 
 py::dict compare_paged_py(py::handle got, py::handle q, py::handle k, py::handle v,
@@ -122,10 +101,8 @@ py::dict compare_paged_py(py::handle got, py::handle q, py::handle k, py::handle
                                       {qa.shape[0], qa.shape[1]}));
   compare::Report report;
   frontend::with_paged_run_args(call.in, [&](const auto& a) {
-    Status status;
-    run_released_item(
-        [&] { status = compare::try_compare_paged(a, c.got, c.got_lse, c.options, &report); });
-    raise_if_error(status);
+    run_compare(
+        [&] { return compare::try_compare_paged(a, c.got, c.got_lse, c.options, &report); });
   });
   return report_dict(report);
 }

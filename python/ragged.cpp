@@ -20,18 +20,11 @@ namespace attnref {
 namespace python {
 namespace {
 
-/// One ragged call: the front end's inputs and what a kernel call returns and runs on.
-struct RaggedCall {
-  frontend::RaggedInputs in;
-  bool return_lse = false;
-  int num_threads = 1;
-};
+using RaggedCall = FamilyCall<frontend::RaggedInputs>;
 
 /// The words of this front end for the shapes and dtypes the builder checks.
 const frontend::RaggedHints kHints{
-    "pages are [num_kv_heads, total_pages, page_size, head_dim] (kv_layout='jax'), "
-    "[total_pages, page_size, num_kv_heads, head_dim] ('nhd') or "
-    "[total_pages, num_kv_heads, page_size, head_dim] ('hnd')",
+    kPagesLayoutHint,
     "kv_pages is [total_pages, page_size, 2 * num_kv_heads, head_dim], or pass a (k_pages, "
     "v_pages) pair",
     "num_seqs is an int or a one-element array [1]",
@@ -53,13 +46,9 @@ void read_pages(py::handle kv_pages, frontend::RaggedInputs* in) {
 RaggedCall read_ragged(py::handle q, py::handle kv_pages, py::handle kv_lens,
                        py::handle page_indices, py::handle cu_q_lens, py::handle num_seqs,
                        py::kwargs kwargs, bool for_kernel, const char* function) {
-  RaggedCall call;
-  frontend::RaggedInputs& in = call.in;
   Kwargs kw(std::move(kwargs), function);
-  const CommonOptions common = parse_common_options(kw, for_kernel);
-  in.common = common;
-  call.return_lse = common.return_lse;
-  call.num_threads = common.num_threads;
+  RaggedCall call = start_call<frontend::RaggedInputs>(kw, for_kernel);
+  frontend::RaggedInputs& in = call.in;
   in.layout = parse_kv_layout_option(kw);
   in.sliding_window = kw.take_int("sliding_window");
   in.num_kv_pages_per_block = kw.take_int("num_kv_pages_per_block");
@@ -104,24 +93,16 @@ py::object ragged_attention_py(py::handle q, py::handle kv_pages, py::handle kv_
                                py::kwargs kwargs) {
   const RaggedCall call = read_ragged(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs,
                                       std::move(kwargs), true, "ragged_paged_attention");
-  py::object out;
-  py::array lse;
+  py::object result;
   frontend::with_ragged_run_args(call.in, [&](const auto& a) {
     using Q = std::remove_const_t<typename decltype(a.q)::element_type>;
-    const std::int64_t tokens = a.max_num_batched_tokens(), heads = a.num_q_heads();
-    lse = new_array(DType::kFloat32, {tokens, heads});
-    QueryOutput<Q> q_out({tokens, heads, a.q.extents[2]});
-    const auto out_view = q_out.template view<3>();
-    const auto lse_view = output_view<float, 2>(lse);
-    Status status;
-    run_released(call.num_threads, [&](auto& executor) {
-      status = try_ragged_paged_attention(a, out_view, lse_view, executor);
-    });
-    raise_if_error(status);
-    out = q_out.finish();
+    result = run_kernel_call<Q>({a.max_num_batched_tokens(), a.num_q_heads(), a.q.extents[2]},
+                                call.num_threads, call.return_lse,
+                                [&](auto out, auto lse, auto& executor) {
+                                  return try_ragged_paged_attention(a, out, lse, executor);
+                                });
   });
-  if (call.return_lse) return py::make_tuple(out, lse);
-  return out;
+  return result;
 }
 
 py::dict compare_ragged_py(py::handle got, py::handle q, py::handle kv_pages, py::handle kv_lens,
@@ -134,10 +115,8 @@ py::dict compare_ragged_py(py::handle got, py::handle q, py::handle kv_pages, py
   raise_if_error(check_compare_shapes(c, qa.shape, {qa.shape[0], qa.shape[1]}));
   compare::Report report;
   frontend::with_ragged_run_args(call.in, [&](const auto& a) {
-    Status status;
-    run_released_item(
-        [&] { status = compare::try_compare_ragged(a, c.got, c.got_lse, c.options, &report); });
-    raise_if_error(status);
+    run_compare(
+        [&] { return compare::try_compare_ragged(a, c.got, c.got_lse, c.options, &report); });
   });
   return report_dict(report);
 }

@@ -21,12 +21,7 @@ namespace attnref {
 namespace python {
 namespace {
 
-/// One splash call: the front end's inputs and what a kernel call returns and runs on.
-struct SplashCall {
-  frontend::SplashInputs in;
-  bool return_lse = false;
-  int num_threads = 1;
-};
+using SplashCall = FamilyCall<frontend::SplashInputs>;
 
 const char* const kMaskForms =
     "mask is None, 'causal', ('causal', offset), ('local', left, right[, offset]) with sides "
@@ -108,13 +103,9 @@ std::vector<frontend::MaskSpec> read_mask(py::handle spec) {
 
 SplashCall read_splash(py::handle q, py::handle k, py::handle v, py::handle dout, py::kwargs kwargs,
                        bool for_kernel, const char* function) {
-  SplashCall call;
-  frontend::SplashInputs& in = call.in;
   Kwargs kw(std::move(kwargs), function);
-  const CommonOptions common = parse_common_options(kw, for_kernel);
-  in.common = common;
-  call.return_lse = common.return_lse;
-  call.num_threads = common.num_threads;
+  SplashCall call = start_call<frontend::SplashInputs>(kw, for_kernel);
+  frontend::SplashInputs& in = call.in;
   py::object mask = kw.take_object("mask");
   const std::int64_t bq = kw.take_int("block_q").value_or(128);
   const std::int64_t bkv = kw.take_int("block_kv").value_or(128);
@@ -163,28 +154,19 @@ TensorView<T, 3> kv_output_view(QueryOutput<T>& out, const std::vector<std::int6
 py::object splash_forward_py(py::handle q, py::handle k, py::handle v, py::kwargs kwargs) {
   const SplashCall call =
       read_splash(q, k, v, py::none(), std::move(kwargs), true, "splash_attention");
-  py::object out;
-  py::array lse;
+  py::object result;
   frontend::with_splash_args(call.in, [&](const auto& a, const MultiHeadMask& mask) {
     using T = std::remove_const_t<typename decltype(a.q)::element_type>;
     SplashPlan<T> plan;
     // The plan validates before the outputs are sized: a q of head_dim 0 holds nothing,
     // whatever its heads and rows claim, and is refused by a shape check.
     raise_if_error(make_splash_plan(a, mask, &plan));
-    const std::int64_t hq = a.num_q_heads(), sq = a.q_seq_len();
-    lse = new_array(DType::kFloat32, {hq, sq});
-    QueryOutput<T> q_out({hq, sq, a.head_dim_v()});
-    const auto out_view = q_out.template view<3>();
-    const auto lse_view = output_view<float, 2>(lse);
-    Status status;
-    run_released(call.num_threads, [&](auto& executor) {
-      status = try_splash_attention(plan, out_view, lse_view, executor);
-    });
-    raise_if_error(status);
-    out = q_out.finish();
+    result = run_kernel_call<T>({a.num_q_heads(), a.q_seq_len(), a.head_dim_v()}, call.num_threads,
+                                call.return_lse, [&](auto out, auto lse, auto& executor) {
+                                  return try_splash_attention(plan, out, lse, executor);
+                                });
   });
-  if (call.return_lse) return py::make_tuple(out, lse);
-  return out;
+  return result;
 }
 
 /// The forward pass and then the backward over `plan` into `g`, on `num_threads` threads.
@@ -252,12 +234,10 @@ py::dict compare_splash_py(py::handle got, py::handle q, py::handle k, py::handl
   raise_if_error(check_compare_shapes(c, {hq, sq, dv}, {hq, sq}));
   compare::Report report;
   frontend::with_splash_args(in, [&](const auto& a, const MultiHeadMask& mask) {
-    Status status;
-    run_released_item([&] {
-      status = compare::try_compare_splash(a, mask, frontend::splash_mask_params(in), c.got,
-                                           c.got_lse, c.options, &report);
+    run_compare([&] {
+      return compare::try_compare_splash(a, mask, frontend::splash_mask_params(in), c.got,
+                                         c.got_lse, c.options, &report);
     });
-    raise_if_error(status);
   });
   return report_dict(report);
 }
