@@ -5,8 +5,9 @@
 // a readable report (libFuzzer then saves the input as a crash), and the view geometries and
 // exactly-sized buffers the family harnesses build their calls from; the widened draws (huge
 // extents next to zero-size dimensions, many heads, int64 metadata past int32, special option
-// values); and the work budget: allocations and executor items during a library call stay
-// proportional to the bytes of its inputs and outputs.
+// values); the logit conventions and what each profile must answer to them; and the work budget:
+// allocations and executor items during a library call stay proportional to the bytes of its
+// inputs and outputs.
 #pragma once
 
 #include <unistd.h>
@@ -30,8 +31,10 @@
 #include <attnref/core/checked_math.hpp>
 #include <attnref/core/error.hpp>
 #include <attnref/core/executor.hpp>
+#include <attnref/core/profile.hpp>
 #include <attnref/core/status.hpp>
 #include <attnref/core/tensor_view.hpp>
+#include <attnref/validate/logit_conventions.hpp>
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -61,9 +64,11 @@ using attnref::TensorView;
 /// Consumes fuzz bytes front to back. Past the end every read gives 0.
 class Reader {
  public:
-  Reader(const std::uint8_t* data, std::size_t size) : p_(data), end_(data + size) {}
+  Reader(const std::uint8_t* data, std::size_t size) : begin_(data), p_(data), end_(data + size) {}
 
   bool empty() const noexcept { return p_ == end_; }
+  /// Bytes read so far (the input's offset of the next draw).
+  std::size_t offset() const noexcept { return static_cast<std::size_t>(p_ - begin_); }
   std::size_t remaining() const noexcept { return static_cast<std::size_t>(end_ - p_); }
 
   std::uint8_t u8() noexcept { return p_ != end_ ? *p_++ : 0; }
@@ -93,6 +98,7 @@ class Reader {
   }
 
  private:
+  const std::uint8_t* begin_;
   const std::uint8_t* p_;
   const std::uint8_t* end_;
 };
@@ -777,6 +783,73 @@ inline bool draw_head_values(Reader& r, Rng& rng, std::int64_t heads, float scal
   if (hostile && n > 0 && r.chance(16))
     b->data[static_cast<size_t>(r.range(0, n - 1))] = hostile_real(r);
   return true;
+}
+
+/// One logit convention from 3 bits: 7 a value no enumerator has (the next byte picks 2, -1,
+/// INT32_MAX or INT32_MIN), an odd value `other`, an even one `standard` (the default).
+template <class Enum>
+Enum draw_convention(Reader& r, unsigned bits, Enum standard, Enum other) {
+  bits &= 7u;
+  if (bits != 7u) return (bits & 1u) != 0 ? other : standard;
+  constexpr int kNoEnumerator[] = {2, -1, std::numeric_limits<int>::max(),
+                                   std::numeric_limits<int>::min()};
+  return static_cast<Enum>(kNoEnumerator[r.u8() % 4]);
+}
+
+/// The logit conventions (alibi_convention, soft_cap_order), drawn after the other engine
+/// features from one byte, bits 0-2 and 3-5 (0, or an input that ends before it: both
+/// defaults): each 1 in 2 the default, 3 in 8 the other enumerator, 1 in 8 no enumerator.
+template <class Args>
+void draw_conventions(Reader& r, Args* a) {
+  if (std::getenv("ATTNREF_FUZZ_VERBOSE") != nullptr)  // where a seed sets them
+    std::fprintf(stderr, "conventions byte at offset %zu\n", r.offset());
+  const unsigned bits = r.u8();
+  a->alibi_convention = draw_convention(r, bits, attnref::AlibiConvention::kSigned,
+                                        attnref::AlibiConvention::kAbsolute);
+  a->soft_cap_order = draw_convention(r, bits >> 3, attnref::SoftCapOrder::kCapThenAlibi,
+                                      attnref::SoftCapOrder::kAlibiThenCap);
+}
+
+/// The error the conventions of `a` alone give under `profile`: kJax refuses any non-default
+/// value (option_not_in_jax), kReference a value no enumerator has (invalid_convention).
+template <class Args>
+attnref::ErrorCode convention_error(const Args& a, attnref::Profile profile) {
+  const bool standard = a.alibi_convention == attnref::AlibiConvention::kSigned &&
+                        a.soft_cap_order == attnref::SoftCapOrder::kCapThenAlibi;
+  if (profile == attnref::Profile::kJax && !standard) return ErrorCode::kOptionNotInJax;
+  return attnref::check_logit_conventions(a.alibi_convention, a.soft_cap_order).code();
+}
+
+/// Invariant of the conventions on a call whose statuses are `jax` and `ref`; `check(args,
+/// profile)` validates. Unless both conventions are the defaults, the same call with the defaults
+/// is checked too: conventions a profile takes change nothing; the others give exactly their
+/// error where the defaults pass, and that error or the defaults' where those fail (whichever
+/// check runs first).
+template <class Args, class Check>
+void check_conventions(const Args& a, const Status& jax, const Status& ref, const Check& check) {
+  if (a.alibi_convention == attnref::AlibiConvention::kSigned &&
+      a.soft_cap_order == attnref::SoftCapOrder::kCapThenAlibi)
+    return;
+  Args standard = a;
+  standard.alibi_convention = attnref::AlibiConvention::kSigned;
+  standard.soft_cap_order = attnref::SoftCapOrder::kCapThenAlibi;
+  for (const attnref::Profile profile : {attnref::Profile::kJax, attnref::Profile::kReference}) {
+    const Status& with = profile == attnref::Profile::kJax ? jax : ref;
+    const Status without = check(standard, profile);
+    const ErrorCode own = convention_error(a, profile);
+    const std::string detail =
+        std::string(profile == attnref::Profile::kJax ? "jax" : "reference") + ": " +
+        with.to_string() + " (defaults: " + without.to_string() + ")";
+    if (own == ErrorCode::kOk) {
+      ATTNREF_FUZZ_CHECK(with.code() == without.code(),
+                         "a convention changed the check: " + detail);
+    } else if (without.ok()) {
+      ATTNREF_FUZZ_CHECK(with.code() == own, "a refused convention not reported: " + detail);
+    } else {
+      ATTNREF_FUZZ_CHECK(with.code() == own || with.code() == without.code(),
+                         "a refused convention gave another error: " + detail);
+    }
+  }
 }
 
 }  // namespace attnref_fuzz

@@ -3,8 +3,10 @@
 // strides, buffer sizes, page tables, lengths, KV layouts, float or int8 pages with scales, fp8
 // (e4m3fn, e5m2) pages with or without scales (NaN codes where nothing reads), int32 or int64
 // indices, soft cap / mask value / scale, sliding window (keys before it NaN), sinks, ALiBi
-// slopes, executor), sometimes made hostile by a
-// few mutations (extents, strides, buffer sizes, null data, page indices, lengths, options).
+// slopes, both ALiBi conventions and soft-cap orders and values no enumerator has, MLA's V
+// narrower than K (a view of K's memory, or a buffer of its own), executor), sometimes made
+// hostile by a few mutations (extents, strides, buffer sizes, null data, page indices, lengths,
+// options).
 // Widened draws (the Wide byte, fuzz_common.hpp): an empty batch and no pages next to huge head
 // counts, head dims, page sizes or page-table widths; thousands of heads; int64 lengths and page
 // indices past int32 (with page sizes past int32 over a stride-0 pool, so such lengths can be
@@ -18,10 +20,14 @@
 //
 // Invariants:
 //  - check_paged(jax) ok implies check_paged(reference) ok;
+//  - the conventions (fuzz_common.hpp's check_conventions): kJax refuses any non-default value
+//    (option_not_in_jax), kReference a value no enumerator has (invalid_convention), exactly
+//    where the call with the defaults passes; a V narrower (or wider) than K is P1 under kJax;
 //  - try_paged_attention returns exactly check_paged's error when that fails, and leaves `out`
 //    untouched on any error;
-//  - on success every output element is written, finite, and equal (within float tolerance) to
-//    the float64 oracle of tests/reference/paged.hpp;
+//  - on success every output element ([batch, num_q_heads, head_dim_v]) is written, finite, and
+//    equal (within float tolerance) to the float64 oracle of tests/reference/paged.hpp, which
+//    applies the same conventions and head_dim_v;
 //  - the data tier accepts NaN outside the used region and reports NaN injected inside it;
 //  - every error renders (code name, message, hint);
 //  - work proportional to input bytes: validation and the kernel stay within the BudgetScope
@@ -48,6 +54,39 @@ namespace {
 using namespace attnref_fuzz;  // the shared harness pieces (fuzz_common.hpp)
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+/// MLA's V (kReference only), drawn last of all from one byte (0, or an input that ends before
+/// it: V as wide as K). Bit 0 narrows V: head_dim_v in [1, K's head_dim) (1 in 16 hostile: 0,
+/// negative, wider than K, huge); bits 1-2 say where V lives: 0 or 1 a view of K's own memory
+/// (MLA's latent cache), 2 a buffer of its own with K's strides (the columns past head_dim_v
+/// hold NaN), 3 packed rows; bits 3-4 both set keep per-element V scales K's width (a
+/// scales_shape error); bits 5-6 both set give the output q's shape (an output error).
+struct NarrowV {
+  bool alias_k = false;  // V is a view of K's buffer
+  bool out_like_q = false;
+};
+
+NarrowV draw_narrow_v(Reader& r, const Geometry<4>& k_g, bool scale_per_element, bool stride0_slots,
+                      Geometry<4>* v_g, Geometry<4>* vs_g) {
+  NarrowV n;
+  const unsigned bits = r.u8();
+  if ((bits & 1u) == 0) return n;
+  const std::int64_t dim = k_g.extents[3];
+  const std::int64_t dim_v =
+      r.chance(16) ? hostile_int(r, dim) : r.range(1, std::max<std::int64_t>(dim - 1, 1));
+  const unsigned memory = (bits >> 1) & 3u;
+  if (!v_g->mutated && memory <= 1) {
+    *v_g = k_g;
+    n.alias_k = true;
+  } else if (!v_g->mutated && memory == 3) {
+    v_g->strides = padded_strides<4>({v_g->extents[0], v_g->extents[1], v_g->extents[2], dim_v}, 0);
+    if (stride0_slots) v_g->strides[2] = 0;
+  }
+  v_g->extents[3] = dim_v;
+  if (scale_per_element && ((bits >> 3) & 3u) != 3u && !vs_g->mutated) vs_g->extents[3] = dim_v;
+  n.out_like_q = ((bits >> 5) & 3u) == 3u;
+  return n;
+}
 
 template <class KV, class Index>
 void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
@@ -248,6 +287,8 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
   Buffer<float, 1> sinks, slopes;
   if (draw_head_values(r, rng, hq, 1.0f, false, &sinks)) a.sinks = sinks.cview();
   if (draw_head_values(r, rng, hq, 1.0f / 16, true, &slopes)) a.alibi_slopes = slopes.cview();
+  draw_conventions(r, &a);
+  const NarrowV narrow_v = draw_narrow_v(r, k_g, scale_per_element, stride0_slots, &v_g, &vs_g);
 
   // --- buffers -----------------------------------------------------------------------------
   Buffer<float, 3> q;
@@ -262,6 +303,11 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
   Buffer<KV, 4> k, v;
   make_buffer(k_g, kv_poison, &k);
   make_buffer(v_g, kv_poison, &v);
+  if (narrow_v.alias_k) {  // V: the first head_dim_v columns of K's own buffer
+    v.data.reset();
+    v.size = 0;
+    v.view = TensorView<KV, 4>(k.view.data, v_g.extents, k.view.strides, k.size);
+  }
   Buffer<float, 4> ks, vs;
   make_buffer(ks_g, kNaN, &ks);
   make_buffer(vs_g, kNaN, &vs);
@@ -305,11 +351,19 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
     BudgetScope budget("check_paged", data);
     jax = attnref::check_paged(a, attnref::Profile::kJax);
     ref = attnref::check_paged(a, attnref::Profile::kReference);
+    check_conventions(a, jax, ref,
+                      [](const Args& x, attnref::Profile p) { return attnref::check_paged(x, p); });
   }
   attnref_fuzz::check_error_renders(jax);
   attnref_fuzz::check_error_renders(ref);
+  if (std::getenv("ATTNREF_FUZZ_VERBOSE") != nullptr)
+    std::fprintf(stderr, "status: jax %s, reference %s\n", attnref::error_code_name(jax.code()),
+                 attnref::error_code_name(ref.code()));
   ATTNREF_FUZZ_CHECK(!jax.ok() || ref.ok(),
                      "jax profile accepted what reference rejected: " + ref.to_string());
+  ATTNREF_FUZZ_CHECK(
+      a.k_pages.extents[3] == a.v_pages.extents[3] || jax.code() == ErrorCode::kShapeMismatch,
+      "jax profile took a V head_dim other than K's: " + jax.to_string());
 
   if (!ref.ok()) {
     // The kernel entry point must report the same error and not touch out.
@@ -328,6 +382,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
 
   // --- data: finite values in the used region only -----------------------------------------
   const std::int64_t B = a.batch(), Hq = a.num_q_heads(), D = a.head_dim(), S = a.page_size();
+  const std::int64_t Dv = a.head_dim_v(), Dmax = std::max(D, Dv);
   // Keys before a sliding window are never read: they keep their NaN (and their pages may be
   // dead entries), and they cost nothing, so a window of a few keys at the end of a huge
   // stride-0 page runs.
@@ -339,11 +394,11 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
   // stays well under the 10 s timeout (the validation above has already run on it).
   {
     std::int64_t work = 0, live = 0, step = 0;
-    bool fits = attnref::checked_mul(B, Hq, &work) && attnref::checked_mul(work, D, &work);
+    bool fits = attnref::checked_mul(B, Hq, &work) && attnref::checked_mul(work, Dmax, &work);
     for (std::int64_t b = 0; b < B && fits; ++b)
       fits = attnref::checked_add(live, a.lengths(b) - first_key(b), &live);
     fits = fits && attnref::checked_mul(live, Hq, &step) &&  // every query head reads each row
-           attnref::checked_mul(step, D, &step) && attnref::checked_add(work, step, &work);
+           attnref::checked_mul(step, Dmax, &step) && attnref::checked_add(work, step, &work);
     if (!fits || work > kMaxElements) return;
   }
   for (std::int64_t b = 0; b < B; ++b)
@@ -365,9 +420,9 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
     for (std::int64_t t = first_key(b); t < a.lengths(b); ++t) {
       const std::int64_t page = a.page_indices(b, t / S), slot = t % S;
       for (std::int64_t h = 0; h < a.num_kv_heads(); ++h) {
-        for (std::int64_t d = 0; d < D; ++d) {
-          k.view(h, page, slot, d) = kv_value();
-          v.view(h, page, slot, d) = kv_value();
+        for (std::int64_t d = 0; d < Dmax; ++d) {  // (V over K's memory: V's value stays)
+          if (d < D) k.view(h, page, slot, d) = kv_value();
+          if (d < Dv) v.view(h, page, slot, d) = kv_value();
         }
         if constexpr (Args::kScaled) {
           // K and V scales may differ in their last extent (per-token vs per-channel); fp8
@@ -400,9 +455,12 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
         } else if constexpr (kFp8) {  // a NaN or infinity code
           const bool e5m2 = std::is_same<KV, attnref::float8_e5m2>::value;
           const KV code{static_cast<std::uint8_t>(r.flag() ? 0xFF : e5m2 ? 0x7C : 0x7F)};
-          (r.flag() ? k : v).view(h, page, t % S, r.range(0, D - 1)) = code;
+          const bool in_k = r.flag();
+          (in_k ? k : v).view(h, page, t % S, r.range(0, (in_k ? D : Dv) - 1)) = code;
         } else {
-          (r.flag() ? k : v).view(h, page, t % S, r.range(0, D - 1)) = static_cast<KV>(bad);
+          const bool in_k = r.flag();
+          (in_k ? k : v).view(h, page, t % S, r.range(0, (in_k ? D : Dv) - 1)) =
+              static_cast<KV>(bad);
         }
         poisoned = true;
       }
@@ -412,9 +470,10 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
     }
   }
 
-  // --- output buffer, sized from the validated q ---------------------------------------------
-  const Geometry<3> out_g =
-      attnref_fuzz::output_geometry<3>(r, a.q.extents, 20, /*zero_stride=*/false);
+  // --- output buffer, [B, Hq, Dv] (or q's shape: an error when Dv != D) ------------------------
+  const Geometry<3> out_g = attnref_fuzz::output_geometry<3>(
+      r, narrow_v.out_like_q ? a.q.extents : std::array<std::int64_t, 3>{B, Hq, Dv}, 20,
+      /*zero_stride=*/false);
   if (std::getenv("ATTNREF_FUZZ_VERBOSE") != nullptr) {  // describe the call (debugging a crash)
     auto ext = [](const auto& v) {
       std::string t;
@@ -422,10 +481,14 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
         t += std::to_string(v.extents[i]) + "/" + std::to_string(v.strides[i]) + " ";
       return t + "buf " + std::to_string(v.buffer_size);
     };
-    std::fprintf(stderr, "kv=%s index=%s executor=%d sm_scale=%g soft_cap=%g round_bf16=%d\n",
+    std::fprintf(stderr,
+                 "kv=%s index=%s executor=%d sm_scale=%g soft_cap=%g round_bf16=%d alibi=%d "
+                 "order=%d slopes=%d\n",
                  attnref::dtype_name(attnref::dtype_of<KV>), sizeof(Index) == 4 ? "int32" : "int64",
                  executor_kind, static_cast<double>(a.sm_scale),
-                 a.soft_cap ? static_cast<double>(*a.soft_cap) : 0.0, a.round_kv_to_bf16 ? 1 : 0);
+                 a.soft_cap ? static_cast<double>(*a.soft_cap) : 0.0, a.round_kv_to_bf16 ? 1 : 0,
+                 static_cast<int>(a.alibi_convention), static_cast<int>(a.soft_cap_order),
+                 a.alibi_slopes.empty_view() ? 0 : 1);
     std::fprintf(stderr, "q %s\nk %s\nv %s\nks %s\nout %s\n", ext(a.q).c_str(),
                  ext(a.k_pages).c_str(), ext(a.v_pages).c_str(), ext(a.k_scales).c_str(),
                  ext(TensorView<const float, 3>(nullptr, out_g.extents, out_g.strides)).c_str());
@@ -468,7 +531,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
   // An output view whose elements overlap (a stride of 0, or strides that interleave) passes
   // check_paged_output; rows then overwrite each other, so only "no crash" is asked of it.
   {
-    if (out.view.numel_or_zero() == 0 && B * Hq * D == 0) return;  // nothing was written
+    if (out.view.numel_or_zero() == 0 && B * Hq * Dv == 0) return;  // nothing was written
     std::array<size_t, 3> order = {0, 1, 2};
     const auto& ov = out.view;
     std::sort(order.begin(), order.end(),
@@ -487,11 +550,12 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
   // --- float64 reference -------------------------------------------------------------------
   attnref::reference::PagedBounds bounds;
   const std::vector<double> reference = attnref::reference::paged_attention(a, &bounds);
+  std::int64_t compared = 0;  // elements compared with float64 (ATTNREF_FUZZ_VERBOSE reports)
   for (std::int64_t b = 0; b < B; ++b) {
     for (std::int64_t qh = 0; qh < Hq; ++qh) {
       const double max_raw = bounds.max_logit[static_cast<size_t>(b * Hq + qh)];
-      for (std::int64_t d = 0; d < D; ++d) {
-        const size_t i = static_cast<size_t>((b * Hq + qh) * D + d);
+      for (std::int64_t d = 0; d < Dv; ++d) {
+        const size_t i = static_cast<size_t>((b * Hq + qh) * Dv + d);
         const double want = reference[i], lo = bounds.lo[i], hi = bounds.hi[i];
         const double got = static_cast<double>(out.view(b, qh, d));
         const std::string where = "b=" + std::to_string(b) + " qh=" + std::to_string(qh) +
@@ -511,10 +575,13 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
         if (max_raw * static_cast<double>(D) < 1e3) {
           const double tol = 2e-3 * (1.0 + span) * (1.0 + max_raw * static_cast<double>(D) * 1e-3);
           ATTNREF_FUZZ_CHECK(std::fabs(got - want) <= tol, "output differs from float64: " + where);
+          ++compared;
         }
       }
     }
   }
+  if (std::getenv("ATTNREF_FUZZ_VERBOSE") != nullptr)
+    std::fprintf(stderr, "compared %lld elements with float64\n", static_cast<long long>(compared));
 }
 
 }  // namespace

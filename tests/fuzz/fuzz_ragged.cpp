@@ -3,7 +3,8 @@
 // (decode, prefill and chunked-prefill sequences in one batch; shapes, strides, buffer sizes,
 // KV layouts, page tables, kv_lens, cu_q_lens, num_seqs as a view or a host value, float,
 // bfloat16, double, int8 or fp8 (e4m3fn, e5m2) pages with scales, int32 or int64 indices, sliding
-// window, soft cap, sinks, ALiBi slopes, scale, mask value and the TPU knobs, executor), sometimes
+// window, soft cap, sinks, ALiBi slopes, both ALiBi conventions and soft-cap orders and values no
+// enumerator has, scale, mask value and the TPU knobs, executor), sometimes
 // made hostile by a few mutations (extents, strides, buffer sizes, null data, page-table entries
 // -1 / total_pages /
 // INT32_MAX / huge, kv_lens, cu_q_lens decreasing / negative / past the token buffer, num_seqs
@@ -22,12 +23,16 @@
 // Invariants:
 //  - check_ragged(jax) ok implies check_ragged(reference) ok (kJax only adds checks, and its
 //    R16 looks at more kv_lens);
+//  - the conventions (fuzz_common.hpp's check_conventions): kJax refuses any non-default value
+//    (option_not_in_jax), kReference a value no enumerator has (invalid_convention), exactly
+//    where the call with the defaults passes;
 //  - try_ragged_paged_attention (and the throwing ragged_paged_attention) report exactly
 //    check_ragged's error when that fails, then the output check's, and leave `out` untouched
 //    on any error;
 //  - on success every output element is written and finite (where the scores fit in the
 //    accumulator type), rows past cu_q_lens[num_seqs] are 0, and the rest equal (within the
-//    dtype's tolerance) the float64 oracle of tests/reference/ragged.hpp (spec §4.4);
+//    dtype's tolerance) the float64 oracle of tests/reference/ragged.hpp (spec §4.4), which
+//    applies the same conventions;
 //  - the data tier accepts NaN outside the live region and reports NaN injected inside it;
 //  - every error renders (code name, message, hint);
 //  - work proportional to input bytes: validation and the kernel stay within the BudgetScope
@@ -278,6 +283,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
   Buffer<float, 1> sinks, slopes;
   if (draw_head_values(r, rng, hq, 1.0f, false, &sinks)) a.sinks = sinks.cview();
   if (draw_head_values(r, rng, hq, 1.0f / 16, true, &slopes)) a.alibi_slopes = slopes.cview();
+  draw_conventions(r, &a);
 
   // --- buffers -------------------------------------------------------------------------------
   Buffer<Q, 3> q;
@@ -349,6 +355,8 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
     BudgetScope budget("check_ragged", data);
     jax = attnref::check_ragged(a, Profile::kJax);
     ref = attnref::check_ragged(a, Profile::kReference);
+    check_conventions(a, jax, ref,
+                      [](const Args& x, Profile p) { return attnref::check_ragged(x, p); });
   }
   attnref_fuzz::check_error_renders(jax);
   attnref_fuzz::check_error_renders(ref);
@@ -483,13 +491,14 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
   if (std::getenv("ATTNREF_FUZZ_VERBOSE") != nullptr) {
     std::fprintf(stderr,
                  "T=%lld Hq=%lld Hkv=%lld D=%lld S=%lld P=%lld pps=%lld n=%lld window=%lld cap=%g "
-                 "scale=%g exec=%d\n",
+                 "scale=%g exec=%d alibi=%d order=%d slopes=%d\n",
                  static_cast<long long>(T), static_cast<long long>(HQ), static_cast<long long>(HKV),
                  static_cast<long long>(D), static_cast<long long>(S),
                  static_cast<long long>(a.total_pages()), static_cast<long long>(a.pages_per_seq()),
                  static_cast<long long>(N), static_cast<long long>(a.sliding_window.value_or(0)),
                  static_cast<double>(a.soft_cap.value_or(0.0f)), static_cast<double>(a.sm_scale),
-                 executor_kind);
+                 executor_kind, static_cast<int>(a.alibi_convention),
+                 static_cast<int>(a.soft_cap_order), a.alibi_slopes.empty_view() ? 0 : 1);
     for (std::int64_t i = 0; i < N; ++i)
       std::fprintf(stderr, "seq %lld: rows [%lld, %lld) kv_len %lld\n", static_cast<long long>(i),
                    static_cast<long long>(a.cu_q_lens(i)),
@@ -515,6 +524,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
   const std::vector<double> reference = attnref::reference::ragged_paged_attention(a, &bounds);
   constexpr double kEps = std::is_same<Acc, double>::value ? 0x1p-52 : 0x1p-23;
   const double tol_base = (std::is_same<Acc, double>::value ? 1e-10 : 1e-4) + 2.0 * store_eps<Q>();
+  std::int64_t compared = 0;  // elements compared with float64 (ATTNREF_FUZZ_VERBOSE reports)
   for (std::int64_t t = rows; t < T; ++t)
     for (std::int64_t h = 0; h < HQ; ++h)
       for (std::int64_t d = 0; d < D; ++d)
@@ -544,13 +554,17 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
           const double slack = tol_base * (1.0 + span);
           ATTNREF_FUZZ_CHECK(got >= lo - slack && got <= hi + slack,
                              "output outside the range of V: " + where);
-          if (delta < 1e-2)
+          if (delta < 1e-2) {
             ATTNREF_FUZZ_CHECK(std::fabs(got - want) <= (tol_base + 4.0 * delta) * (1.0 + span),
                                "output differs from float64: " + where);
+            ++compared;
+          }
         }
       }
     }
   }
+  if (std::getenv("ATTNREF_FUZZ_VERBOSE") != nullptr)
+    std::fprintf(stderr, "compared %lld elements with float64\n", static_cast<long long>(compared));
 }
 
 }  // namespace

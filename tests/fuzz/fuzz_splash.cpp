@@ -2,7 +2,8 @@
 // libFuzzer harness of the splash family: fuzz bytes become a splash-attention call (head counts
 // with GQA, MQA and non-divisible counts, sequence lengths, head dims, strided layouts, segment
 // ids, sinks, block sizes forward and backward, sharding, soft cap / scale / mask value, sliding
-// window, ALiBi slopes) and a
+// window, ALiBi slopes, both ALiBi conventions and soft-cap orders and values no enumerator has)
+// and a
 // mask (full, causal, local window, chunked causal, dense bool view, predicate, & and |, one per
 // head), sometimes made hostile by a few mutations (extents, strides, buffer sizes, null data,
 // mask parameters and shapes, block sizes, options).
@@ -17,12 +18,15 @@
 //
 // Invariants:
 //  - check_splash / check_splash_backward: kJax ok implies kReference ok (kJax only adds checks);
+//  - the conventions, forward and backward (fuzz_common.hpp's check_conventions): kJax refuses
+//    any non-default value (option_not_in_jax), kReference a value no enumerator has
+//    (invalid_convention), exactly where the call with the defaults passes;
 //  - splash_attention, splash_forward (MaskInfo) and splash_attention_backward throw a ShapeError
 //    with exactly the code of the first failing check (validator, MaskInfo build, output views)
 //    and leave every output untouched on error;
 //  - on success out, logsumexp, dq, dk, dv and dsinks are finite (where the scores fit in the
 //    accumulator type) and equal, within the dtype's tolerance, to the float64 forward and
-//    backward of tests/reference/splash.hpp (spec §2.5/§2.6);
+//    backward of tests/reference/splash.hpp (spec §2.5/§2.6), which apply the same conventions;
 //  - every error renders (code name, message, hint);
 //  - work proportional to input bytes: validation, MaskInfo builds and the kernels stay within
 //    the BudgetScope budget of the buffers behind the call (fuzz_common.hpp); a call whose
@@ -480,6 +484,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
   a.sliding_window = draw_window(r, std::max(sq, skv));
   Buffer<float, 1> slopes;
   if (draw_head_values(r, rng, hq, 1.0f / 16, true, &slopes)) a.alibi_slopes = slopes.cview();
+  draw_conventions(r, &a);
 
   // --- buffers -------------------------------------------------------------------------------
   Buffer<Q, 3> q;
@@ -551,6 +556,11 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
     fwd_ref = attnref::check_splash(a, mask, Profile::kReference);
     bwd_jax = attnref::check_splash_backward(a, mask, Profile::kJax);
     bwd_ref = attnref::check_splash_backward(a, mask, Profile::kReference);
+    check_conventions(a, fwd_jax, fwd_ref,
+                      [&](const Args& x, Profile p) { return attnref::check_splash(x, mask, p); });
+    check_conventions(a, bwd_jax, bwd_ref, [&](const Args& x, Profile p) {
+      return attnref::check_splash_backward(x, mask, p);
+    });
     return 0;
   });
   for (const Status* s : {&fwd_jax, &fwd_ref, &bwd_jax, &bwd_ref})
@@ -760,9 +770,13 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
                  a.soft_cap ? static_cast<double>(*a.soft_cap) : 0.0, heads.size());
     for (const MaskSpec& m : heads) std::fprintf(stderr, " %d", m.kind);
     std::fprintf(stderr, " max_logit_mag=%g delta=%g", ref.max_logit_mag, delta);
-    std::fprintf(stderr, " seg=%d sinks=%d\n", a.has_segment_ids() ? 1 : 0, a.has_sinks() ? 1 : 0);
+    std::fprintf(stderr, " seg=%d sinks=%d slopes=%d alibi=%d order=%d\n",
+                 a.has_segment_ids() ? 1 : 0, a.has_sinks() ? 1 : 0,
+                 a.alibi_slopes.empty_view() ? 0 : 1, static_cast<int>(a.alibi_convention),
+                 static_cast<int>(a.soft_cap_order));
   }
 
+  std::int64_t compared = 0;  // elements compared with float64 (ATTNREF_FUZZ_VERBOSE reports)
   auto compare = [&](double got, double want, double lo, double hi, double mag,
                      const std::string& what) {
     if (overflows) return;
@@ -778,6 +792,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
     ATTNREF_FUZZ_CHECK(std::fabs(got - want) <= t, what + " differs from float64: got " +
                                                        std::to_string(got) + " want " +
                                                        std::to_string(want));
+    ++compared;
   };
 
   // --- forward: fuzz-shaped outputs, then the comparison
@@ -885,6 +900,9 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
                                std::to_string(want));
       }
     }
+  if (verbose)
+    std::fprintf(stderr, "forward: compared %lld elements with float64\n",
+                 static_cast<long long>(compared));
   if (overflows || !bwd_check.ok() || r.chance(40)) return;
 
   // --- backward --------------------------------------------------------------------------------
@@ -985,6 +1003,7 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
     ATTNREF_FUZZ_CHECK(std::fabs(gotv - want) <= t,
                        what + " differs from float64: got " + std::to_string(gotv) + " want " +
                            std::to_string(want) + " mag " + std::to_string(mag));
+    ++compared;
   };
   for (std::int64_t h = 0; h < HQ; ++h)
     for (std::int64_t s = 0; s < SQ; ++s)
@@ -1009,6 +1028,9 @@ void run_case(Reader& r, attnref_fuzz::Rng& rng, const Wide& w) {
     for (std::int64_t h = 0; h < HQ; ++h)
       gcompare(static_cast<double>(dsinks.view(h)), grad.dsinks[static_cast<size_t>(h)],
                grad.dsinks_mag[static_cast<size_t>(h)], 0x1p-23, "dsinks");
+  if (verbose)
+    std::fprintf(stderr, "backward: compared %lld elements with float64 in all\n",
+                 static_cast<long long>(compared));
 }
 
 }  // namespace
