@@ -193,92 +193,20 @@ def test_mask_heads_without_elements_answer_at_once():
     assert time.monotonic() - start < 5  # one mask object per head took 17 s and 2 GB
 
 
-def test_ctrl_c_stops_a_long_call_with_keyboard_interrupt():
-    """A call of hours (2^16 sequences of 2^20 tokens over one broadcast page) is stopped by
-    SIGINT between work items; run in a child so that a call that ignores it cannot hang the
-    suite."""
+def interrupted_after(setup, call):
+    """Runs `setup` (Python source defining what `call`, an expression, needs) in a child, so
+    that a call that ignores SIGINT cannot hang the suite, sends it SIGINT after 1 s and returns
+    the seconds until the call raised KeyboardInterrupt."""
     script = textwrap.dedent("""
         import os, signal, threading, time
         import numpy as np
         from numpy.lib.stride_tricks import as_strided
         import attnref
-        batch, page, pages = 2**16, 2**10, 2**10
-        q = np.ones((batch, 1, 8), np.float32)
-        k = as_strided(np.ones(8, np.float32), (1, 1, page, 8), (0, 0, 0, 4))
-        lengths = np.full(batch, page * pages, np.int32)
-        table = as_strided(np.zeros(1, np.int32), (batch, pages), (0, 0))
+    """) + textwrap.dedent(setup) + textwrap.dedent(f"""
         threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
         start = time.monotonic()
         try:
-            attnref.paged_attention(q, k, k, lengths, table, num_threads=NUM_THREADS)
-            print("finished")
-        except KeyboardInterrupt:
-            print("interrupted after", time.monotonic() - start)
-    """)
-    for threads in (1, 2):
-        done = subprocess.run([sys.executable, "-c", script.replace("NUM_THREADS", str(threads))],
-                              capture_output=True, text=True, timeout=120,
-                              env=dict(os.environ))
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.startswith("interrupted after"), done.stdout
-        assert float(done.stdout.split()[-1]) < 30
-
-
-SINGLE_ITEM_CALLS = {
-    # One sequence of 2^40 keys over one broadcast page: a single work item of hours.
-    "paged": """
-        q = np.ones((1, 1, 8), np.float32)
-        k = as_strided(np.ones(8, np.float32), (1, 1, 2**20, 8), (0, 0, 0, 4))
-        table = as_strided(np.zeros(1, np.int64), (1, 2**20), (0, 0))
-        call = lambda: attnref.paged_attention(q, k, k, np.array([2**40], np.int64), table,
-                                               num_threads=NUM_THREADS)
-    """,
-    # One decode row after 2^40 cached keys.
-    "ragged": """
-        q = np.ones((1, 1, 8), np.float32)
-        kv = as_strided(np.ones(8, np.float32), (1, 2**20, 2, 8), (0, 0, 0, 4))
-        table = as_strided(np.zeros(1, np.int64), (1, 2**20), (0, 0))
-        call = lambda: attnref.ragged_paged_attention(
-            q, kv, np.array([2**40], np.int64), table, np.array([0, 1], np.int64),
-            np.array([1], np.int64), num_threads=NUM_THREADS)
-    """,
-}
-
-
-# compare_* run the reference kernel on the same inputs (then the hypotheses) in one work item.
-COMPARE_CALLS = {
-    "paged": """
-        q = np.ones((1, 1, 8), np.float32)
-        k = as_strided(np.ones(8, np.float32), (1, 1, 2**20, 8), (0, 0, 0, 4))
-        table = as_strided(np.zeros(1, np.int64), (1, 2**20), (0, 0))
-        call = lambda: attnref.compare_paged(np.zeros((1, 1, 8)), q, k, k,
-                                             np.array([2**40], np.int64), table)
-    """,
-    "ragged": """
-        q = np.ones((1, 1, 8), np.float32)
-        kv = as_strided(np.ones(8, np.float32), (1, 2**20, 2, 8), (0, 0, 0, 4))
-        table = as_strided(np.zeros(1, np.int64), (1, 2**20), (0, 0))
-        call = lambda: attnref.compare_ragged(
-            np.zeros((1, 1, 8)), q, kv, np.array([2**40], np.int64), table,
-            np.array([0, 1], np.int64), np.array([1], np.int64))
-    """,
-}
-
-
-def interrupted_after(setup):
-    """Runs `setup` (which defines `call`) in a child, so that a call that ignores SIGINT cannot
-    hang the suite, sends it SIGINT after 1 s and returns the seconds until the call raised
-    KeyboardInterrupt."""
-    script = textwrap.dedent("""
-        import os, signal, threading, time
-        import numpy as np
-        from numpy.lib.stride_tricks import as_strided
-        import attnref
-    """) + textwrap.dedent(setup) + textwrap.dedent("""
-        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
-        start = time.monotonic()
-        try:
-            call()
+            {call}
             print("finished")
         except KeyboardInterrupt:
             print("interrupted after", time.monotonic() - start)
@@ -290,17 +218,54 @@ def interrupted_after(setup):
     return float(done.stdout.split()[-1])
 
 
-@pytest.mark.parametrize("family", sorted(SINGLE_ITEM_CALLS))
+def test_ctrl_c_stops_a_long_call_with_keyboard_interrupt():
+    """A call of hours (2^16 sequences of 2^20 tokens over one broadcast page) is stopped by
+    SIGINT between work items."""
+    setup = """
+        batch, page, pages = 2**16, 2**10, 2**10
+        q = np.ones((batch, 1, 8), np.float32)
+        k = as_strided(np.ones(8, np.float32), (1, 1, page, 8), (0, 0, 0, 4))
+        lengths = np.full(batch, page * pages, np.int32)
+        table = as_strided(np.zeros(1, np.int32), (batch, pages), (0, 0))
+    """
+    for threads in (1, 2):
+        call = f"attnref.paged_attention(q, k, k, lengths, table, num_threads={threads})"
+        assert interrupted_after(setup, call) < 30
+
+
+# One sequence of 2^40 keys over one broadcast page (`args` of each family's call): a single
+# work item of hours.
+HUGE_ITEM_INPUTS = {
+    "paged": """
+        q = np.ones((1, 1, 8), np.float32)
+        k = as_strided(np.ones(8, np.float32), (1, 1, 2**20, 8), (0, 0, 0, 4))
+        table = as_strided(np.zeros(1, np.int64), (1, 2**20), (0, 0))
+        args = (q, k, k, np.array([2**40], np.int64), table)
+    """,
+    # One decode row after 2^40 cached keys.
+    "ragged": """
+        q = np.ones((1, 1, 8), np.float32)
+        kv = as_strided(np.ones(8, np.float32), (1, 2**20, 2, 8), (0, 0, 0, 4))
+        table = as_strided(np.zeros(1, np.int64), (1, 2**20), (0, 0))
+        args = (q, kv, np.array([2**40], np.int64), table, np.array([0, 1], np.int64),
+                np.array([1], np.int64))
+    """,
+}
+KERNELS = {"paged": "paged_attention", "ragged": "ragged_paged_attention"}
+
+
+@pytest.mark.parametrize("family", sorted(HUGE_ITEM_INPUTS))
 def test_ctrl_c_stops_a_single_work_item_of_hours(family):
     """SIGINT reaches a call whose one work item (one sequence, one KV head) would run for
     hours: the kernels ask between the steps of an item, not only between items."""
     for threads in (1, 2):
-        assert interrupted_after(SINGLE_ITEM_CALLS[family].replace("NUM_THREADS",
-                                                                   str(threads))) < 30
+        call = f"attnref.{KERNELS[family]}(*args, num_threads={threads})"
+        assert interrupted_after(HUGE_ITEM_INPUTS[family], call) < 30
 
 
-@pytest.mark.parametrize("family", sorted(COMPARE_CALLS))
+@pytest.mark.parametrize("family", sorted(HUGE_ITEM_INPUTS))
 def test_ctrl_c_stops_a_compare_call(family):
-    """SIGINT stops a compare_* call whose reference run would take hours, as it stops the
-    kernel call itself."""
-    assert interrupted_after(COMPARE_CALLS[family]) < 30
+    """SIGINT stops a compare_* call, whose reference run on the same inputs (then the
+    hypotheses) is one work item of hours, as it stops the kernel call itself."""
+    call = f"attnref.compare_{family}(np.zeros((1, 1, 8)), *args)"
+    assert interrupted_after(HUGE_ITEM_INPUTS[family], call) < 30
