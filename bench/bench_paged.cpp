@@ -39,6 +39,7 @@
 #include <set>
 #include <string>
 #include <vector>
+#include "isa_context.hpp"
 
 namespace {
 

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <random>
 #include <vector>
+#include "isa_context.hpp"
 
 namespace {
 

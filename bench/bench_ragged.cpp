@@ -35,6 +35,7 @@
 #include <thread>
 #include <utility>
 #include <vector>
+#include "isa_context.hpp"
 
 namespace {
 

@@ -31,6 +31,7 @@
 #include <Eigen/Core>
 
 #include <attnref/attnref.hpp>
+#include "isa_context.hpp"
 
 namespace {
 

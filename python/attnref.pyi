@@ -210,6 +210,17 @@ def merge_attention_states(out_a: ArrayLike, lse_a: ArrayLike, out_b: ArrayLike,
     head_dim] (their dtype; float32 holding bfloat16 values for bfloat16 states), lse [rows,
     heads]."""
 
+class BuildInfo(TypedDict):
+    version: str
+    isa: Literal["baseline", "avx2", "avx512"]
+    cpu_isa: Literal["baseline", "avx2", "avx512"]
+    isa_forced: Optional[str]
+    extension: str
+
+def build_info() -> BuildInfo:
+    """What this process runs: the version, the instruction-set level of the kernels (isa), the
+    best level this CPU runs (cpu_isa), ATTNREF_ISA if set, and the extension imported."""
+
 def get_include() -> str:
     """The directory holding attnref/attnref.hpp, in an installed wheel."""
 

@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "attnref/core/checked_math.hpp"
+#include "attnref/core/isa.hpp"
 #include "attnref/validate/options.hpp"
 
 namespace attnref {
@@ -578,13 +579,15 @@ namespace py = pybind11;
 using attnref::python::StatusError;
 using attnref::python::TypedArray;
 
-PYBIND11_MODULE(_attnref, m) {
+// ATTNREF_PY_MODULE: _attnref, or _attnref_<level> for a build of another x86-64 level.
+PYBIND11_MODULE(ATTNREF_PY_MODULE, m) {
   m.doc() =
       "attnref: validators and float reference kernels for paged, splash and ragged attention.\n"
       "Every function reads numpy arrays and CPU tensors (__dlpack__) in place, with their own\n"
       "strides, checks them with the C++ library's rules and raises attnref.ShapeError (a\n"
       "ValueError) with .code, .jax_check, .values, .hint and the library's message.";
   m.attr("__version__") = ATTNREF_PY_VERSION;  // the CMake project version
+  m.attr("_kernel_isa") = attnref::isa_name(attnref::compiled_isa());
 
   static py::exception<StatusError> shape_error(m, "ShapeError", PyExc_ValueError);
   shape_error.doc() =

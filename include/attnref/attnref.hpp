@@ -8,6 +8,7 @@
 #pragma once
 
 #include "attnref/core/executor.hpp"
+#include "attnref/core/isa.hpp"
 #include "attnref/core/kv_dtypes.hpp"
 #include "attnref/kernels/merge_attention_states.hpp"
 #include "attnref/kernels/paged_attention.hpp"

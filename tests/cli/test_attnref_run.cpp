@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 #include <Eigen/Core>
 
+#include "attnref/core/isa.hpp"
 #include "attnref/io/npy.hpp"
 #include "cli_harness.hpp"
 #include "reference/paged.hpp"
@@ -304,7 +305,10 @@ TEST_F(Cli, ConfigUsageErrorsExit1) {
 TEST_F(Cli, HelpVersionAndSubcommands) {
   Result r = run("--version");
   EXPECT_EQ(r.code, 0);
-  EXPECT_EQ(r.out, "attnref-run 0.1.0\n");
+  EXPECT_EQ(r.out.rfind("attnref-run 0.1.0\nkernels: ", 0), 0u) << r.out;
+  const std::string cpu =
+      std::string("(this CPU: ") + attnref::isa_name(attnref::cpu_isa()) + ")\n";
+  EXPECT_NE(r.out.find(cpu), std::string::npos) << r.out;
   r = run("--help");
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("\n  config    "), std::string::npos);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // attnref-run: validate attention inputs against JAX's Pallas TPU rules and compute reference
 // results from .npy files. `attnref-run --help` lists the subcommands.
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <iostream>
@@ -8,8 +9,13 @@
 #include <string>
 
 #include "attnref/core/error.hpp"
+#include "attnref/core/isa.hpp"
 #include "attnref/version.hpp"
 #include "cli_common.hpp"
+
+#if defined(ATTNREF_RUN_ISA_VARIANTS) && defined(__linux__)
+#include <unistd.h>
+#endif
 
 // The subcommands, one line each: X(name, summary). Subcommand `name` is the function
 // `int attnref::cli::run_<name>(int argc, char** argv)` (the arguments after the name), defined
@@ -62,9 +68,37 @@ void print_usage(std::ostream& os) {
         "mismatch\n";
 }
 
+// Starts the program beside this one built for the level this CPU should run
+// (attnref-run-avx2, attnref-run-avx512, attnref-run for baseline) when that is not this
+// program's level. Returns when this program runs the call: its level is the chosen one, or no
+// such program is there. False for an ATTNREF_ISA that names no level.
+bool start_program_for_cpu(char** argv) {
+  attnref::IsaLevel level = attnref::IsaLevel::kBaseline;
+  if (!attnref::choose_isa(std::getenv("ATTNREF_ISA"), level)) return false;
+#if defined(ATTNREF_RUN_ISA_VARIANTS) && defined(__linux__)
+  if (level == attnref::compiled_isa()) return true;
+  std::string path(4096, '\0');
+  const ssize_t n = readlink("/proc/self/exe", &path[0], path.size() - 1);
+  if (n <= 0) return true;
+  path.resize(static_cast<std::size_t>(n));
+  path.resize(path.rfind('/') + 1);
+  path += level == attnref::IsaLevel::kBaseline ? std::string("attnref-run")
+                                                : "attnref-run-" + std::string(isa_name(level));
+  if (access(path.c_str(), X_OK) == 0) execv(path.c_str(), argv);
+#else
+  (void)argv;
+#endif
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!start_program_for_cpu(argv)) {
+    std::cerr << "attnref-run: ATTNREF_ISA='" << std::getenv("ATTNREF_ISA")
+              << "' names no instruction-set level; use baseline, avx2 or avx512\n";
+    return attnref::cli::kExitUsage;
+  }
   if (argc < 2) {
     std::cerr << "attnref-run: missing subcommand\n";
     print_usage(std::cerr);
@@ -77,7 +111,9 @@ int main(int argc, char** argv) {
     return attnref::cli::kExitOk;
   }
   if (std::strcmp(first, "--version") == 0) {
-    std::cout << "attnref-run " << ATTNREF_VERSION_STRING << "\n";
+    std::cout << "attnref-run " << ATTNREF_VERSION_STRING << "\n"
+              << "kernels: " << attnref::isa_name(attnref::compiled_isa())
+              << " (this CPU: " << attnref::isa_name(attnref::cpu_isa()) << ")\n";
     return attnref::cli::kExitOk;
   }
   for (const Subcommand& s : kSubcommands) {

@@ -134,8 +134,13 @@ void merge_run(const MergeStatesArgs<T>& a, const TensorView<T, 3>& out,
         for (std::int64_t d = 0; d < dim; ++d) row_a[d] = load_as<Acc>(a.out_a(n, h, d));
       if (lb != neg_inf)
         for (std::int64_t d = 0; d < dim; ++d) row_b[d] = load_as<Acc>(a.out_b(n, h, d));
-      const PartialState<Acc> states[2] = {{la, Acc(1), row_a, la == neg_inf},
-                                           {lb, Acc(1), row_b, lb == neg_inf}};
+      // The state of the larger lse first (its weight is exactly 1): merging (a, b) and (b, a)
+      // then add the same terms in the same order, bit for bit, even where the compiler fuses
+      // a product and a sum into one FMA (x86-64-v3 and up).
+      const PartialState<Acc> sa{la, Acc(1), row_a, la == neg_inf};
+      const PartialState<Acc> sb{lb, Acc(1), row_b, lb == neg_inf};
+      const bool b_first = lb > la;
+      const PartialState<Acc> states[2] = {b_first ? sb : sa, b_first ? sa : sb};
       const MergedState<Acc> m = merge_partial_states<Acc>(
           2, dim, [&](std::int64_t s) { return states[s]; }, merged);
       // Both empty: 0 and -inf; a NaN or +inf lse: NaN; else l is in [1, 2].
