@@ -26,15 +26,6 @@ const frontend::PagedHints kHints{
     "q is float16, float32, float64 or bfloat16 (a torch.bfloat16 tensor, or view_as(q_uint16, "
     "'bfloat16'))"};
 
-MegacoreMode megacore_mode_of(const std::string& mode) {
-  if (mode == "kv_head") return MegacoreMode::kKvHead;
-  if (mode == "batch") return MegacoreMode::kBatch;
-  // JAX's P10, whose text names the accepted values.
-  throw StatusError(Status(ErrorCode::kInvalidMegacoreMode, "P10",
-                           "megacore_mode must be one of ['kv_head', 'batch', None]",
-                           "pass None, 'kv_head' or 'batch'"));
-}
-
 PagedCall read_paged(py::handle q, py::handle k, py::handle v, py::handle lengths,
                      py::handle page_indices, py::kwargs kwargs, bool for_kernel,
                      const char* function) {
@@ -43,7 +34,8 @@ PagedCall read_paged(py::handle q, py::handle k, py::handle v, py::handle length
   frontend::PagedInputs& in = call.in;
   in.layout = parse_kv_layout_option(kw);
   if (auto n = kw.take_int("pages_per_compute_block")) in.pages_per_compute_block = *n;
-  if (auto mode = kw.take_string("megacore_mode")) in.megacore_mode = megacore_mode_of(*mode);
+  if (auto mode = kw.take_string("megacore_mode"))
+    in.megacore_mode = frontend::megacore_mode_from_name(*mode, "pass None, 'kv_head' or 'batch'");
   if (auto r = kw.take_bool("round_kv_to_bf16")) in.round_kv_to_bf16 = *r;
   in.sliding_window = kw.take_int("sliding_window");
   py::object sinks = kw.take_object("sinks");

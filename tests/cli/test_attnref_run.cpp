@@ -216,7 +216,8 @@ TEST_F(Cli, ConfigGqaErrorAndHint) {
   EXPECT_EQ(r.err,
             "attnref: error[gqa_not_divisible] Number of Q heads must be divisible by number of "
             "KV heads. Got 8 and 6.\n"
-            "valid num_kv_heads for 8 query heads: 1, 2, 4, 8\n");
+            "valid num_kv_heads for 8 query heads: 1, 2, 4, 8\n"
+            "JAX check P2\n");
 }
 
 TEST_F(Cli, ConfigSeedScenarios) {
@@ -875,16 +876,42 @@ TEST_F(Cli, PagedBadFiles) {
             0u)
       << r.err;
 
-  // Fortran order: rewrite q's header.
+  // Fortran order (np.save of a column-major array) reads as the same array in C order: q's
+  // bytes under a fortran_order header are the array whose element (b, h, d) is
+  // q[b + B * (h + H * d)] of the flat data.
   std::string bytes = cli_test::slurp(path("q.npy"));
   bytes.replace(bytes.find("False"), 5, "True ");
   std::ofstream(path("fortran.npy"), std::ios::binary) << bytes;
+  std::vector<float> c_order(p.q.size());
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    for (std::int64_t h = 0; h < p.q_heads; ++h) {
+      for (std::int64_t d = 0; d < p.dim; ++d) {
+        c_order[static_cast<std::size_t>((b * p.q_heads + h) * p.dim + d)] =
+            static_cast<float>(p.q[static_cast<std::size_t>(b + p.batch * (h + p.q_heads * d))]);
+      }
+    }
+  }
+  save<float>("c_order.npy", p.q_shape(), c_order);
+  const std::string rest =
+      " --k-pages k.npy --v-pages v.npy --lengths lengths.npy --page-indices table.npy";
+  r = run(in_dir(*this, "paged --q fortran.npy --out from_fortran.npy" + rest));
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run(in_dir(*this, "paged --q c_order.npy --out from_c.npy" + rest));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(cli_test::slurp(path("from_fortran.npy")), cli_test::slurp(path("from_c.npy")));
+
+  // A well-formed file of a dtype attnref does not read is that argument's dtype error (exit
+  // 2), as in the Python module: the page table's int32 header relabelled uint32.
+  bytes = cli_test::slurp(path("table.npy"));
+  bytes.replace(bytes.find("<i4"), 3, "<u4");
+  std::ofstream(path("table_u4.npy"), std::ios::binary) << bytes;
   r = run(in_dir(*this,
-                 "paged --q fortran.npy --k-pages k.npy --v-pages v.npy "
-                 "--lengths lengths.npy --page-indices table.npy"));
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err_line(0).find("Fortran order"), std::string::npos) << r.err;
-  EXPECT_EQ(r.err_line(1), "save numpy.ascontiguousarray(x) instead of x");
+                 "paged --q q.npy --k-pages k.npy --v-pages v.npy --lengths lengths.npy "
+                 "--page-indices table_u4.npy"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err_line(0),
+            "attnref: error[dtype_not_supported] page_indices has dtype uint32, which attnref "
+            "does not read");
 
   // Truncated data.
   bytes = cli_test::slurp(path("v.npy"));

@@ -184,7 +184,8 @@ TEST_F(Features, PagedOptionErrorsComeFromTheLibrary) {
             "here");
 }
 
-// JAX's megacore split (P8, P9 under --profile jax) and its bf16 rounding of float K/V.
+// JAX's megacore split (P8, P9 under --profile jax; P10 for any other value) and its bf16 rounding
+// of float K/V.
 TEST_F(Features, PagedMegacoreModeAndBf16Rounding) {
   const PagedCase c(3);  // batch 3 (odd), 2 KV heads (even)
   c.save(*this);
@@ -196,9 +197,15 @@ TEST_F(Features, PagedMegacoreModeAndBf16Rounding) {
             "'batch'");
   r = run_subcommand("paged", base + "--megacore-mode kv_head --profile jax --check-only");
   EXPECT_EQ(r.code, 0) << r.err;
-  r = run_subcommand("paged", base + "--megacore-mode sideways");
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.first_err_line().find("--megacore-mode must be one of"), std::string::npos) << r.err;
+  // A value JAX rejects is JAX's P10 with JAX's text, in every profile, as in the module.
+  for (const char* profile : {"", "--profile jax "}) {
+    r = run_subcommand("paged", base + profile + "--megacore-mode both --check-only");
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_EQ(r.first_err_line(),
+              "attnref: error[invalid_megacore_mode] megacore_mode must be one of ['kv_head', "
+              "'batch', None]");
+    EXPECT_NE(r.err.find("P10"), std::string::npos) << r.err;
+  }
 
   // --round-kv-to-bf16 equals running on K/V already rounded to bfloat16 (nearest even).
   r = run_subcommand("paged", base + "--out plain.npy");

@@ -49,6 +49,7 @@ std::string format_error(const Status& status) {
       std::string("attnref: error[") + error_code_name(status.code()) + "] " + status.message();
   const std::string hint = status.hint();
   if (!hint.empty()) text += "\n" + hint;
+  if (status.jax_check()[0] != '\0') text += std::string("\nJAX check ") + status.jax_check();
   return text;
 }
 
@@ -62,6 +63,7 @@ std::string format_error(const NpyStatus& status) {
 std::string format_error(const frontend::Error& error) {
   std::string text = "attnref: error[" + error.code + "] " + error.message;
   if (!error.hint.empty()) text += "\n" + error.hint;
+  if (!error.jax_check.empty()) text += "\nJAX check " + error.jax_check;
   return text;
 }
 
@@ -297,6 +299,17 @@ Input load_input(const ParsedArgs& args, const char* option, bool required) {
   const bool same = ::stat(input.path.c_str(), &now) == 0 && now.st_dev == checked.st_dev &&
                     now.st_ino == checked.st_ino;
   ::close(fd);
+  if (!s.ok() && !s.unread_dtype().empty()) {
+    // A well-formed file of a dtype attnref does not read is the argument's dtype error, as
+    // in the Python module (exit 2), not a bad file.
+    std::string name = std::string(option).substr(2);
+    std::replace(name.begin(), name.end(), '-', '_');
+    throw Exit(kExitValidation,
+               "attnref: error[dtype_not_supported] " + name + " has dtype " + s.unread_dtype() +
+                   ", which attnref does not read\nattnref-run reads .npy files of float16, "
+                   "float32, float64, int8, int32, int64 and bool, and raw bfloat16 and fp8 "
+                   "codes (uint16 or |V2, uint8 or |V1) with --q-dtype and --kv-dtype");
+  }
   if (!s.ok()) fail_file(s);
   if (!same) {
     fail_file(NpyStatus(input.path, "the file was replaced while being read",

@@ -130,8 +130,8 @@ const CommandSpec& paged_spec() {
            kKvDtypeOption,
            {"--pages-per-compute-block", "N", "JAX's blocking (default 1; no numerical effect)"},
            {"--megacore-mode", "M",
-            "JAX's megacore split, kv_head or batch (checked by --profile jax; no numerical "
-            "effect)"},
+            "JAX's megacore split, kv_head or batch (another value is JAX's P10; the split "
+            "is checked by --profile jax; no numerical effect)"},
            {"--round-kv-to-bf16", nullptr,
             "round float K/V to bfloat16 before the products, as JAX's TPU kernel does"},
            {"--sliding-window", "W", "attend to the last W keys only (W > 0)"},
@@ -164,9 +164,11 @@ int run_paged(int argc, char** argv) {
   if (std::optional<std::int64_t> n = args.int64("--pages-per-compute-block")) {
     in.pages_per_compute_block = *n;
   }
-  const std::string megacore = args.choice("--megacore-mode", {"kv_head", "batch"}, "");
-  if (megacore == "kv_head") in.megacore_mode = MegacoreMode::kKvHead;
-  if (megacore == "batch") in.megacore_mode = MegacoreMode::kBatch;
+  // A value JAX rejects is JAX's P10 (exit 2), as in the Python module.
+  if (const std::optional<std::string> mode = args.value("--megacore-mode")) {
+    in.megacore_mode = frontend::megacore_mode_from_name(
+        *mode, "use --megacore-mode kv_head or batch, or leave it out for none");
+  }
   in.round_kv_to_bf16 = args.has("--round-kv-to-bf16");
   in.sliding_window = args.int64("--sliding-window");
   for (const char* required : {"--q", "--k-pages", "--v-pages", "--lengths", "--page-indices"}) {

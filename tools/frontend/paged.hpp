@@ -44,6 +44,17 @@ struct PagedHints {
   const char* q_dtype;  ///< the query dtypes and how to pass a bfloat16 one
 };
 
+/// JAX's megacore_mode from its name. Any other name is JAX's P10 in every profile, raised as
+/// the option is read (JAX names the accepted values whatever the inputs); `hint` says how the
+/// front end spells "none".
+inline MegacoreMode megacore_mode_from_name(const std::string& name, const char* hint) {
+  if (name == "kv_head") return MegacoreMode::kKvHead;
+  if (name == "batch") return MegacoreMode::kBatch;
+  raise_if_error(Status(ErrorCode::kInvalidMegacoreMode, "P10",
+                        "megacore_mode must be one of ['kv_head', 'batch', None]", hint));
+  return MegacoreMode::kNone;
+}
+
 /// True when lengths is `[batch, n]` with q's batch: JAX compares its shape with `(batch,)`
 /// after P1..P4, so this is reported in JAX's order (its P5) by `with_paged_args`.
 inline bool lengths_rank_in_jax_order(const PagedInputs& in) {

@@ -1,15 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file npy.hpp
 /// numpy `.npy` files: a strict reader (from a byte buffer or a file) and a writer, for dumping
-/// tensors from Python and comparing against attnref. Little-endian, C order, format versions
-/// 1.0, 2.0 and 3.0; dtypes `<f2 <f4 <f8 |i1 <i4 <i8 |b1`, and the raw codes of bf16 and fp8
-/// dumps: `|u1 <u2` and numpy's void `|V1 |V2` (what `np.save` writes for ml_dtypes' float8 and
-/// bfloat16 arrays; any byte-order mark). `npy_reinterpret` then reads raw codes as bfloat16
-/// or fp8. Everything else (Fortran order,
-/// big-endian or unknown dtypes, truncated or surplus data, a malformed header, a shape whose
-/// size overflows int64) is an `ErrorCode::kBadFile` error that names the file and the problem.
-/// No allocation is ever sized from a header number before it has been checked against the
-/// real number of bytes. No Eigen.
+/// tensors from Python and comparing against attnref. Little-endian, C or Fortran order (the
+/// reader returns C order), format versions 1.0, 2.0 and 3.0; dtypes `<f2 <f4 <f8 |i1 <i4 <i8 |b1`,
+/// and the raw codes of bf16 and fp8 dumps: `|u1 <u2` and numpy's void `|V1 |V2` (what `np.save`
+/// writes for ml_dtypes' float8 and bfloat16 arrays; any byte-order mark). `npy_reinterpret` then
+/// reads raw codes as bfloat16 or fp8. Everything else (big-endian or unknown dtypes, truncated or
+/// surplus data, a malformed header, a shape whose size overflows int64) is an
+/// `ErrorCode::kBadFile` error that names the file and the problem. No allocation is ever sized
+/// from a header number before it has been checked against the real number of bytes. No Eigen.
 ///
 /// Example:
 /// @code
@@ -103,8 +102,19 @@ class NpyStatus {
         problem_(std::move(problem)),
         hint_(std::move(hint)) {}
 
+  /// A `kBadFile` error about a well-formed file of a numpy dtype attnref does not read;
+  /// `unread_dtype` is numpy's name of it ("uint32").
+  NpyStatus(std::string file, std::string problem, std::string hint, std::string unread_dtype)
+      : NpyStatus(std::move(file), std::move(problem), std::move(hint)) {
+    unread_dtype_ = std::move(unread_dtype);
+  }
+
   bool ok() const noexcept { return code_ == ErrorCode::kOk; }
   ErrorCode code() const noexcept { return code_; }
+  /// numpy's name of the file's dtype when the file is well formed but attnref does not read
+  /// that dtype ("uint32", "int16"), else empty: a front end reports it as the argument's
+  /// dtype error rather than as a bad file.
+  const std::string& unread_dtype() const noexcept { return unread_dtype_; }
   /// The file the error is about ("<buffer>" for in-memory data).
   const std::string& file() const noexcept { return file_; }
   /// `"<file>: <problem>"`, or "ok".
@@ -123,6 +133,7 @@ class NpyStatus {
   std::string file_;
   std::string problem_;
   std::string hint_;
+  std::string unread_dtype_;
 };
 
 /// Bytes per element of a dtype the `.npy` code handles; 0 for others (bfloat16, unknown).
@@ -190,6 +201,7 @@ struct NpyHeader {
   std::vector<std::int64_t> shape;
   std::int64_t data_offset = 0;  ///< bytes before the data: magic, version, length, header
   std::int64_t data_bytes = 0;   ///< numel * itemsize, proven not to overflow
+  bool fortran_order = false;    ///< the data is column-major (numpy.save of an F-ordered array)
 };
 
 inline constexpr std::int64_t kNpyMaxHeaderBytes = std::int64_t{1} << 20;
@@ -232,10 +244,11 @@ class NpyHeaderParser {
   NpyHeaderParser(const char* text, std::size_t size) : p_(text), end_(text + size) {}
 
   /// Parses the dict into `out->dtype` and `out->shape`; on failure returns false and sets
-  /// `problem` and `hint`.
-  bool parse(NpyHeader* out, std::string* problem, std::string* hint) {
+  /// `problem` and `hint`, and `unread` to numpy's name of a dtype attnref does not read.
+  bool parse(NpyHeader* out, std::string* problem, std::string* hint, std::string* unread) {
     problem_ = problem;
     hint_ = hint;
+    unread_ = unread;
     skip_ws();
     if (!eat('{')) return fail("the header is not a Python dict (it does not start with '{')");
     bool have_descr = false, have_fortran = false, have_shape = false;
@@ -294,10 +307,7 @@ class NpyHeaderParser {
                                    : "shape") +
                   "'");
     }
-    if (fortran) {
-      return fail("the array is in Fortran order (fortran_order: True); attnref reads C order only",
-                  "save numpy.ascontiguousarray(x) instead of x");
-    }
+    out->fortran_order = fortran;
     return decode_descr(descr, &out->dtype);
   }
 
@@ -403,6 +413,17 @@ class NpyHeaderParser {
         return true;
       }
     }
+    static constexpr struct {
+      const char* descr;
+      const char* name;
+    } kUnread[] = {{"<i2", "int16"},
+                   {"<u4", "uint32"},
+                   {"<u8", "uint64"},
+                   {"<c8", "complex64"},
+                   {"<c16", "complex128"}};
+    for (const auto& row : kUnread) {
+      if (d == row.descr) *unread_ = row.name;
+    }
     return fail("unsupported dtype '" + npy_excerpt(d.data(), d.size()) + "'; " + supported,
                 "convert with x.astype('<f4') (or another supported dtype) before numpy.save");
   }
@@ -411,6 +432,7 @@ class NpyHeaderParser {
   const char* end_;
   std::string* problem_ = nullptr;
   std::string* hint_ = nullptr;
+  std::string* unread_ = nullptr;
 };
 
 inline std::uint32_t npy_read_le(const unsigned char* p, int n) noexcept {
@@ -470,9 +492,9 @@ inline NpyStatus npy_parse_preamble(const std::string& file, const unsigned char
 inline NpyStatus npy_parse_header(const std::string& file, const char* text, std::int64_t len,
                                   std::int64_t data_offset, std::int64_t data_available,
                                   NpyHeader* out) {
-  std::string problem, hint;
+  std::string problem, hint, unread;
   NpyHeaderParser parser(text, static_cast<std::size_t>(len));
-  if (!parser.parse(out, &problem, &hint)) return NpyStatus(file, problem, hint);
+  if (!parser.parse(out, &problem, &hint, &unread)) return NpyStatus(file, problem, hint, unread);
   out->data_offset = data_offset;
   const std::int64_t itemsize = npy_itemsize(out->dtype);
   std::int64_t numel = 1;
@@ -501,6 +523,37 @@ inline NpyStatus npy_parse_header(const std::string& file, const char* text, std
                      "the file was cut short or its header does not describe it; re-save it");
   }
   return NpyStatus();
+}
+
+/// Reorders the bytes of a column-major array (fortran_order: True) into row-major order, the
+/// order every NpyArray holds: C index (i0, ..., in-1) reads the element at
+/// i0 + d0 * (i1 + d1 * (...)).
+inline void npy_fortran_to_c(NpyArray& a) {
+  const std::size_t rank = a.shape.size();
+  const auto item = static_cast<std::size_t>(npy_itemsize(a.dtype));
+  if (rank < 2 || a.bytes.empty()) return;
+  std::vector<std::int64_t> stride(rank);  // column-major strides, in elements
+  std::int64_t numel = 1;
+  for (std::size_t k = 0; k < rank; ++k) {
+    stride[k] = numel;
+    numel *= a.shape[k];  // the header check proved numel * itemsize fits
+  }
+  std::vector<unsigned char> c_order(a.bytes.size());
+  std::vector<std::int64_t> index(rank, 0);
+  std::int64_t from = 0;
+  for (std::int64_t i = 0; i < numel; ++i) {
+    std::memcpy(&c_order[static_cast<std::size_t>(i) * item],
+                &a.bytes[static_cast<std::size_t>(from) * item], item);
+    for (std::size_t k = rank; k-- > 0;) {  // the next C index: the last dimension fastest
+      if (++index[k] < a.shape[k]) {
+        from += stride[k];
+        break;
+      }
+      from -= stride[k] * (a.shape[k] - 1);
+      index[k] = 0;
+    }
+  }
+  a.bytes.swap(c_order);
 }
 
 /// Every bool byte must be 0 or 1 (anything else is not a valid C++ bool).
@@ -539,6 +592,7 @@ inline NpyStatus parse_npy(const void* data, std::size_t size, NpyArray* out,
   a.dtype = header.dtype;
   a.shape = std::move(header.shape);
   a.bytes.assign(p + data_offset, p + data_offset + header.data_bytes);
+  if (header.fortran_order) detail::npy_fortran_to_c(a);
   s = detail::npy_check_bools(name, a);
   if (!s.ok()) return s;
   *out = std::move(a);
@@ -595,6 +649,7 @@ inline NpyStatus read_npy(const std::string& path, NpyArray* out) {
   if (!a.bytes.empty() && std::fread(a.bytes.data(), 1, a.bytes.size(), file.f) != a.bytes.size()) {
     return NpyStatus(path, "data is truncated: the file shrank while being read", reread);
   }
+  if (header.fortran_order) detail::npy_fortran_to_c(a);
   s = detail::npy_check_bools(path, a);
   if (!s.ok()) return s;
   *out = std::move(a);
