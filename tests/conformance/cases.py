@@ -4,7 +4,10 @@ that one JAX check (the row's id) fails, or change it in a way both should accep
 import dataclasses
 from typing import Callable
 
+import ml_dtypes
 import numpy as np
+
+BF16 = ml_dtypes.bfloat16
 
 
 @dataclasses.dataclass
@@ -12,6 +15,7 @@ class Row:
     name: str  # unique within the family; the key of differences.py
     check: str  # the JAX check the change breaks ("" when it breaks none)
     make: Callable[[], dict]
+    x64: bool = False  # JAX runs with jax_enable_x64 on (64-bit arrays stay 64-bit)
 
 
 def _rng(seed=0):
@@ -43,6 +47,20 @@ def _paged(**changes):
 
 
 _PAGED_SHAPE = ("batch", "hq", "hkv", "dim", "pages", "page_size", "pps", "dtype")
+
+
+def _as(name, dtype):
+    return lambda x: x[name].astype(dtype)
+
+
+def _strided(name):
+    """x[name] as a non-contiguous view: every other element of an array twice as long."""
+    def make(x):
+        a = x[name]
+        wide = np.zeros(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)
+        wide[..., ::2] = a
+        return wide[..., ::2]
+    return make
 
 
 def _int8_pages(x):
@@ -97,6 +115,41 @@ PAGED_ROWS = [
                page_indices=lambda x: np.array([[0, 1, 8], [0, 1, 2]], np.int32))),
     Row("own: soft cap 0", "", _paged(soft_cap=0.0)),
     Row("own: q of rank 2", "", _paged(q=lambda x: x["q"][0])),
+    # What JAX converts or never checks: index dtypes, K vs V vs q dtypes, ranks JAX meets in
+    # tuple unpacking, layouts, the 64-bit switch.
+    Row("own: int64 page_indices", "", _paged(page_indices=_as("page_indices", np.int64))),
+    Row("own: int64 lengths and page_indices", "",
+        _paged(lengths=_as("lengths", np.int64), page_indices=_as("page_indices", np.int64))),
+    Row("own: uint32 page_indices", "", _paged(page_indices=_as("page_indices", np.uint32))),
+    Row("own: int16 page_indices", "", _paged(page_indices=_as("page_indices", np.int16))),
+    Row("own: float32 page_indices", "", _paged(page_indices=_as("page_indices", np.float32))),
+    Row("own: uint32 lengths", "", _paged(lengths=_as("lengths", np.uint32))),
+    Row("x64 on: P7 int64 lengths", "P7", _paged(lengths=_as("lengths", np.int64)), x64=True),
+    Row("x64 on: valid", "", _paged(), x64=True),
+    Row("own: K float32, V bfloat16", "", _paged(v_pages=_as("v_pages", BF16))),
+    Row("own: K bfloat16, V float32", "", _paged(k_pages=_as("k_pages", BF16))),
+    Row("valid: bfloat16 q over float32 pages", "", _paged(q=_as("q", BF16))),
+    Row("valid: float32 q over bfloat16 pages", "",
+        _paged(k_pages=_as("k_pages", BF16), v_pages=_as("v_pages", BF16))),
+    Row("valid: bfloat16", "", _paged(dtype=BF16)),
+    Row("own: float16 q over float32 pages", "", _paged(q=_as("q", np.float16))),
+    Row("own: int8 pages with bfloat16 scales", "",
+        _paged(k_pages=_int8_pages, k_scales=_as("k_scales", BF16),
+               v_scales=_as("v_scales", BF16))),
+    Row("own: q of rank 4", "", _paged(q=lambda x: x["q"][None])),
+    Row("own: k_pages of rank 3", "", _paged(k_pages=lambda x: x["k_pages"][0])),
+    Row("own: v_pages of rank 3", "", _paged(v_pages=lambda x: x["v_pages"][0])),
+    Row("own: page_indices of rank 1", "", _paged(page_indices=lambda x: x["page_indices"][0])),
+    Row("own: page_indices of rank 3", "",
+        _paged(page_indices=lambda x: x["page_indices"][None])),
+    Row("own: lengths of rank 0", "", _paged(lengths=lambda x: x["lengths"][0])),
+    Row("valid: non-contiguous q, pages and page table", "",
+        _paged(q=_strided("q"), k_pages=_strided("k_pages"), v_pages=_strided("v_pages"),
+               page_indices=_strided("page_indices"))),
+    Row("valid: batch 0", "", _paged(batch=0)),
+    Row("valid: Fortran-ordered pages", "",
+        _paged(k_pages=lambda x: np.asfortranarray(x["k_pages"]),
+               v_pages=lambda x: np.asfortranarray(x["v_pages"]))),
 ]
 
 
@@ -177,6 +230,26 @@ RAGGED_ROWS = [
     Row("valid: a dead page-table entry past the pool", "",
         _ragged(page_indices=lambda x: np.array([[3, 1, 10], [0, 5, 2], [0, 0, 0]], np.int32))),
     Row("own: k_scale nan", "", _ragged(k_scale=float("nan"))),
+    # What JAX converts or never checks.
+    Row("R5 int64 cu_q_lens", "R5", _ragged(cu_q_lens=_as("cu_q_lens", np.int64))),
+    Row("own: uint32 cu_q_lens", "", _ragged(cu_q_lens=_as("cu_q_lens", np.uint32))),
+    Row("valid: int64 num_seqs", "", _ragged(num_seqs=_as("num_seqs", np.int64))),
+    Row("x64 on: valid", "", _ragged(), x64=True),
+    Row("x64 on: R5 int64 kv_lens", "R5", _ragged(kv_lens=_as("kv_lens", np.int64)), x64=True),
+    Row("valid: bfloat16 q over float32 pages", "", _ragged(q=_as("q", BF16))),
+    Row("valid: float32 q over bfloat16 pages", "", _ragged(kv_pages=_as("kv_pages", BF16))),
+    Row("own: float16 q over float32 pages", "", _ragged(q=_as("q", np.float16))),
+    Row("own: float16 q and pages", "", _ragged(dtype=np.float16)),
+    Row("own: q of rank 2", "", _ragged(q=lambda x: x["q"][:, 0])),
+    Row("own: kv_pages of rank 3", "", _ragged(kv_pages=lambda x: x["kv_pages"][0])),
+    Row("own: page_indices of rank 1", "",
+        _ragged(page_indices=lambda x: x["page_indices"].reshape(-1))),
+    Row("valid: non-contiguous q, pages and page table", "",
+        _ragged(q=_strided("q"), kv_pages=_strided("kv_pages"),
+                page_indices=_strided("page_indices"))),
+    Row("R13 k_scale a numpy float32", "R13", _ragged(k_scale=np.float32(0.5))),
+    Row("own: num_seqs a Python int", "", _ragged(num_seqs=2)),
+    Row("own: num_seqs of rank 0", "", _ragged(num_seqs=lambda x: np.array(2, np.int32))),
 ]
 
 
@@ -243,6 +316,21 @@ SPLASH_ROWS = [
     Row("M3 q block 96 over 128 rows", "M3", _splash(block_q=96)),
     Row("M4 kv block 256 over 128 keys", "M4", _splash(block_kv=256)),
     Row("K12 chunk size 0", "K12", _splash(mask=("chunked", 0))),
+    # What JAX converts or never checks.
+    Row("own: float32 q, bfloat16 k and v", "",
+        _splash(k=_as("k", BF16), v=_as("v", BF16))),
+    Row("own: float32 q and k, bfloat16 v", "", _splash(v=_as("v", BF16))),
+    Row("valid: bfloat16", "", _splash(dtype=BF16)),
+    Row("own: int64 segment ids", "",
+        _splash(**dict(_segments(128, 128), q_segment_ids=lambda x: (np.arange(128) // 48),
+                       kv_segment_ids=lambda x: (np.arange(128) // 48)))),
+    Row("valid: bfloat16 sinks", "",
+        _splash(sinks=lambda x: np.array([0.5, -1.0], BF16))),
+    Row("x64 on: valid", "", _splash(), x64=True),
+    Row("own: q of rank 2", "", _splash(q=lambda x: x["q"][0])),
+    Row("own: q of rank 4", "", _splash(q=lambda x: x["q"][None])),
+    Row("valid: non-contiguous q, k and v", "",
+        _splash(q=_strided("q"), k=_strided("k"), v=_strided("v"))),
 ]
 
 ROWS = {"paged": PAGED_ROWS, "ragged": RAGGED_ROWS, "splash": SPLASH_ROWS}

@@ -32,6 +32,26 @@ NOT_REACHED = {
     "K11": "the module takes no shard count for computable masks",
 }
 
+# Reasons shared by several rows.
+_X64_OFF = "jax.jit turns numpy int64 into int32 when jax_enable_x64 is off (JAX's default)"
+_LAX_DIV = "lax.div requires arguments to have the same dtypes, got int32, int64."
+_X64_ON = ("JAX 0.10.2's kernel does not trace with jax_enable_x64 on, whatever the input (its "
+           "index arithmetic mixes int32 and int64); the checks JAX makes before tracing (P7, "
+           "R1..R6) still answer. attnref answers as JAX with x64 off")
+_INDEX_DTYPE = ("JAX never checks page_indices' dtype; attnref reads int32 page tables (int64 "
+                "too outside the jax profile): pass page_indices.astype(np.int32)")
+_KV_DTYPES = ("JAX's paged kernel never compares the two pools' dtypes and computes with each; "
+              "attnref's kernels read K and V of one element type: cast both pools to one")
+_F16_Q = ("JAX never compares q's dtype with the pages'; attnref's float16 kernel reads float16 "
+          "or int8 pages (float32 and bfloat16 queries read every float page type)")
+_UNREAD = ("both reject; attnref reads its arguments before it checks them, and it has no "
+           "type for int16 or uint32 arrays, so it names the dtype instead of JAX's check")
+_UNPACKING = "JAX fails in Python tuple unpacking; attnref names the tensor and its rank"
+_QKV_DTYPES = ("JAX's kernel mixes dtypes in its products; attnref's splash kernels take q, k "
+               "and v of one dtype: cast them to one")
+_WRONG_AXES = ("JAX reads q_seq_len from the wrong axis and fails on a block size (M3); "
+               "attnref names the tensor and its rank")
+
 DIFFERENCES = {
     # ---- paged
     ("paged", "P4 ppcb 2 over 3 pages"): dict(
@@ -76,6 +96,82 @@ DIFFERENCES = {
         jax=("ValueError", "", "not enough values to unpack (expected 3, got 2)"),
         attnref=("ShapeError", "", "q must have 3 dimensions; got 2"),
         reason="JAX fails in Python tuple unpacking; attnref names the tensor and its rank"),
+    # What JAX converts or never checks (cases.py's second group).
+    ("paged", "own: int64 page_indices"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "", "lengths (int32) and page_indices (int64) must have the "
+                 "same dtype"),
+        reason=_X64_OFF + "; attnref checks the dtypes passed (with x64 on, JAX's kernel "
+               "does not trace at all: the x64 rows): pass int32 indices"),
+    ("paged", "own: int64 lengths and page_indices"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "P7", "The dtype of `lengths` must be int32. Got int64"),
+        reason=_X64_OFF + ", so P7 never sees int64; attnref checks the dtype passed, as JAX "
+               "with x64 on does (P7)"),
+    ("paged", "own: uint32 page_indices"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "", "page_indices has dtype uint32, which attnref does not read"),
+        reason=_INDEX_DTYPE),
+    ("paged", "own: int16 page_indices"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "", "page_indices has dtype int16, which attnref does not read"),
+        reason=_INDEX_DTYPE),
+    ("paged", "own: uint32 lengths"): dict(
+        jax=("ValueError", "", "The dtype of `lengths` must be int32. Got uint32"),
+        attnref=("ShapeError", "", "lengths has dtype uint32, which attnref does not read"),
+        reason=_UNREAD),
+    ("paged", "own: float32 page_indices"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "", "page_indices has dtype float32, which is not supported "
+                 "here"),
+        reason=_INDEX_DTYPE),
+    ("paged", "x64 on: valid"): dict(
+        jax=("TypeError", "", _LAX_DIV), attnref=ACCEPTED, reason=_X64_ON),
+    ("paged", "own: K float32, V bfloat16"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "", "k_pages (float32) and v_pages (bfloat16) must have the "
+                 "same dtype"),
+        reason=_KV_DTYPES),
+    ("paged", "own: K bfloat16, V float32"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "", "k_pages (bfloat16) and v_pages (float32) must have the "
+                 "same dtype"),
+        reason=_KV_DTYPES),
+    ("paged", "own: float16 q over float32 pages"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "", "k_pages has dtype float32; a float16 query reads K/V pages "
+                 "of its own dtype or int8 with scales"),
+        reason=_F16_Q),
+    ("paged", "own: int8 pages with bfloat16 scales"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "", "k_scales has dtype bfloat16, which is not supported here"),
+        reason="JAX multiplies by scales of any float dtype; attnref's kernels read float32 "
+               "scales: pass scales.astype(np.float32)"),
+    ("paged", "own: q of rank 4"): dict(
+        jax=("ValueError", "", "too many values to unpack (expected 3)"),
+        attnref=("ShapeError", "", "q must have 3 dimensions; got 4"), reason=_UNPACKING),
+    ("paged", "own: k_pages of rank 3"): dict(
+        jax=("ValueError", "", "not enough values to unpack (expected 4, got 3)"),
+        attnref=("ShapeError", "", "k_pages must have 4 dimensions; got 3"), reason=_UNPACKING),
+    ("paged", "own: v_pages of rank 3"): dict(
+        jax=("ValueError", "", "k_pages and v_pages must have the same shape. Got "
+             "(2, 8, 4, 16) and (8, 4, 16)"),
+        attnref=("ShapeError", "", "v_pages must have 4 dimensions; got 3"),
+        reason="JAX compares the pools' shapes (P1); attnref checks each tensor's rank first "
+               "and names it"),
+    ("paged", "own: page_indices of rank 1"): dict(
+        jax=("ValueError", "", "not enough values to unpack (expected 2, got 1)"),
+        attnref=("ShapeError", "", "page_indices must have 2 dimensions; got 1"),
+        reason=_UNPACKING),
+    ("paged", "own: page_indices of rank 3"): dict(
+        jax=("ValueError", "", "too many values to unpack (expected 2)"),
+        attnref=("ShapeError", "", "page_indices must have 2 dimensions; got 3"),
+        reason=_UNPACKING),
+    ("paged", "own: lengths of rank 0"): dict(
+        jax=("ValueError", "", "`lengths` and `q` must have the same batch size"),
+        attnref=("ShapeError", "", "lengths must have 1 dimension; got 0"),
+        reason="JAX compares a 0-d array's missing batch dimension with q's (P5); attnref "
+               "checks the rank first and names it"),
     # ---- ragged
     ("ragged", "R12 3 combined KV heads"): dict(
         jax=("AssertionError", "", ""),
@@ -121,6 +217,48 @@ DIFFERENCES = {
         jax=ACCEPTED,
         attnref=("ShapeError", "R13", "k_scale=nan must be a finite float or None."),
         reason="JAX checks only the Python type; NaN scales make every output NaN"),
+    ("ragged", "x64 on: valid"): dict(
+        jax=("TypeError", "", _LAX_DIV), attnref=ACCEPTED, reason=_X64_ON),
+    ("ragged", "own: uint32 cu_q_lens"): dict(
+        jax=("ValueError", "", "The dtype of `kv_lens`, `page_indices`, and `cu_q_lens` must be "
+             "int32."),
+        attnref=("ShapeError", "", "cu_q_lens has dtype uint32, which attnref does not read"),
+        reason=_UNREAD),
+    ("ragged", "R13 k_scale a numpy float32"): dict(
+        jax=("AssertionError", "", ""),
+        attnref=ACCEPTED,
+        reason="JAX asserts isinstance(k_scale, float), which a numpy float32 fails; the "
+               "module reads any real number as a float"),
+    ("ragged", "own: num_seqs a Python int"): dict(
+        jax=("AttributeError", "", "'int' object has no attribute 'shape'"),
+        attnref=ACCEPTED,
+        reason="JAX takes num_seqs as a (1,) array only; the module also takes the host integer "
+               "an engine's scheduler holds"),
+    ("ragged", "own: num_seqs of rank 0"): dict(
+        jax=("ValueError", "", "num_seqs.shape=() must be (1,)"),
+        attnref=("ShapeError", "", "num_seqs must have 1 dimension; got 0"),
+        reason="JAX's R1 compares the whole shape; attnref checks the rank first and names it "
+               "(a (2,) num_seqs is R1 in both)"),
+    ("ragged", "own: float16 q over float32 pages"): dict(
+        jax=("AssertionError", "", ""),
+        attnref=("ShapeError", "", "kv_pages has dtype float32; a float16 query reads K/V pages "
+                 "of its own dtype or int8 with scales"),
+        reason="JAX asserts inside its kernel, without text; attnref names the two dtypes"),
+    ("ragged", "own: float16 q and pages"): dict(
+        jax=("AssertionError", "", ""),
+        attnref=ACCEPTED,
+        reason="an assert inside JAX's kernel body (its query tile must be bfloat16 or "
+               "float32), not an input check; attnref computes float16"),
+    ("ragged", "own: q of rank 2"): dict(
+        jax=("ValueError", "", "not enough values to unpack (expected 3, got 2)"),
+        attnref=("ShapeError", "", "q must have 3 dimensions; got 2"), reason=_UNPACKING),
+    ("ragged", "own: kv_pages of rank 3"): dict(
+        jax=("ValueError", "", "not enough values to unpack (expected 4, got 3)"),
+        attnref=("ShapeError", "", "kv_pages must have 4 dimensions; got 3"), reason=_UNPACKING),
+    ("ragged", "own: page_indices of rank 1"): dict(
+        jax=("ValueError", "", "not enough values to unpack (expected 2, got 1)"),
+        attnref=("ShapeError", "", "page_indices must have 2 dimensions; got 1"),
+        reason=_UNPACKING),
     # ---- splash
     ("splash", "S3 a 4-dim key in MHA"): dict(
         jax=("ValueError", "", "Expected 3-dim 'key' tensor for MQA. Instead got a 4-dim one."),
@@ -138,6 +276,25 @@ DIFFERENCES = {
         attnref=("ShapeError", "S11", "sinks must have shape (2,), one logit per query head. "
                  "Got (3,)."),
         reason="JAX's check is a bare assert without text"),
+    ("splash", "x64 on: valid"): dict(
+        jax=("TypeError", "", _LAX_DIV), attnref=ACCEPTED, reason=_X64_ON),
+    ("splash", "own: float32 q, bfloat16 k and v"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "", "k has dtype bfloat16; expected float32"), reason=_QKV_DTYPES),
+    ("splash", "own: float32 q and k, bfloat16 v"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "", "v has dtype bfloat16; expected float32"), reason=_QKV_DTYPES),
+    ("splash", "own: int64 segment ids"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "", "q_segment_ids has dtype int64, which is not supported here"),
+        reason=_X64_OFF + "; attnref checks the dtype passed (with x64 on, JAX's kernel "
+               "does not trace at all: the x64 row): pass int32 segment ids"),
+    ("splash", "own: q of rank 2"): dict(
+        jax=("ValueError", "", "q_block_size=128 should divide q_seq_len=16."),
+        attnref=("ShapeError", "", "q must have 3 dimensions; got 2"), reason=_WRONG_AXES),
+    ("splash", "own: q of rank 4"): dict(
+        jax=("ValueError", "", "q_block_size=128 should divide q_seq_len=2."),
+        attnref=("ShapeError", "", "q must have 3 dimensions; got 4"), reason=_WRONG_AXES),
 }
 
 # Check order: attnref's shape tier runs R14 (a static rule of JAX's kernel) before its metadata
@@ -168,3 +325,8 @@ def matches(expected, verdict) -> bool:
     kind, check, text = expected
     return (not verdict.accepted and verdict.kind == kind and verdict.check == check and
             text in verdict.text)
+
+
+def untraceable_with_x64(verdict) -> bool:
+    """JAX's verdict is the failure of its kernel to trace with jax_enable_x64 on (_X64_ON)."""
+    return not verdict.accepted and verdict.kind == "TypeError" and _LAX_DIV in verdict.text

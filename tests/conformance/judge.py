@@ -6,8 +6,11 @@ import dataclasses
 import json
 import os
 import re
+import subprocess
+
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas.ops.tpu.paged_attention import paged_attention
@@ -257,6 +260,113 @@ FAMILIES = {
 }
 
 
-def verdicts(family: str, x: dict):
+def verdicts(family: str, x: dict, x64: bool = False):
+    """JAX's verdict (with jax_enable_x64 set to x64) and the module's."""
     jax_fn, attnref_fn = FAMILIES[family]
-    return judge(lambda: jax_fn(x)), judge(lambda: attnref_fn(x))
+    with jax.enable_x64(x64):
+        jax_verdict = judge(lambda: jax_fn(x))
+    return jax_verdict, judge(lambda: attnref_fn(x))
+
+
+# ---------------------------------------------------------------------------------------------
+# attnref-run on the same input, from .npy dumps: `<family> --profile jax --check-only`.
+# Exit 0 is accepted, exit 2 a rejection (`attnref: error[<code>] <message>` on stderr, then
+# `JAX check <id>` where the rule is one of JAX's); any other exit is a failure of the CLI.
+_CLI_DTYPE = {np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(ml_dtypes.float8_e4m3fn): "e4m3",
+              np.dtype(ml_dtypes.float8_e5m2): "e5m2"}
+_CLI_ARRAYS = {
+    "paged": ("q", "k_pages", "v_pages", "lengths", "page_indices", "k_scales", "v_scales"),
+    "ragged": ("q", "kv_pages", "kv_lens", "page_indices", "cu_q_lens", "num_seqs"),
+    "splash": ("q", "k", "v", "q_segment_ids", "kv_segment_ids", "sinks"),
+}
+_CLI_SCALARS = {
+    "paged": ("pages_per_compute_block", "megacore_mode", "soft_cap", "mask_value"),
+    "ragged": RAGGED_OPTIONS,
+    "splash": ("soft_cap", "mask_value", "block_q", "block_kv", "block_kv_compute"),
+}
+_CLI_Q = {"paged": ("q",), "ragged": ("q",), "splash": ("q", "dout")}
+_CLI_KV = {"paged": ("k_pages", "v_pages"), "ragged": ("kv_pages",), "splash": ("k", "v")}
+
+
+def _cli_mask(x: dict, folder):
+    """The splash mask as attnref-run's options, or None when the CLI has no spelling for it."""
+    spec = x.get("mask")
+    if spec is None or (isinstance(spec, str) and spec == "full"):
+        return []
+    if isinstance(spec, str) and spec == "causal":
+        return ["--causal"]
+    if isinstance(spec, tuple) and spec[0] == "local" and len(spec) == 3:
+        return ["--local", f"{spec[1]},{spec[2]}"]
+    if isinstance(spec, tuple) and spec[0] == "chunked":
+        return ["--chunked", str(spec[1])]
+    if isinstance(spec, np.ndarray):
+        np.save(folder / "mask.npy", spec)
+        return ["--mask", str(folder / "mask.npy")]
+    return None
+
+
+def _raw_dtype_option(x: dict, names, option):
+    """[option, spelling] for arrays of raw bf16/fp8 codes, [] for none, None when the names
+    mix dtypes one option cannot spell (a raw and another dtype)."""
+    dtypes = {np.asarray(x[n]).dtype for n in names if x.get(n) is not None}
+    spelled = {_CLI_DTYPE.get(d) for d in dtypes}
+    if spelled == {None}:
+        return []
+    return [option, spelled.pop()] if len(dtypes) == 1 else None
+
+
+def cli_argv(family: str, x: dict, folder):
+    """attnref-run's argv for x (files written to folder), or None when x has no CLI spelling:
+    a Python value where an array goes, raw bf16/fp8 codes beside another dtype under one
+    dtype option, or raw codes in an array no dtype option names (scales, sinks)."""
+    backward = family == "splash" and x.get("backward")
+    argv = [family, "--profile", "jax"] + ([] if backward else ["--check-only"])
+    if family == "paged":
+        argv += ["--sm-scale", "1"]
+    for name in _CLI_ARRAYS[family]:
+        if x.get(name) is None:
+            continue
+        if not isinstance(x[name], np.ndarray):
+            return None
+        in_group = name in _CLI_Q[family] or name in _CLI_KV[family]
+        if not in_group and x[name].dtype in _CLI_DTYPE:
+            return None
+        np.save(folder / f"{name}.npy", x[name])  # Fortran order stays Fortran order
+        argv += [f"--{name.replace('_', '-')}", str(folder / f"{name}.npy")]
+    for group, option in ((_CLI_Q, "--q-dtype"), (_CLI_KV, "--kv-dtype")):
+        spelling = _raw_dtype_option(x, group[family], option)
+        if spelling is None:
+            return None
+        argv += spelling
+    for name in _CLI_SCALARS[family]:
+        value = x.get(name)
+        if value is not None:
+            argv += [f"--{name.replace('_', '-')}", str(value)]
+    if family == "splash":
+        mask = _cli_mask(x, folder)
+        if mask is None:
+            return None
+        argv += mask
+        if backward:  # --check-only takes no --dout: the backward pass runs (small inputs)
+            dout = np.ones(x["q"].shape[:2] + x["v"].shape[-1:], x["q"].dtype)
+            np.save(folder / "dout.npy", dout)
+            argv += ["--dout", str(folder / "dout.npy")]
+            for grad in ("dq", "dk", "dv"):
+                argv += [f"--{grad}-out", str(folder / f"{grad}.npy")]
+    return argv
+
+
+def cli_verdict(cli: str, family: str, x: dict, folder) -> "Verdict | None":
+    argv = cli_argv(family, x, folder)
+    if argv is None:
+        return None
+    done = subprocess.run([cli] + argv, capture_output=True, text=True)
+    if done.returncode == 0:
+        return Verdict(True)
+    lines = done.stderr.splitlines()
+    found = re.match(r"attnref: error\[(\w+)\] (.*)", lines[0]) if lines else None
+    if done.returncode != 2 or found is None:
+        return Verdict(False, f"exit {done.returncode}", text=done.stderr.strip())
+    checks = [m.group(1) for m in map(re.compile(r"JAX check (\w+)$").match, lines) if m]
+    return Verdict(False, "ShapeError", checks[0] if checks else "", found.group(1),
+                   found.group(2))

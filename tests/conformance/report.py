@@ -18,17 +18,20 @@ def _pct(n, d):
     return "—" if d == 0 else f"{n}/{d} ({100.0 * n / d:.0f}%)"
 
 
-def _verdict_table(lines):
+def _verdict_table(lines, cli_lines):
     rows = ["| family | inputs tried | verdict agreement | text agreement (both reject) | "
-            "documented differences (held to their row) |", "|---|---|---|---|---|"]
+            "documented differences (held to their row) | attnref-run same as the module |",
+            "|---|---|---|---|---|---|"]
     for fam in FAMILIES:
+        cli = [r for r in cli_lines if r["family"] == fam]
         got = [r for r in lines if r["family"] == fam]
         plain = [r for r in got if not r["documented"]]
         rejected = [r for r in plain if r["rejected"]]
         documented = [r for r in got if r["documented"]]
         rows.append(f"| {fam} | {len(got)} | {_pct(sum(r['verdict'] for r in plain), len(plain))}"
                     f" | {_pct(sum(bool(r['text']) for r in rejected), len(rejected))} | "
-                    f"{_pct(sum(r['held'] for r in documented), len(documented))} |")
+                    f"{_pct(sum(r['held'] for r in documented), len(documented))} | "
+                    f"{_pct(sum(r['same'] for r in cli), len(cli))} |")
     return rows
 
 
@@ -90,9 +93,16 @@ def main(record, out, seconds):
         "Python's reprs in JAX's texts (`np.int32(3)`, `Array(3, dtype=int32)`, "
         "`dtype('int64')`) count as the plain value attnref prints. Inputs: one row per JAX "
         "check (each breaks it alone), valid variants, and shapes drawn by hypothesis around "
-        "the rules' edges.",
+        "the rules' edges; and drawn too, the properties JAX converts or never checks "
+        "(index dtypes, K vs V vs q dtypes, scale dtypes, ranks, non-contiguous arrays, NumPy scalars, the "
+        "64-bit switch `jax_enable_x64` on and off). Every input with a command-line "
+        "spelling also goes to `attnref-run <family> --profile jax --check-only` as `.npy` "
+        "files (backward rows run the backward pass instead), which must give the module's "
+        "verdict, error code, JAX check and message. With `jax_enable_x64` on, JAX 0.10.2's "
+        "kernels do not trace at all (the `x64 on: valid` rows); a drawn input that meets "
+        "that failure is judged against JAX with the switch off.",
         "",
-        *_verdict_table(verdicts),
+        *_verdict_table(verdicts, [r for r in lines if r["kind"] == "cli"]),
         "",
         "## Numbers",
         "",
@@ -101,7 +111,9 @@ def main(record, out, seconds):
         "heads, else 2e-1/1e-1; ragged: 0.15 for 32-bit, 0.2 for 16- and 8-bit K/V; splash: "
         "out 3e-3, logsumexp 1e-3, dq/dk/dv atol 2e-2 rtol 3e-2, dsinks 5e-3/3e-2). bf16 and "
         "fp8 inputs are ml_dtypes arrays. JAX 0.10.2's TPU interpreter cannot run the ragged "
-        "kernel (it stops on a reshaped VMEM ref, `ReshapeTransform`), so ragged is compared "
+        "kernel (it stops on a reshaped VMEM ref, `ReshapeTransform`), and neither can any "
+        "release on PyPI that has the kernel (0.5.3 through 0.10.2, tried in December 2026: "
+        "each stops on the same reshape, `RefReshaper` before 0.9.1), so ragged is compared "
         "with `ref_ragged_paged_attention` only. That reference casts the softmax probabilities to "
         "the dtype of V before the second product, which is fp8 for fp8 pages without a "
         "v_scale: hence its larger distance on those rows (attnref decodes fp8 exactly and "
