@@ -147,6 +147,7 @@ PAGED_ROWS = [
         _paged(q=_strided("q"), k_pages=_strided("k_pages"), v_pages=_strided("v_pages"),
                page_indices=_strided("page_indices"))),
     Row("valid: batch 0", "", _paged(batch=0)),
+    Row("zero-size: head_dim 0", "", _paged(dim=0)),
     Row("valid: Fortran-ordered pages", "",
         _paged(k_pages=lambda x: np.asfortranarray(x["k_pages"]),
                v_pages=lambda x: np.asfortranarray(x["v_pages"]))),
@@ -249,6 +250,10 @@ RAGGED_ROWS = [
                 page_indices=_strided("page_indices"))),
     Row("R13 k_scale a numpy float32", "R13", _ragged(k_scale=np.float32(0.5))),
     Row("own: num_seqs a Python int", "", _ragged(num_seqs=2)),
+    Row("zero-size: no query tokens, no sequences", "",
+        _ragged(tokens=0, num_seqs=_i32(0), cu_q_lens=_i32(0, 0, 0, 0))),
+    Row("zero-size: a pool of no pages", "", _ragged(pages=0, kv_lens=_i32(0, 0, 0),
+                                                     num_seqs=_i32(0))),
     Row("own: num_seqs of rank 0", "", _ragged(num_seqs=lambda x: np.array(2, np.int32))),
 ]
 
@@ -329,6 +334,8 @@ SPLASH_ROWS = [
     Row("x64 on: valid", "", _splash(), x64=True),
     Row("own: q of rank 2", "", _splash(q=lambda x: x["q"][0])),
     Row("own: q of rank 4", "", _splash(q=lambda x: x["q"][None])),
+    Row("zero-size: no query rows", "", _splash(sq=0)),
+    Row("zero-size: head_dim 0", "", _splash(dim=0)),
     Row("valid: non-contiguous q, k and v", "",
         _splash(q=_strided("q"), k=_strided("k"), v=_strided("v"))),
 ]

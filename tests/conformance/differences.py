@@ -147,6 +147,10 @@ DIFFERENCES = {
         attnref=("ShapeError", "", "k_scales has dtype bfloat16, which is not supported here"),
         reason="JAX multiplies by scales of any float dtype; attnref's kernels read float32 "
                "scales: pass scales.astype(np.float32)"),
+    ("paged", "zero-size: head_dim 0"): dict(
+        jax=("ZeroDivisionError", "", "integer modulo by zero"),
+        attnref=("ShapeError", "", "head_dim must be positive."),
+        reason="JAX divides by zero; attnref names the field"),
     ("paged", "own: q of rank 4"): dict(
         jax=("ValueError", "", "too many values to unpack (expected 3)"),
         attnref=("ShapeError", "", "q must have 3 dimensions; got 4"), reason=_UNPACKING),
@@ -289,6 +293,16 @@ DIFFERENCES = {
         attnref=("ShapeError", "", "q_segment_ids has dtype int64, which is not supported here"),
         reason=_X64_OFF + "; attnref checks the dtype passed (with x64 on, JAX's kernel "
                "does not trace at all: the x64 row): pass int32 segment ids"),
+    ("splash", "zero-size: no query rows"): dict(
+        jax=("ValueError", "", "max() arg is an empty sequence"),
+        attnref=ACCEPTED,
+        reason="JAX's mask preprocessing fails on an empty mask; attnref computes the empty "
+               "output"),
+    ("splash", "zero-size: head_dim 0"): dict(
+        jax=ACCEPTED,
+        attnref=("ShapeError", "", "head_dim must be positive."),
+        reason="JAX traces an empty contraction; attnref requires head_dim >= 1, as its paged "
+               "check does (where JAX divides by zero)"),
     ("splash", "own: q of rank 2"): dict(
         jax=("ValueError", "", "q_block_size=128 should divide q_seq_len=16."),
         attnref=("ShapeError", "", "q must have 3 dimensions; got 2"), reason=_WRONG_AXES),
