@@ -3,8 +3,9 @@
 /// Instruction-set levels of the kernels: the level a translation unit was compiled for
 /// (`compiled_isa()`, fixed by the compiler flags of the code that includes attnref) and the
 /// best level this CPU and its operating system can run (`cpu_isa()`). The shipped binaries
-/// (Python module, attnref-run, wheel) are built once per level and start the best one at run
-/// time; a header user gets the level of their own flags (docs/integration.md).
+/// (the Python module, the command-line tool, the wheel) are built once per level and start
+/// the best one at run time; a header user gets the level of their own flags
+/// (docs/integration.md).
 #pragma once
 
 #include <cstring>
