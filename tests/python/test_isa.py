@@ -77,6 +77,23 @@ def test_attnref_run_starts_the_program_of_the_level(level):
     assert "ATTNREF_ISA='sse9' names no instruction-set level" in r.stderr
 
 
+@pytest.mark.skipif(not ATTNREF_RUN, reason="ATTNREF_RUN (attnref-run's path) not set")
+def test_attnref_run_falls_to_the_next_lower_program_a_build_lacks(tmp_path):
+    # A copy of the programs without attnref-run-avx2: asked for avx2 (by the avx512 program,
+    # whose own level is too high), it starts the baseline program instead of running its own.
+    here = os.path.dirname(ATTNREF_RUN)
+    if not os.path.exists(os.path.join(here, "attnref-run-avx512")):
+        pytest.skip("this build made no avx512 program")
+    for name in ("attnref-run", "attnref-run-avx512"):
+        (tmp_path / name).write_bytes(open(os.path.join(here, name), "rb").read())
+        (tmp_path / name).chmod(0o755)
+    r = subprocess.run([str(tmp_path / "attnref-run-avx512"), "--version"],
+                       env=dict(os.environ, ATTNREF_ISA="avx2"), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    cpu = attnref.build_info()["cpu_isa"]
+    assert r.stdout.splitlines()[1] == f"kernels: baseline (this CPU: {cpu})"
+
+
 def _bf16(x):
     bits = (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
     return bits, (bits.astype(np.uint32) << 16).view(np.float32)

@@ -69,22 +69,27 @@ void print_usage(std::ostream& os) {
 }
 
 // Starts the program beside this one built for the level this CPU should run
-// (attnref-run-avx2, attnref-run-avx512, attnref-run for baseline) when that is not this
-// program's level. Returns when this program runs the call: its level is the chosen one, or no
-// such program is there. False for an ATTNREF_ISA that names no level.
+// (attnref-run-avx2, attnref-run-avx512, attnref-run for baseline), or for the next lower level
+// a build lacks, when that is not this program's level. Returns when this program runs the
+// call: its level is the one found, or no such program is there. False for an ATTNREF_ISA that
+// names no level.
 bool start_program_for_cpu(char** argv) {
-  attnref::IsaLevel level = attnref::IsaLevel::kBaseline;
-  if (!attnref::choose_isa(std::getenv("ATTNREF_ISA"), level)) return false;
+  attnref::IsaLevel chosen = attnref::IsaLevel::kBaseline;
+  if (!attnref::choose_isa(std::getenv("ATTNREF_ISA"), chosen)) return false;
 #if defined(ATTNREF_RUN_ISA_VARIANTS) && defined(__linux__)
-  if (level == attnref::compiled_isa()) return true;
-  std::string path(4096, '\0');
-  const ssize_t n = readlink("/proc/self/exe", &path[0], path.size() - 1);
+  std::string dir(4096, '\0');
+  const ssize_t n = readlink("/proc/self/exe", &dir[0], dir.size() - 1);
   if (n <= 0) return true;
-  path.resize(static_cast<std::size_t>(n));
-  path.resize(path.rfind('/') + 1);
-  path += level == attnref::IsaLevel::kBaseline ? std::string("attnref-run")
-                                                : "attnref-run-" + std::string(isa_name(level));
-  if (access(path.c_str(), X_OK) == 0) execv(path.c_str(), argv);
+  dir.resize(static_cast<std::size_t>(n));
+  dir.resize(dir.rfind('/') + 1);
+  for (int level = static_cast<int>(chosen); level >= 0; --level) {
+    const auto isa = static_cast<attnref::IsaLevel>(level);
+    if (isa == attnref::compiled_isa()) return true;
+    const std::string path =
+        dir + (isa == attnref::IsaLevel::kBaseline ? std::string("attnref-run")
+                                                   : "attnref-run-" + std::string(isa_name(isa)));
+    if (access(path.c_str(), X_OK) == 0) execv(path.c_str(), argv);
+  }
 #else
   (void)argv;
 #endif
