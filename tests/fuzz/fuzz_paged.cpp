@@ -72,8 +72,7 @@ NarrowV draw_narrow_v(Reader& r, const Geometry<4>& k_g, bool scale_per_element,
   const unsigned bits = r.u8();
   if ((bits & 1u) == 0) return n;
   const std::int64_t dim = k_g.extents[3];
-  const std::int64_t dim_v =
-      r.chance(16) ? hostile_int(r, dim) : r.range(1, dim > 1 ? dim - 1 : 1);
+  const std::int64_t dim_v = r.chance(16) ? hostile_int(r, dim) : r.range(1, dim > 1 ? dim - 1 : 1);
   const unsigned memory = (bits >> 1) & 3u;
   if (!v_g->mutated && memory <= 1) {
     *v_g = k_g;
