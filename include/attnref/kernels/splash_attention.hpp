@@ -116,6 +116,14 @@ void load_rows(const TensorView<const T, 3>& view, std::int64_t head, std::int64
     const T* src = view.data + view.offset(head, row0 + r, 0);
     const std::int64_t stride = view.strides[2];
     Acc* out = dst.data() + r * dim;
+    if constexpr (std::is_same<T, Eigen::bfloat16>::value && std::is_same<Acc, float>::value) {
+      if (stride == 1) {  // the same bits as the loop below, vectorised
+        widen_bf16(src, dim, out);
+        if (scale != Acc(1))
+          for (std::int64_t d = 0; d < dim; ++d) out[d] *= scale;
+        continue;
+      }
+    }
     for (std::int64_t d = 0; d < dim; ++d) out[d] = load_as<Acc>(src[d * stride]) * scale;
   }
 }
