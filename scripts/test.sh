@@ -25,6 +25,7 @@ print_times() { printf 'attnref stage times: %s\n' "${times[@]}" "total $SECONDS
 trap print_times EXIT
 scripts/deps.sh
 scripts/pyenv.sh >/dev/null  # build/venv: the pinned PyPI tools (requirements-dev.txt)
+scripts/engines_env.sh >/dev/null  # and the engines that judge (torch, vLLM, FlashInfer)
 end_stage deps
 echo "=== attnref: format ==="
 scripts/format.sh

@@ -26,23 +26,25 @@ TEST_F(EnginesCli, Qwen2ConfigOnSm90NamesTheGroupSizeAndTheNearestConfig) {
   const Result r = run_subcommand(
       "engines", "--hf-config " + source_path("examples/configs/qwen2-7b.json") + " --arch sm90");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(
-      r.out,
-      "sm90: 28 query heads, 4 KV heads, head_dim 128, pages of 16, bfloat16\n"
-      "note: head_dim is absent: hidden_size / num_attention_heads = 128\n"
-      "note: sliding_window 131072 is off (use_sliding_window is false)\n"
-      "\u2718 flashinfer.decode               rejects  group_size (nearest: num_kv_heads 4 -> 7)\n"
-      "\u2714 flashinfer.decode.tensor_cores  accepts\n"
-      "\u2714 flashinfer.prefill.fa2          accepts\n"
-      "\u2714 flashinfer.prefill.fa3          accepts\n"
-      "\u2714 vllm.paged_attention_v1         accepts\n"
-      "\u2714 vllm.paged_attention_v2         accepts\n"
-      "\u2714 vllm.flash_attn                 accepts\n"
-      "\u2714 vllm.triton_attn                accepts\n"
-      "\u2718 flash_attn2                     rejects  page_size (nearest: page_size 16 -> 256)\n"
-      "\u2714 flash_attn3                     accepts\n"
-      "\u2718 flashmla.decode                 rejects  head_dim, head_dim_v, page_size (nearest: "
-      "page_size 16 -> 64, head_dim 128 -> 512)\n");
+  EXPECT_EQ(r.out,
+            "sm90: 28 query heads, 4 KV heads, head_dim 128, pages of 16, bfloat16\n"
+            "note: head_dim is absent: hidden_size / num_attention_heads = 128\n"
+            "note: sliding_window 131072 is off (use_sliding_window is false)\n"
+            "\u2718 flashinfer.decode               0.6.18        rejects  group_size (nearest: "
+            "num_kv_heads 4 -> 7)\n"
+            "\u2714 flashinfer.decode.tensor_cores  0.6.18        accepts\n"
+            "\u2714 flashinfer.prefill.fa2          0.6.18        accepts\n"
+            "\u2714 flashinfer.prefill.fa3          0.6.18        accepts\n"
+            "\u2714 vllm.paged_attention_v1         0.33.0        accepts\n"
+            "\u2714 vllm.paged_attention_v2         0.33.0        accepts\n"
+            "\u2714 vllm.flash_attn                 0.33.0        accepts\n"
+            "\u2714 vllm.triton_attn                0.33.0        accepts\n"
+            "\u2718 flash_attn2                     2.8.3         rejects  page_size (nearest: "
+            "page_size 16 -> 256)\n"
+            "\u2714 flash_attn3                     2.8.3         accepts\n"
+            "\u2718 flashmla.decode                 @9241ae3ef9ba rejects  head_dim, head_dim_v, "
+            "page_size (nearest: "
+            "page_size 16 -> 64, head_dim 128 -> 512)\n");
 }
 
 TEST_F(EnginesCli, ExplicitFieldsWithDetailsGiveMessagesHintsAndSources) {
@@ -75,9 +77,10 @@ TEST_F(EnginesCli, JsonHoldsEveryKernelWithItsFindings) {
   EXPECT_EQ(vllm_fa.find("kernel")->string, "vllm.flash_attn");
   EXPECT_EQ(vllm_fa.find("verdict")->string, "rejects");
   const attnref::JsonValue& first = vllm_fa.find("findings")->array[0];
-  EXPECT_EQ(first.find("id")->string, "vllm.flash_attn.fp8_kv_arch");
-  EXPECT_EQ(first.find("upstream")->string,
-            "FlashAttention does not support fp8 kv-cache on this device.");
+  EXPECT_EQ(vllm_fa.find("version")->string, "vllm 0.33.0");
+  EXPECT_EQ(first.find("id")->string, "vllm.flash_attn.kv_dtype");
+  EXPECT_EQ(first.find("upstream")->string, "kv_cache_dtype not supported");
+  EXPECT_EQ(kernels->array[10].find("version")->string, "FlashMLA@9241ae3ef9ba");
   EXPECT_EQ(kernels->array[1].find("conventions")->array[0].find("conversion")->string,
             "pass window_left 127 for the same keys");
 }

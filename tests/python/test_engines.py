@@ -38,10 +38,11 @@ def test_a_path_and_fields_and_dtype_overrides():
     oss = attnref.engines(CONFIGS / "gpt-oss-20b.json", arch="sm90")
     assert verdicts(oss)["vllm.flash_attn"] == "accepts"
     assert verdicts(oss)["flashinfer.decode"] == "hazard"  # sinks dropped
-    fp8 = attnref.engines(str(CONFIGS / "gpt-oss-20b.json"), arch="sm80", kv_dtype="float8_e4m3fn")
+    fp8 = attnref.engines(str(CONFIGS / "gpt-oss-20b.json"), arch="sm89", kv_dtype="float8_e4m3fn")
     assert fp8["config"]["kv_dtype"] == "float8_e4m3fn"
     assert verdicts(fp8)["vllm.flash_attn"] == "rejects"
-    assert verdicts(fp8)["vllm.triton_attn"] == "accepts"  # sinks and fp8 K/V on any GPU
+    assert verdicts(fp8)["vllm.triton_attn"] == "accepts"  # sinks, and fp8 K/V from sm89 on
+    assert {k["kernel"]: k["version"] for k in fp8["kernels"]}["vllm.triton_attn"] == "vllm 0.33.0"
     fields = attnref.engines(num_q_heads=128, num_kv_heads=1, head_dim=576, head_dim_v=512,
                              page_size=64, arch="sm90")
     assert verdicts(fields)["flashmla.decode"] == "accepts"

@@ -158,7 +158,8 @@ std::vector<RuleCase> rule_cases() {
        dims(L, 128, 64),
        "flashinfer.decode.head_dim_vo",
        Severity::kRejects,
-       "CUDA cores template only supports equal head dim for QK and VO, please use tensor cores "
+       "CUDA cores template only supports equal head dim for QK and VO, please use tensor "
+       "cores "
        "template for different head dim"},
       {kFiDec,
        90,
@@ -185,7 +186,8 @@ std::vector<RuleCase> rule_cases() {
        soft_cap(alibi(L)),
        "flashinfer.alibi_soft_cap_scale",
        Severity::kSilentlyWrong,
-       "with both ALiBi and a soft cap, DefaultAttention scales the logits by sm_scale twice: c * "
+       "with both ALiBi and a soft cap, DefaultAttention scales the logits by sm_scale twice: "
+       "c * "
        "tanh((s * sm_scale + bias) * sm_scale / c)"},
       // FlashInfer prefill fa2 (and tensor-core decode).
       {kFa2Pf,
@@ -211,7 +213,8 @@ std::vector<RuleCase> rule_cases() {
        dims(L, 72),
        "flashinfer.prefill.head_dim_16",
        Severity::kSilentlyWrong,
-       "the prefill kernels tile head_dim by 16 and never check it: head dims 72 and 72 are cut "
+       "the prefill kernels tile head_dim by 16 and never check it: head dims 72 and 72 are "
+       "cut "
        "to a multiple of 16 and the rest of each head is ignored"},
       {kFa2Pf,
        90,
@@ -245,7 +248,8 @@ std::vector<RuleCase> rule_cases() {
        sinks(L),
        "flashinfer.prefill.sinks_ignored",
        Severity::kSilentlyWrong,
-       "sinks= reaches paged_run but only backend trtllm-gen uses it: on fa2 and fa3 the softmax "
+       "sinks= reaches paged_run but only backend trtllm-gen uses it: on fa2 and fa3 the "
+       "softmax "
        "runs without the sink logits"},
       {kFa2Pf,
        80,
@@ -254,7 +258,8 @@ std::vector<RuleCase> rule_cases() {
        soft_cap(alibi(L)),
        "flashinfer.alibi_soft_cap_scale",
        Severity::kSilentlyWrong,
-       "with both ALiBi and a soft cap, DefaultAttention scales the logits by sm_scale twice: c * "
+       "with both ALiBi and a soft cap, DefaultAttention scales the logits by sm_scale twice: "
+       "c * "
        "tanh((s * sm_scale + bias) * sm_scale / c)"},
       // FlashInfer prefill fa3.
       {kFa3Pf,
@@ -313,7 +318,8 @@ std::vector<RuleCase> rule_cases() {
        sinks(L),
        "flashinfer.prefill.sinks_ignored",
        Severity::kSilentlyWrong,
-       "sinks= reaches paged_run but only backend trtllm-gen uses it: on fa2 and fa3 the softmax "
+       "sinks= reaches paged_run but only backend trtllm-gen uses it: on fa2 and fa3 the "
+       "softmax "
        "runs without the sink logits"},
       // vLLM paged_attention_v1 / v2.
       {kVlV1,
@@ -393,7 +399,7 @@ std::vector<RuleCase> rule_cases() {
        "head_size not supported"},
       {kVlFa,
        90,
-       {},
+       {0, 32, 0},
        0,
        page(L, 8),
        "vllm.flash_attn.block_size",
@@ -417,7 +423,7 @@ std::vector<RuleCase> rule_cases() {
        "kv_cache_dtype not supported"},
       {kVlFa,
        80,
-       {},
+       {0, 32, 0},
        0,
        dtypes(L, kBf16, kE4m3),
        "vllm.flash_attn.fp8_kv_arch",
@@ -425,7 +431,7 @@ std::vector<RuleCase> rule_cases() {
        "FlashAttention does not support fp8 kv-cache on this device."},
       {kVlFa,
        90,
-       {},
+       {0, 32, 0},
        0,
        dtypes(L, kBf16, kE5m2),
        "vllm.flash_attn.fp8_e5m2",
@@ -433,7 +439,7 @@ std::vector<RuleCase> rule_cases() {
        "Unrecognized FP8 dtype: fp8_e5m2"},
       {kVlFa,
        80,
-       {},
+       {0, 32, 0},
        0,
        sinks(L),
        "vllm.flash_attn.sinks_arch",
@@ -463,6 +469,55 @@ std::vector<RuleCase> rule_cases() {
        "vllm.flash_attn.alibi_fa2",
        Severity::kFallsBack,
        "Cannot use FA version 3 with ALiBi, defaulting to FA version 2."},
+      // vLLM FLASH_ATTN from 0.33.0 (the selector's reasons and the implementation's checks).
+      {kVlFa,
+       89,
+       {},
+       0,
+       dims(L, 320),
+       "vllm.flash_attn.head_size",
+       Severity::kRejects,
+       "head_size not supported"},
+      {kVlFa,
+       90,
+       {},
+       0,
+       page(L, 8),
+       "vllm.flash_attn.block_size",
+       Severity::kRejects,
+       "block_size not supported"},
+      {kVlFa,
+       100,
+       {},
+       0,
+       dtypes(dims(L, 192), kBf16, kE4m3),
+       "vllm.flash_attn.fp8_kv",
+       Severity::kRejects,
+       "FP8 KV cache requires FA3 on SM90, FA4 with head_size=512 on SM90, or FA4 on SM100"},
+      {kVlFa,
+       100,
+       {},
+       0,
+       soft_cap(page(dtypes(dims(L, 256), kBf16, kE4m3), 128)),
+       "vllm.flash_attn.fp8_kv_layer",
+       Severity::kRejects,
+       "FlashAttention does not support fp8 kv-cache on this device."},
+      {kVlFa,
+       120,
+       {},
+       0,
+       sinks(L),
+       "vllm.flash_attn.sinks",
+       Severity::kRejects,
+       "attention sinks not supported"},
+      {kVlFa,
+       100,
+       {},
+       0,
+       alibi(L),
+       "vllm.flash_attn.alibi_fa4",
+       Severity::kFallsBack,
+       "Cannot use FA version 4 with ALiBi, defaulting to FA version 2."},
       // vLLM TRITON_ATTN backend.
       {kVlTr,
        90,
@@ -474,12 +529,28 @@ std::vector<RuleCase> rule_cases() {
        "head_size not supported"},
       {kVlTr,
        80,
-       {},
+       {0, 32, 0},
        0,
        page(L, 24),
        "vllm.triton_attn.block_size",
        Severity::kRejects,
        "Block size must be a multiple of 16."},
+      {kVlTr,
+       80,
+       {},
+       0,
+       page(L, 24),
+       "vllm.triton_attn.block_size",
+       Severity::kRejects,
+       "block_size not supported"},
+      {kVlTr,
+       86,
+       {},
+       0,
+       dtypes(L, kBf16, kE4m3),
+       "vllm.triton_attn.fp8_kv_arch",
+       Severity::kRejects,
+       "FP8 KV cache is not supported by the Triton attention backend"},
       {kVlTr,
        90,
        {},
@@ -506,7 +577,7 @@ std::vector<RuleCase> rule_cases() {
        "MLA not supported"},
       {kVlTr,
        120,
-       {},
+       {0, 32, 0},
        0,
        non_causal(L),
        "vllm.triton_attn.causal",
@@ -529,7 +600,8 @@ std::vector<RuleCase> rule_cases() {
        "vllm.triton_attn.alibi_sinks",
        Severity::kSilentlyWrong,
        "the kernel measures ALiBi distances from a chunk's first query (slope * (key_pos - "
-       "context_len)), not from each query: the softmax cancels that per-row offset, but a sink's "
+       "context_len)), not from each query: the softmax cancels that per-row offset, but a "
+       "sink's "
        "logit is not offset, so with 64 query tokens per request rows after the first weigh the "
        "sink wrongly"},
       // FlashAttention-2.
@@ -829,9 +901,38 @@ TEST(EngineRules, EveryRuleTrippedAloneGivesItsSeverityIdAndMessage) {
   }
 }
 
+// Rules that only break together with another: the engine gives every reason at once.
+struct TogetherCase {
+  EngineKernel kernel;
+  int arch;
+  EngineConfig config;
+  std::vector<const char*> ids;  // in the report's order
+};
+
+std::vector<TogetherCase> together_cases() {
+  // vLLM's selector refuses sinks below sm90 twice: no FA3/FA4 there, and its combination check.
+  return {{kVlFa,
+           86,
+           sinks(kLlama3_8b),
+           {"vllm.flash_attn.sinks", "vllm.flash_attn.sinks_compute_capability"}}};
+}
+
+TEST(EngineRules, RulesThatBreakTogetherAreReportedTogether) {
+  for (const TogetherCase& c : together_cases()) {
+    const attnref::EngineReport r = attnref::check_engine(c.config, {c.kernel, c.arch});
+    ASSERT_EQ(r.findings.size(), c.ids.size());
+    for (std::size_t i = 0; i < c.ids.size(); ++i) EXPECT_STREQ(r.findings[i].id(), c.ids[i]);
+  }
+}
+
 TEST(EngineRules, EveryRuleOfEveryTableIsTrippedByACase) {
   std::set<std::string> tripped;
   for (const RuleCase& c : rule_cases()) tripped.insert(describe(c));
+  for (const TogetherCase& c : together_cases()) {
+    for (const char* id : c.ids) {
+      tripped.insert(std::string(attnref::engine_kernel_name(c.kernel)) + " " + id);
+    }
+  }
   for (EngineKernel k : attnref::kEngineKernels) {
     if (k == EngineKernel::kFlashInferDecodeTensorCores) continue;  // fa2's table, tested there
     for (const attnref::EngineRule* rule : attnref::engine_rules(k)) {
@@ -887,7 +988,7 @@ TEST(EngineRules, ConfigurationsEachKernelTakesPass) {
       {EngineKernel::kVllmFlashAttn, 100, gemma2_9b, "Gemma-2-9B"},
       {EngineKernel::kVllmTritonAttn, 120, sinks(window(heads(dims(kLlama3_8b, 64), 64, 8), 128)),
        "gpt-oss-20b on sm120"},
-      {EngineKernel::kVllmTritonAttn, 80, dtypes(dims(kLlama3_8b, 80), kF32, kE5m2),
+      {EngineKernel::kVllmTritonAttn, 89, dtypes(dims(kLlama3_8b, 80), kF32, kE5m2),
        "head_dim 80, float32, fp8 K/V"},
       {EngineKernel::kVllmTritonAttn, 90, q_len(alibi(soft_cap(kLlama3_8b)), 512),
        "ALiBi and a soft cap in a prefill"},

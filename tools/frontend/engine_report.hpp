@@ -102,16 +102,26 @@ inline std::string short_rule_id(const char* id) {
   return dot == std::string::npos ? s : s.substr(dot + 1);
 }
 
-/// One line per kernel; with `details`, every finding with its message, hint and source, and
-/// every convention to convert.
+// The release a matrix line describes, without the package its kernel name implies: "0.33.0";
+// FlashMLA, which has no releases, by its commit.
+inline std::string version_column(const EngineTarget& t) {
+  const std::string name = engine_version_name(t);
+  const std::size_t space = name.find(' ');
+  if (space != std::string::npos) return name.substr(space + 1);
+  const std::size_t at = name.find('@');
+  return at == std::string::npos ? name : name.substr(at);
+}
+
+/// One line per kernel, with the engine release it describes; with `details`, every finding with
+/// its message, hint and source, and every convention to convert.
 inline std::string engine_matrix_text(const EngineAnswer& a, bool details) {
   std::ostringstream s;
   s << describe_config(a.config, a.arch) << "\n";
   for (const std::string& note : a.notes) s << "note: " << note << "\n";
   for (const EngineMatrixRow& row : a.rows) {
-    char head[96];
-    std::snprintf(head, sizeof head, "%-31s %-8s ", engine_kernel_name(row.target.kernel),
-                  verdict_name(row.verdict));
+    char head[128];
+    std::snprintf(head, sizeof head, "%-31s %-13s %-8s ", engine_kernel_name(row.target.kernel),
+                  version_column(row.target).c_str(), verdict_name(row.verdict));
     std::string line = std::string(verdict_mark(row.verdict)) + " " + head;
     for (std::size_t i = 0; i < row.findings.size(); ++i) {
       line += (i == 0 ? "" : ", ") + short_rule_id(row.findings[i].id());
@@ -169,6 +179,7 @@ inline std::string json_config(const EngineConfig& c) {
 inline std::string json_row(const EngineMatrixRow& row) {
   std::ostringstream s;
   s << "{\"kernel\": " << json_string(engine_kernel_name(row.target.kernel))
+    << ", \"version\": " << json_string(engine_version_name(row.target))
     << ", \"verdict\": " << json_string(verdict_name(row.verdict)) << ", \"findings\": [";
   for (std::size_t i = 0; i < row.findings.size(); ++i) {
     const EngineFinding& f = row.findings[i];

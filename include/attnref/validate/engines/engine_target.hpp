@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "attnref/core/dtype.hpp"
 #include "attnref/validate/engines/causal_alignment.hpp"
@@ -101,8 +102,13 @@ constexpr EngineVersion pinned_engine_version(EngineKernel k) noexcept {
     case EngineKernel::kFlashAttention2:
     case EngineKernel::kFlashAttention3:
       return {2, 8, 3};
+    case EngineKernel::kVllmPagedAttentionV1:
+    case EngineKernel::kVllmPagedAttentionV2:
+    case EngineKernel::kVllmFlashAttn:
+    case EngineKernel::kVllmTritonAttn:
+      return {0, 33, 0};
     default:
-      return {0, 0, 0};  // rules read at one commit, no version ranges
+      return {0, 0, 0};  // FlashMLA has no releases: its rules are read at one commit
   }
 }
 
@@ -126,6 +132,38 @@ struct EngineTarget {
 /// The version a target is checked as.
 constexpr EngineVersion effective_version(const EngineTarget& t) noexcept {
   return t.version == EngineVersion{} ? pinned_engine_version(t.kernel) : t.version;
+}
+
+/// The engine package whose release a kernel's version counts ("flashinfer-python", "vllm",
+/// "flash-attn"); FlashMLA has no releases and is named by the commit its rules were read at.
+constexpr const char* engine_package(EngineKernel k) noexcept {
+  switch (k) {
+    case EngineKernel::kFlashInferDecode:
+    case EngineKernel::kFlashInferDecodeTensorCores:
+    case EngineKernel::kFlashInferPrefillFa2:
+    case EngineKernel::kFlashInferPrefillFa3:
+      return "flashinfer-python";
+    case EngineKernel::kVllmPagedAttentionV1:
+    case EngineKernel::kVllmPagedAttentionV2:
+    case EngineKernel::kVllmFlashAttn:
+    case EngineKernel::kVllmTritonAttn:
+      return "vllm";
+    case EngineKernel::kFlashAttention2:
+    case EngineKernel::kFlashAttention3:
+      return "flash-attn";
+    case EngineKernel::kFlashMlaDecode:
+      return "FlashMLA@9241ae3ef9ba";
+  }
+  return "unknown";
+}
+
+/// What a target's answer describes: "vllm 0.33.0", "flash-attn 2.8.3", or FlashMLA's commit.
+inline std::string engine_version_name(const EngineTarget& t) {
+  const EngineVersion v = effective_version(t);
+  std::string name = engine_package(t.kernel);
+  if (v == EngineVersion{}) return name;
+  return name + " " + std::to_string(v.major) + "." + std::to_string(v.minor) + "." +
+         std::to_string(v.patch);
 }
 
 /// What a sliding-window number counts.

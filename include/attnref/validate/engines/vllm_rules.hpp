@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file vllm_rules.hpp
 /// vLLM's paged_attention_v1/v2 CUDA kernels and its FLASH_ATTN and TRITON_ATTN backends as rule
-/// tables, read from vllm-project/vllm one file at a time (each row names its file's commit) and
-/// from vllm-project/flash-attention at 617264c1c795 (the fork's sink limits).
+/// tables. The backends' rules from 0.33.0 on are vLLM 0.33.0's own Python checks (its selector's
+/// validate_configuration and the backends' implementations), judged by running them
+/// (tests/engines/vllm_judge.py); the rows that end at 0.33.0 were read from earlier
+/// vllm-project/vllm files (each names its commit); the CUDA-side rows come from
+/// vllm-project/flash-attention at 617264c1c795 (the fork's sink limits) and csrc/.
 #pragma once
 
 #include "attnref/validate/engines/engine_rule.hpp"
@@ -42,11 +45,78 @@ constexpr bool vl_fa_not_e5m2(const EngineConfig& c, const EngineTarget&) noexce
 constexpr bool vl_fa_sinks_arch(const EngineConfig& c, const EngineTarget& t) noexcept {
   return !c.sinks || t.arch == 90;
 }
-constexpr bool vl_fa_sinks_heads(const EngineConfig& c, const EngineTarget&) noexcept {
-  return !c.sinks || c.num_q_heads <= 64;
+// The fork's FlashAttention 3 limits sinks; vLLM runs FA3 on sm90 only.
+constexpr bool vl_fa_sinks_heads(const EngineConfig& c, const EngineTarget& t) noexcept {
+  return !c.sinks || t.arch != 90 || c.num_q_heads <= 64;
 }
-constexpr bool vl_fa_sinks_bf16(const EngineConfig& c, const EngineTarget&) noexcept {
-  return !c.sinks || c.q_dtype == DType::kBFloat16;
+constexpr bool vl_fa_sinks_bf16(const EngineConfig& c, const EngineTarget& t) noexcept {
+  return !c.sinks || t.arch != 90 || c.q_dtype == DType::kBFloat16;
+}
+
+// vLLM 0.33.0's FlashAttention version for a layer (fa_utils.get_flash_attn_version with no
+// vLLM config): FA3 on sm90, FA4 on sm100, FA2 elsewhere and with ALiBi; on sm90 FA4 for head
+// sizes past 256; on sm100 FA4 keeps only head sizes up to 128, 192/128, and 256 on 128-token
+// pages without sinks or soft cap. Each caller tells what it knows of the layer.
+struct VllmLayerKnown {
+  bool alibi;
+  bool soft_cap;
+  bool page_size;
+};
+constexpr int vl_fa_version(const EngineConfig& c, int arch, VllmLayerKnown known) noexcept {
+  int v = arch == 90 ? 3 : arch == 100 ? 4 : 2;
+  if (known.alibi && c.alibi) return 2;
+  if (v == 3 && c.head_dim > 256) v = 4;
+  if (v == 4 && arch == 100 && c.head_dim == 256 && value_head_dim(c) == 256) {
+    const bool odd_pages = known.page_size && c.page_size % 128 != 0;
+    return c.sinks || (known.soft_cap && c.soft_cap) || odd_pages ? 2 : 4;
+  }
+  if (v == 4 && arch == 100 && c.head_dim > 128 &&
+      !(c.head_dim == 192 && value_head_dim(c) == 128)) {
+    return 2;
+  }
+  return v;
+}
+// fa_utils.flash_attn_supports_kv_cache_dtype: fp8 (e4m3) K/V on FA3 or FA4-for-512 on sm90,
+// or on FA4 on sm100.
+constexpr bool vl_fa_fp8_supported(const EngineConfig& c, int arch, VllmLayerKnown k) noexcept {
+  if (c.kv_dtype != DType::kFloat8E4M3FN) return false;
+  const int v = vl_fa_version(c, arch, k);
+  return (arch == 90 && (v == 3 || (v == 4 && c.head_dim == 512))) || (arch == 100 && v == 4);
+}
+constexpr bool vl_fa4_available(const EngineTarget& t) noexcept {
+  return t.arch == 90 || t.arch == 100;
+}
+constexpr bool vl_fa_head_size_033(const EngineConfig& c, const EngineTarget& t) noexcept {
+  return c.head_dim % 8 == 0 && (c.head_dim <= 256 || (vl_fa4_available(t) && c.head_dim <= 512));
+}
+constexpr bool vl_fa_kv_dtype_033(const EngineConfig& c, const EngineTarget& t) noexcept {
+  return c.kv_dtype == c.q_dtype ||
+         (c.kv_dtype == DType::kFloat8E4M3FN && (t.arch == 90 || t.arch == 100));
+}
+// The selector's combination check knows the page size, not ALiBi or the soft cap. It gives
+// one reason, and sinks below sm90 come first.
+constexpr bool vl_fa_fp8_combination(const EngineConfig& c, const EngineTarget& t) noexcept {
+  if (c.sinks && t.arch < 90) return true;
+  return !is_fp8(c.kv_dtype) || vl_fa_fp8_supported(c, t.arch, {false, false, true});
+}
+// The implementation's check knows ALiBi and the soft cap, not the page size; it runs only
+// where the selector took fp8 K/V.
+constexpr bool vl_fa_fp8_implementation(const EngineConfig& c, const EngineTarget& t) noexcept {
+  if (!is_fp8(c.kv_dtype) || !vl_fa_kv_dtype_033(c, t)) return true;
+  if (!vl_fa_fp8_supported(c, t.arch, {false, false, true})) return true;
+  return vl_fa_fp8_supported(c, t.arch, {true, true, false});
+}
+constexpr bool vl_fa_sinks_033(const EngineConfig& c, const EngineTarget& t) noexcept {
+  return !c.sinks || t.arch == 90 || t.arch == 100;
+}
+constexpr bool vl_fa_sinks_capability(const EngineConfig& c, const EngineTarget& t) noexcept {
+  return !c.sinks || t.arch >= 90;
+}
+constexpr bool vl_fa_alibi_on_fa4(const EngineConfig& c, const EngineTarget& t) noexcept {
+  return !c.alibi || t.arch != 100;
+}
+constexpr bool vl_tr_fp8_arch(const EngineConfig& c, const EngineTarget& t) noexcept {
+  return !is_fp8(c.kv_dtype) || c.kv_dtype == c.q_dtype || t.arch >= 89;
 }
 constexpr bool vl_fa_alibi_on_fa3(const EngineConfig& c, const EngineTarget& t) noexcept {
   return !c.alibi || t.arch != 90;
@@ -63,6 +133,9 @@ constexpr bool vl_tr_alibi_sinks_decode(const EngineConfig& c, const EngineTarge
 }
 
 }  // namespace detail
+
+/// The vLLM release whose backend checks the rows from it on were judged against.
+inline constexpr EngineVersion kVllm033{0, 33, 0};
 
 // --- paged_attention_v1 / v2 --------------------------------------------------------------
 
@@ -154,7 +227,9 @@ inline constexpr EngineRule kVllmFlashAttnHeadSize{
     "head_size not supported",
     "the FLASH_ATTN backend takes head sizes that are multiples of 8 up to 256",
     "a head_dim that is a multiple of 8 and at most 256, or the TRITON_ATTN backend",
-    "vllm-project/vllm vllm/v1/attention/backends/flash_attn.py@5704f34f supports_head_size"};
+    "vllm-project/vllm vllm/v1/attention/backends/flash_attn.py@5704f34f supports_head_size",
+    {},
+    kVllm033};
 
 inline constexpr EngineRule kVllmFlashAttnBlockSize{
     "vllm.flash_attn.block_size",
@@ -163,7 +238,9 @@ inline constexpr EngineRule kVllmFlashAttnBlockSize{
     "Block size must be a multiple of 16.",
     "the FLASH_ATTN backend's KV cache pages hold a multiple of 16 tokens",
     "a page_size that is a multiple of 16",
-    "vllm-project/vllm vllm/v1/attention/backends/flash_attn.py@5704f34f get_kv_cache_shape"};
+    "vllm-project/vllm vllm/v1/attention/backends/flash_attn.py@5704f34f get_kv_cache_shape",
+    {},
+    kVllm033};
 
 inline constexpr EngineRule kVllmFlashAttnDtype{
     "vllm.flash_attn.dtype",
@@ -182,7 +259,9 @@ inline constexpr EngineRule kVllmFlashAttnKvDtype{
     "the FLASH_ATTN backend stores K/V in the model's dtype or in fp8",
     "kv_cache_dtype 'auto' (the model's dtype) or fp8 on sm90",
     "vllm-project/vllm vllm/v1/attention/backends/flash_attn.py@5704f34f "
-    "supports_kv_cache_dtype"};
+    "supports_kv_cache_dtype",
+    {},
+    kVllm033};
 
 inline constexpr EngineRule kVllmFlashAttnFp8KvArch{
     "vllm.flash_attn.fp8_kv_arch",
@@ -192,7 +271,9 @@ inline constexpr EngineRule kVllmFlashAttnFp8KvArch{
     "fp8 K/V runs on FlashAttention 3, which vLLM uses on sm90 only",
     "kv_cache_dtype 'auto' on this GPU, or an sm90 GPU",
     "vllm-project/vllm vllm/v1/attention/backends/flash_attn.py@5704f34f "
-    "FlashAttentionImpl.__init__ (flash_attn_supports_fp8)"};
+    "FlashAttentionImpl.__init__ (flash_attn_supports_fp8)",
+    {},
+    kVllm033};
 
 inline constexpr EngineRule kVllmFlashAttnFp8E5m2{
     "vllm.flash_attn.fp8_e5m2",
@@ -203,7 +284,9 @@ inline constexpr EngineRule kVllmFlashAttnFp8E5m2{
     "is chosen",
     "kv_cache_dtype fp8 (e4m3)",
     "vllm-project/vllm vllm/v1/attention/backends/flash_attn.py@5704f34f "
-    "get_fp8_dtype_for_flashattn"};
+    "get_fp8_dtype_for_flashattn",
+    {},
+    kVllm033};
 
 inline constexpr EngineRule kVllmFlashAttnSinksArch{
     "vllm.flash_attn.sinks_arch",
@@ -213,7 +296,9 @@ inline constexpr EngineRule kVllmFlashAttnSinksArch{
     "sinks run on FlashAttention 3, which vLLM uses on sm90 only",
     "the TRITON_ATTN backend (it takes sinks on any GPU), or an sm90 GPU",
     "vllm-project/vllm vllm/v1/attention/backends/flash_attn.py@5704f34f "
-    "FlashAttentionImpl.__init__"};
+    "FlashAttentionImpl.__init__",
+    {},
+    kVllm033};
 
 inline constexpr EngineRule kVllmFlashAttnSinksHeads{
     "vllm.flash_attn.sinks_q_heads",
@@ -242,6 +327,95 @@ inline constexpr EngineRule kVllmFlashAttnAlibiFa2{
     "nothing to change for correctness; FA2 is the slower kernel on sm90",
     "vllm-project/vllm vllm/v1/attention/backends/fa_utils.py@7283494f get_flash_attn_version"};
 
+// FLASH_ATTN from vLLM 0.33.0: the selector's reasons and the implementation's checks.
+#define ATTNREF_VLLM_033_SOURCE(what) "vllm-project/vllm@v0.33.0 vllm/v1/attention/" what
+
+inline constexpr EngineRule kVllmFlashAttnHeadSize033{
+    "vllm.flash_attn.head_size",
+    Severity::kRejects,
+    detail::vl_fa_head_size_033,
+    "head_size not supported",
+    "the FLASH_ATTN backend takes head sizes that are multiples of 8 up to 256, and up to 512 "
+    "where vLLM has FlashAttention 4 (sm90, sm100)",
+    "a head_dim that is a multiple of 8 and at most 256 (512 on sm90 and sm100), or the "
+    "TRITON_ATTN backend",
+    ATTNREF_VLLM_033_SOURCE("backends/flash_attn.py FlashAttentionBackend.supports_head_size"),
+    kVllm033};
+
+inline constexpr EngineRule kVllmFlashAttnBlockSize033{
+    "vllm.flash_attn.block_size",
+    Severity::kRejects,
+    detail::vl_fa_block_size,
+    "block_size not supported",
+    "the FLASH_ATTN backend's KV cache pages hold a multiple of 16 tokens",
+    "a page_size that is a multiple of 16",
+    ATTNREF_VLLM_033_SOURCE("backend.py supports_block_size (MultipleOf(16))"),
+    kVllm033};
+
+inline constexpr EngineRule kVllmFlashAttnKvDtype033{
+    "vllm.flash_attn.kv_dtype",
+    Severity::kRejects,
+    detail::vl_fa_kv_dtype_033,
+    "kv_cache_dtype not supported",
+    "the FLASH_ATTN backend stores K/V in the model's dtype, or in fp8 (e4m3) where it runs "
+    "FlashAttention 3 or 4 (sm90, sm100); never in fp8_e5m2",
+    "kv_cache_dtype 'auto' (the model's dtype), or fp8 on sm90 or sm100",
+    ATTNREF_VLLM_033_SOURCE("backends/flash_attn.py supports_kv_cache_dtype"),
+    kVllm033};
+
+inline constexpr EngineRule kVllmFlashAttnFp8Combination{
+    "vllm.flash_attn.fp8_kv",
+    Severity::kRejects,
+    detail::vl_fa_fp8_combination,
+    "FP8 KV cache requires FA3 on SM90, FA4 with head_size=512 on SM90, or FA4 on SM100",
+    "fp8 K/V needs the FlashAttention version vLLM picks for this head_dim ({2}) and page size "
+    "to read fp8: FA3 on sm90 (head_dim up to 256, or 512 on FA4), FA4 on sm100 (head_dim up to "
+    "128, or 256 on pages of a multiple of 128 tokens without sinks)",
+    "kv_cache_dtype 'auto', or a head_dim and page size FA3/FA4 take",
+    ATTNREF_VLLM_033_SOURCE("backends/flash_attn.py supports_combination"),
+    kVllm033};
+
+inline constexpr EngineRule kVllmFlashAttnFp8Layer{
+    "vllm.flash_attn.fp8_kv_layer",
+    Severity::kRejects,
+    detail::vl_fa_fp8_implementation,
+    "FlashAttention does not support fp8 kv-cache on this device.",
+    "the layer's ALiBi or soft cap makes vLLM pick FlashAttention 2, which cannot read fp8 K/V "
+    "(the selector, which does not see them, took the backend)",
+    "kv_cache_dtype 'auto', or drop ALiBi / the soft cap, or the TRITON_ATTN backend",
+    ATTNREF_VLLM_033_SOURCE("backends/flash_attn.py FlashAttentionImpl.__init__"),
+    kVllm033};
+
+inline constexpr EngineRule kVllmFlashAttnSinks033{
+    "vllm.flash_attn.sinks",
+    Severity::kRejects,
+    detail::vl_fa_sinks_033,
+    "attention sinks not supported",
+    "sinks run on FlashAttention 3 or 4, which vLLM picks on sm90 and sm100 only",
+    "the TRITON_ATTN backend (it takes sinks on any GPU), or an sm90 or sm100 GPU",
+    ATTNREF_VLLM_033_SOURCE("backends/flash_attn.py supports_sink (flash_attn_supports_sinks)"),
+    kVllm033};
+
+inline constexpr EngineRule kVllmFlashAttnSinksCapability{
+    "vllm.flash_attn.sinks_compute_capability",
+    Severity::kRejects,
+    detail::vl_fa_sinks_capability,
+    "sink not supported on compute capability < 9.0",
+    "the FLASH_ATTN backend refuses sinks below compute capability 9.0",
+    "the TRITON_ATTN backend, or an sm90 or sm100 GPU",
+    ATTNREF_VLLM_033_SOURCE("backends/flash_attn.py supports_combination"),
+    kVllm033};
+
+inline constexpr EngineRule kVllmFlashAttnAlibiFa4{
+    "vllm.flash_attn.alibi_fa4",
+    Severity::kFallsBack,
+    detail::vl_fa_alibi_on_fa4,
+    "Cannot use FA version 4 with ALiBi, defaulting to FA version 2.",
+    "FlashAttention 4 has no ALiBi: vLLM runs FlashAttention 2 on this sm100 GPU",
+    "nothing to change for correctness; FA2 is the slower kernel on sm100",
+    ATTNREF_VLLM_033_SOURCE("backends/fa_utils.py get_flash_attn_version"),
+    kVllm033};
+
 // --- TRITON_ATTN backend ------------------------------------------------------------------
 
 inline constexpr EngineRule kVllmTritonAttnHeadSize{
@@ -261,7 +435,9 @@ inline constexpr EngineRule kVllmTritonAttnBlockSize{
     "Block size must be a multiple of 16.",
     "the TRITON_ATTN backend's KV cache pages hold a multiple of 16 tokens",
     "a page_size that is a multiple of 16",
-    "vllm-project/vllm vllm/v1/attention/backends/triton_attn.py@001ceb3e get_kv_cache_shape"};
+    "vllm-project/vllm vllm/v1/attention/backends/triton_attn.py@001ceb3e get_kv_cache_shape",
+    {},
+    kVllm033};
 
 inline constexpr EngineRule kVllmTritonAttnDtype{
     "vllm.triton_attn.dtype",
@@ -299,7 +475,30 @@ inline constexpr EngineRule kVllmTritonAttnCausal{
     "the TRITON_ATTN backend runs causal (decoder) attention only; its kernel asserts causal",
     "a causal configuration, or the FLASH_ATTN backend for encoder attention",
     "vllm-project/vllm vllm/v1/attention/backends/triton_attn.py@001ceb3e "
-    "TritonAttentionImpl.__init__"};
+    "TritonAttentionImpl.__init__",
+    {},
+    kVllm033};
+
+inline constexpr EngineRule kVllmTritonAttnBlockSize033{
+    "vllm.triton_attn.block_size",
+    Severity::kRejects,
+    detail::vl_fa_block_size,
+    "block_size not supported",
+    "the TRITON_ATTN backend's KV cache pages hold a multiple of 16 tokens",
+    "a page_size that is a multiple of 16",
+    ATTNREF_VLLM_033_SOURCE("backends/triton_attn.py supports_block_size"),
+    kVllm033};
+
+inline constexpr EngineRule kVllmTritonAttnFp8Arch{
+    "vllm.triton_attn.fp8_kv_arch",
+    Severity::kRejects,
+    detail::vl_tr_fp8_arch,
+    "FP8 KV cache is not supported by the Triton attention backend",
+    "the Triton kernel reads fp8 K/V natively (fp8e4nv), which needs sm89 or newer; vLLM's "
+    "message goes on to name the GPU",
+    "kv_cache_dtype bfloat16 (or float16), or an sm89+ GPU",
+    ATTNREF_VLLM_033_SOURCE("backends/triton_attn.py TritonAttentionImpl.__init__"),
+    kVllm033};
 
 inline constexpr EngineRule kVllmTritonAttnHeads{
     "vllm.triton_attn.heads",
@@ -330,15 +529,20 @@ inline constexpr const EngineRule* kVllmPagedAttentionRules[] = {
     &kVllmPagedHeadDimV, &kVllmPagedNoSlidingWindow, &kVllmPagedNoSoftCap,  &kVllmPagedNoSinks,
 };
 inline constexpr const EngineRule* kVllmFlashAttnRules[] = {
-    &kVllmFlashAttnHeadSize,  &kVllmFlashAttnBlockSize,  &kVllmFlashAttnDtype,
-    &kVllmFlashAttnKvDtype,   &kVllmFlashAttnFp8KvArch,  &kVllmFlashAttnFp8E5m2,
-    &kVllmFlashAttnSinksArch, &kVllmFlashAttnSinksHeads, &kVllmFlashAttnSinksBf16,
-    &kVllmFlashAttnAlibiFa2,
+    &kVllmFlashAttnHeadSize,       &kVllmFlashAttnHeadSize033,     &kVllmFlashAttnBlockSize,
+    &kVllmFlashAttnBlockSize033,   &kVllmFlashAttnDtype,           &kVllmFlashAttnKvDtype,
+    &kVllmFlashAttnKvDtype033,     &kVllmFlashAttnFp8KvArch,       &kVllmFlashAttnFp8E5m2,
+    &kVllmFlashAttnFp8Combination, &kVllmFlashAttnFp8Layer,        &kVllmFlashAttnSinksArch,
+    &kVllmFlashAttnSinks033,       &kVllmFlashAttnSinksCapability, &kVllmFlashAttnSinksHeads,
+    &kVllmFlashAttnSinksBf16,      &kVllmFlashAttnAlibiFa2,        &kVllmFlashAttnAlibiFa4,
 };
 inline constexpr const EngineRule* kVllmTritonAttnRules[] = {
-    &kVllmTritonAttnHeadSize, &kVllmTritonAttnBlockSize,  &kVllmTritonAttnDtype,
-    &kVllmTritonAttnKvDtype,  &kVllmTritonAttnHeadDimV,   &kVllmTritonAttnCausal,
-    &kVllmTritonAttnHeads,    &kVllmTritonAttnAlibiSinks,
+    &kVllmTritonAttnHeadSize,   &kVllmTritonAttnBlockSize, &kVllmTritonAttnBlockSize033,
+    &kVllmTritonAttnDtype,      &kVllmTritonAttnKvDtype,   &kVllmTritonAttnFp8Arch,
+    &kVllmTritonAttnHeadDimV,   &kVllmTritonAttnCausal,    &kVllmTritonAttnHeads,
+    &kVllmTritonAttnAlibiSinks,
 };
+
+#undef ATTNREF_VLLM_033_SOURCE
 
 }  // namespace attnref
