@@ -83,7 +83,7 @@ def engines(config: Union[None, dict, str, "os.PathLike[str]"] = None, arch: str
             head_dim_v: Optional[int] = None, dtype: Optional[str] = None,
             kv_dtype: Optional[str] = None, sliding_window: Optional[int] = None,
             soft_cap: bool = False, alibi: bool = False, sinks: bool = False,
-            fa2_uneven_k_disabled: bool = False) -> dict: ...
+            fa2_uneven_k_disabled: bool = False, engine_version: Optional[str] = None) -> dict: ...
 
 def check_paged(q: ArrayLike, k_pages: ArrayLike, v_pages: ArrayLike, lengths: ArrayLike,
                 page_indices: ArrayLike, *, kv_layout: KvLayout = "jax",

@@ -47,6 +47,7 @@ py::object engines_py(py::object config, const std::string& arch, py::kwargs kwa
   q.q_dtype = engine_dtype(kw.take_string("dtype"), "dtype");
   q.kv_dtype = engine_dtype(kw.take_string("kv_dtype"), "kv_dtype");
   q.fa2_uneven_k_disabled = kw.take_bool("fa2_uneven_k_disabled").value_or(false);
+  q.engine_versions = kw.take_string("engine_version").value_or("");
   EngineConfig& c = q.config;
   c.num_q_heads = kw.take_int("num_q_heads").value_or(0);
   c.num_kv_heads = kw.take_int("num_kv_heads").value_or(0);
@@ -77,14 +78,17 @@ void bind_engines(py::module_& m) {
   m.def("engines", &engines_py, py::arg("config") = py::none(), py::arg("arch") = "sm90",
         R"(engines(config=None, arch="sm90", *, page_size=16, num_q_heads=None, num_kv_heads=None,
         head_dim=None, head_dim_v=None, dtype=None, kv_dtype=None, sliding_window=None,
-        soft_cap=False, alibi=False, sinks=False, fa2_uneven_k_disabled=False) -> dict
+        soft_cap=False, alibi=False, sinks=False, fa2_uneven_k_disabled=False,
+        engine_version=None) -> dict
 
 Which engine kernels (FlashInfer, vLLM, FlashAttention-2/3, FlashMLA) take this attention
 configuration on GPU architecture `arch` ("sm80", "sm86", "sm89", "sm90", "sm100", "sm120").
 `config` is a model's Hugging Face config.json, as a dict or a path; otherwise give the fields.
 dtype and kv_dtype (numpy names: "bfloat16", "float8_e4m3fn", ...) override the config's.
+engine_version ("vllm=0.32.0,flashinfer-python=0.6.17") checks against those releases instead
+of the pinned ones; each kernel's "version" says which release it describes.
 Returns attnref-run engines --json as a dict: "arch", "config", "notes", and "kernels", one
-entry per kernel with "verdict" ("accepts", "hazard" or "rejects"), "findings" (id, severity,
+entry per kernel with "version" ("vllm 0.33.0"), "verdict" ("accepts", "hazard" or "rejects"), "findings" (id, severity,
 message, upstream, explanation, hint, source), "conventions" and "nearest" (or None).
 Raises ShapeError for an unknown arch, a malformed config.json or a missing field.)");
 }

@@ -85,6 +85,29 @@ TEST_F(EnginesCli, JsonHoldsEveryKernelWithItsFindings) {
             "pass window_left 127 for the same keys");
 }
 
+TEST_F(EnginesCli, AnEngineVersionSelectsTheRulesOfThatRelease) {
+  const std::string fields = "--q-heads 32 --kv-heads 8 --head-dim 128 --page-size 8 --arch sm80";
+  Result r = run_subcommand("engines", fields + " --details");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("vllm.flash_attn                 0.33.0        rejects  block_size"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("rejects vllm.flash_attn.block_size: block_size not supported"),
+            std::string::npos);
+  r = run_subcommand("engines", fields + " --details --engine-version vllm=0.32.0");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("vllm.flash_attn                 0.32.0        rejects  block_size"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("rejects vllm.flash_attn.block_size: Block size must be a multiple of 16."),
+            std::string::npos);
+  EXPECT_NE(r.out.find("flashinfer.decode               0.6.18 "), std::string::npos);
+
+  r = run_subcommand("engines", fields + " --engine-version sglang=0.5.23");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.first_err_line().find("error[unknown_engine_target]"), std::string::npos) << r.err;
+}
+
 TEST_F(EnginesCli, BadInputGetsAClearError) {
   Result r = run_subcommand("engines", "--q-heads 32 --kv-heads 8 --head-dim 128 --arch sm75");
   EXPECT_EQ(r.code, 2);

@@ -43,6 +43,12 @@ def test_a_path_and_fields_and_dtype_overrides():
     assert verdicts(fp8)["vllm.flash_attn"] == "rejects"
     assert verdicts(fp8)["vllm.triton_attn"] == "accepts"  # sinks, and fp8 K/V from sm89 on
     assert {k["kernel"]: k["version"] for k in fp8["kernels"]}["vllm.triton_attn"] == "vllm 0.33.0"
+    old = attnref.engines(str(CONFIGS / "gpt-oss-20b.json"), arch="sm89",
+                          kv_dtype="float8_e4m3fn", engine_version="vllm=0.32.0")
+    assert {k["kernel"]: k["version"] for k in old["kernels"]}["vllm.triton_attn"] == "vllm 0.32.0"
+    assert verdicts(old)["vllm.triton_attn"] == "accepts"
+    with pytest.raises(attnref.ShapeError):
+        attnref.engines(str(CONFIGS / "gpt-oss-20b.json"), engine_version="vllm")
     fields = attnref.engines(num_q_heads=128, num_kv_heads=1, head_dim=576, head_dim_v=512,
                              page_size=64, arch="sm90")
     assert verdicts(fields)["flashmla.decode"] == "accepts"

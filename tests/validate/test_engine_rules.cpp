@@ -1199,6 +1199,26 @@ TEST(EngineTargets, UnknownNamesListTheKnownOnes) {
   EXPECT_TRUE(attnref::check_engine(kLlama3_8b, {kFiDec, 75}).findings.empty());
 }
 
+TEST(EngineTargets, EngineVersionsNameTheirPackages) {
+  attnref::EngineVersions v;
+  ASSERT_TRUE(attnref::parse_engine_versions("vllm=0.32.0,flashinfer-python=0.6.17", &v).ok());
+  EXPECT_TRUE((v.vllm == attnref::EngineVersion{0, 32, 0}));
+  EXPECT_TRUE((v.flashinfer == attnref::EngineVersion{0, 6, 17}));
+  EXPECT_TRUE((v.flash_attn == attnref::EngineVersion{}));
+  EXPECT_EQ(attnref::engine_version_name({kVlFa, 90, v.vllm}), "vllm 0.32.0");
+  EXPECT_EQ(attnref::engine_version_name({kVlFa, 90}), "vllm 0.33.0");
+  EXPECT_EQ(attnref::engine_version_name({EngineKernel::kFlashMlaDecode, 90}),
+            "FlashMLA@9241ae3ef9ba");
+  for (const char* bad : {"vllm", "sglang=0.5.23", "vllm=0.32.0,", "vllm=x", "=0.1"}) {
+    const attnref::Status s = attnref::parse_engine_versions(bad, &v);
+    EXPECT_EQ(s.code(), attnref::ErrorCode::kUnknownEngineTarget) << bad;
+    EXPECT_FALSE(s.hint().empty()) << bad;
+  }
+  // Each matrix row is checked as, and names, the release asked for.
+  const auto rows = attnref::engine_matrix(page(kLlama3_8b, 8), 90, 0, {{}, {0, 32, 0}, {}});
+  EXPECT_EQ(rows[6].findings[0].status().message(), "Block size must be a multiple of 16.");
+}
+
 TEST(EngineTargets, AnInvalidConfigurationIsRefusedBeforeAnyRule) {
   struct Case {
     EngineConfig config;

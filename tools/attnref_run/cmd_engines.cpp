@@ -72,6 +72,9 @@ int run_engines(int argc, char** argv) {
        {"--alibi", nullptr, "the model uses ALiBi"},
        {"--sinks", nullptr, "the model has attention sinks"},
        {"--arch", "smNN", "sm80, sm86, sm89, sm90 (default), sm100, sm120"},
+       {"--engine-version", "P=V,...",
+        "engine releases to check against (vllm, flashinfer-python, flash-attn), e.g.\n"
+        "vllm=0.32.0 (default: the pinned ones each line names)"},
        {"--fa2-no-uneven-k", nullptr,
         "FlashAttention-2 built with FLASHATTENTION_DISABLE_UNEVEN_K"},
        {"--details", nullptr, "every finding with its message, hint and source"},
@@ -83,6 +86,7 @@ int run_engines(int argc, char** argv) {
   query.arch = args.value("--arch").value_or("sm90");
   query.page_size = args.int64("--page-size").value_or(16);
   query.fa2_uneven_k_disabled = args.has("--fa2-no-uneven-k");
+  query.engine_versions = args.value("--engine-version").value_or("");
   query.q_dtype = engine_dtype(args, "--dtype", DType::kUnknown);
   query.kv_dtype = engine_dtype(args, "--kv-dtype", DType::kUnknown);
   if (std::optional<std::string> path = args.value("--hf-config")) {

@@ -28,6 +28,7 @@ struct EngineQuery {
   bool fa2_uneven_k_disabled = false;
   DType q_dtype = DType::kUnknown;   ///< overrides the configuration's when given
   DType kv_dtype = DType::kUnknown;  ///< overrides it when given; else the q dtype
+  std::string engine_versions;       ///< "vllm=0.32.0,..." ("": the pinned releases)
 };
 
 /// A query resolved: the configuration, the notes on what came from defaults, the arch.
@@ -40,6 +41,8 @@ struct EngineAnswer {
 
 inline Status answer_engine_query(const EngineQuery& q, EngineAnswer* out) {
   ATTNREF_RETURN_IF_ERROR(parse_engine_arch(q.arch, &out->arch));
+  EngineVersions versions;
+  ATTNREF_RETURN_IF_ERROR(parse_engine_versions(q.engine_versions, &versions));
   if (q.from_hf_config) {
     HfAttentionConfig hf;
     ATTNREF_RETURN_IF_ERROR(read_hf_config(q.hf_config_text, q.page_size, &hf));
@@ -54,8 +57,8 @@ inline Status answer_engine_query(const EngineQuery& q, EngineAnswer* out) {
     out->config.kv_dtype = q.kv_dtype != DType::kUnknown ? q.kv_dtype : out->config.q_dtype;
   }
   ATTNREF_RETURN_IF_ERROR(check_engine_config(out->config));
-  out->rows =
-      engine_matrix(out->config, out->arch, q.fa2_uneven_k_disabled ? kFa2DisableUnevenK : 0u);
+  out->rows = engine_matrix(out->config, out->arch,
+                            q.fa2_uneven_k_disabled ? kFa2DisableUnevenK : 0u, versions);
   return Status();
 }
 

@@ -151,15 +151,17 @@ inline void find_nearest(const EngineConfig& config, EngineMatrixRow& row) {
 
 }  // namespace detail
 
-/// Every kernel of `kEngineKernels` on architecture `arch` (pinned versions, `build_flags` for
-/// all) against `config`. An invalid configuration or architecture gives no rows; check it first
-/// with `check_engine_config` and `check_engine_target`.
+/// Every kernel of `kEngineKernels` on architecture `arch` (each engine at the release
+/// `versions` names, the pinned one where it names none; `build_flags` for all) against
+/// `config`. An invalid configuration or architecture gives no rows; check it first with
+/// `check_engine_config` and `check_engine_target`.
 inline std::vector<EngineMatrixRow> engine_matrix(const EngineConfig& config, int arch,
-                                                  std::uint32_t build_flags = 0) {
+                                                  std::uint32_t build_flags = 0,
+                                                  const EngineVersions& versions = {}) {
   std::vector<EngineMatrixRow> rows;
   for (EngineKernel kernel : kEngineKernels) {
     EngineMatrixRow row;
-    row.target = {kernel, arch, {}, build_flags};
+    row.target = {kernel, arch, engine_version_in(versions, kernel), build_flags};
     EngineReport report = check_engine(config, row.target);
     if (!report.status.ok()) return {};
     row.findings = std::move(report.findings);

@@ -129,6 +129,35 @@ struct EngineTarget {
   std::uint32_t build_flags = 0;  ///< EngineBuildFlag bits
 };
 
+/// A release of each engine package ({0, 0, 0}: the pinned one), for a whole matrix.
+struct EngineVersions {
+  EngineVersion flashinfer;  ///< flashinfer-python
+  EngineVersion vllm;        ///< vllm
+  EngineVersion flash_attn;  ///< flash-attn
+};
+
+/// The release `versions` gives the package of kernel `k` ({0, 0, 0} for FlashMLA).
+constexpr EngineVersion engine_version_in(const EngineVersions& versions, EngineKernel k) noexcept {
+  switch (k) {
+    case EngineKernel::kFlashInferDecode:
+    case EngineKernel::kFlashInferDecodeTensorCores:
+    case EngineKernel::kFlashInferPrefillFa2:
+    case EngineKernel::kFlashInferPrefillFa3:
+      return versions.flashinfer;
+    case EngineKernel::kVllmPagedAttentionV1:
+    case EngineKernel::kVllmPagedAttentionV2:
+    case EngineKernel::kVllmFlashAttn:
+    case EngineKernel::kVllmTritonAttn:
+      return versions.vllm;
+    case EngineKernel::kFlashAttention2:
+    case EngineKernel::kFlashAttention3:
+      return versions.flash_attn;
+    case EngineKernel::kFlashMlaDecode:
+      return {};
+  }
+  return {};
+}
+
 /// The version a target is checked as.
 constexpr EngineVersion effective_version(const EngineTarget& t) noexcept {
   return t.version == EngineVersion{} ? pinned_engine_version(t.kernel) : t.version;

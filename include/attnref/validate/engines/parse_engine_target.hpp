@@ -76,4 +76,30 @@ constexpr Status parse_engine_version(std::string_view text, EngineVersion* vers
   return Status();
 }
 
+/// Engine releases "PACKAGE=VERSION[,PACKAGE=VERSION...]" with PACKAGE flashinfer-python, vllm
+/// or flash-attn ("vllm=0.32.0,flashinfer-python=0.6.17"); the packages not named keep theirs.
+constexpr Status parse_engine_versions(std::string_view text, EngineVersions* versions) noexcept {
+  const Status unknown(ErrorCode::kUnknownEngineTarget, "",
+                       "an engine version is PACKAGE=VERSION, PACKAGE one of flashinfer-python, "
+                       "vllm, flash-attn.",
+                       "e.g. vllm=0.32.0,flashinfer-python=0.6.17");
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos) return unknown;
+    const std::string_view package = item.substr(0, eq);
+    EngineVersion* slot = package == "flashinfer-python" ? &versions->flashinfer
+                          : package == "vllm"            ? &versions->vllm
+                          : package == "flash-attn"      ? &versions->flash_attn
+                                                         : nullptr;
+    if (slot == nullptr) return unknown;
+    ATTNREF_RETURN_IF_ERROR(parse_engine_version(item.substr(eq + 1), slot));
+    if (comma == std::string_view::npos) break;
+    text = text.substr(comma + 1);
+    if (text.empty()) return unknown;
+  }
+  return Status();
+}
+
 }  // namespace attnref
