@@ -39,6 +39,7 @@ TEST_F(EnginesCli, Qwen2ConfigOnSm90NamesTheGroupSizeAndTheNearestConfig) {
             "\u2714 vllm.paged_attention_v2         0.33.0        accepts\n"
             "\u2714 vllm.flash_attn                 0.33.0        accepts\n"
             "\u2714 vllm.triton_attn                0.33.0        accepts\n"
+            "\u2714 vllm.flashinfer                 0.33.0        accepts\n"
             "\u2718 flash_attn2                     2.8.3         rejects  page_size (nearest: "
             "page_size 16 -> 256)\n"
             "\u2714 flash_attn3                     2.8.3         accepts\n"
@@ -72,7 +73,7 @@ TEST_F(EnginesCli, JsonHoldsEveryKernelWithItsFindings) {
   EXPECT_EQ(v.find("arch")->string, "sm80");
   EXPECT_EQ(v.find("config")->find("kv_dtype")->string, "float8_e4m3fn");
   const attnref::JsonValue* kernels = v.find("kernels");
-  ASSERT_EQ(kernels->array.size(), 11u);
+  ASSERT_EQ(kernels->array.size(), 12u);
   const attnref::JsonValue& vllm_fa = kernels->array[6];
   EXPECT_EQ(vllm_fa.find("kernel")->string, "vllm.flash_attn");
   EXPECT_EQ(vllm_fa.find("verdict")->string, "rejects");
@@ -80,7 +81,7 @@ TEST_F(EnginesCli, JsonHoldsEveryKernelWithItsFindings) {
   EXPECT_EQ(vllm_fa.find("version")->string, "vllm 0.33.0");
   EXPECT_EQ(first.find("id")->string, "vllm.flash_attn.kv_dtype");
   EXPECT_EQ(first.find("upstream")->string, "kv_cache_dtype not supported");
-  EXPECT_EQ(kernels->array[10].find("version")->string, "FlashMLA@9241ae3ef9ba");
+  EXPECT_EQ(kernels->array[11].find("version")->string, "FlashMLA@9241ae3ef9ba");
   EXPECT_EQ(kernels->array[1].find("conventions")->array[0].find("conversion")->string,
             "pass window_left 127 for the same keys");
 }

@@ -1,6 +1,6 @@
 """vLLM's own backend selection checks as the judge of attnref's vllm.* rules.
 
-Imports vLLM's FLASH_ATTN and TRITON_ATTN backend classes, tells vLLM's platform layer that it
+Imports vLLM's FLASH_ATTN, TRITON_ATTN and FLASHINFER backend classes, tells vLLM's platform layer that it
 runs on a CUDA GPU of a given compute capability (nothing here runs on a GPU: the checks are plain
 Python that read the capability), and asks each backend's `validate_configuration` - the list of
 reasons vLLM's selector gives when it refuses a backend - plus the plain-Python checks the
@@ -66,11 +66,20 @@ from vllm.v1.attention.backends.triton_attn import (  # noqa: E402
     TritonAttentionBackend,
     TritonAttentionImpl,
 )
+import vllm.utils.flashinfer as vllm_flashinfer  # noqa: E402
+from vllm.config import VllmConfig, set_current_vllm_config  # noqa: E402
+from vllm.v1.attention.backends.flashinfer import FlashInferBackend  # noqa: E402
+
+# FLASHINFER takes sinks through TensorRT-LLM kernels whose cubins vLLM downloads from NVIDIA's
+# artifactory; the judge answers as a machine that reaches it (this one reaches only PyPI).
+vllm_flashinfer.has_nvidia_artifactory = lambda: True
 
 
 BACKENDS = {
     "vllm.flash_attn": (FlashAttentionBackend, FlashAttentionImpl),
     "vllm.triton_attn": (TritonAttentionBackend, TritonAttentionImpl),
+    # FlashInferImpl asks the GPU for its SM count when built: the selector alone is judged.
+    "vllm.flashinfer": (FlashInferBackend, None),
 }
 ARCHS = [80, 86, 89, 90, 100, 120]
 TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -90,6 +99,8 @@ def implementation_reasons(kernel, config):
     """What the backend's implementation raises when vLLM builds it for a layer (its __init__
     checks the configuration before any kernel runs); [] when it builds."""
     heads = config["num_q_heads"]
+    if BACKENDS[kernel][1] is None:
+        return []
     try:
         BACKENDS[kernel][1](
             num_heads=heads,
@@ -191,7 +202,7 @@ def is_judged(text):
             any(text.startswith(p) for p in IMPLEMENTATION_PREFIXES))
 
 
-# Every reason validate_configuration and the implementations above give for the two backends
+# Every reason validate_configuration and the implementations above give for the backends
 # at vLLM 0.33.0 (the judge fails if vLLM gives one outside these).
 SELECTOR_TEXTS = {
     "head_size not supported",
@@ -206,6 +217,8 @@ SELECTOR_TEXTS = {
 }
 IMPLEMENTATION_TEXTS = {
     "Sinks are only supported in FlashAttention 3",
+    "Encoder self-attention and encoder/decoder cross-attention are not implemented for "
+    "FlashInferImpl",
     "FlashAttention does not support fp8 kv-cache on this device.",
 }
 IMPLEMENTATION_PREFIXES = ("FP8 KV cache is not supported by the Triton attention backend",)
@@ -233,8 +246,11 @@ FP8 message for the Triton backend goes on to name the GPU; attnref's text is it
 
 {chr(10).join(table)}
 
-Judged by running vLLM: the `vllm.flash_attn` and `vllm.triton_attn` rules whose source is
-vLLM 0.33.0's Python (`docs/engines.md` lists them). Read, not run: the CUDA-side rules (the
+Judged by running vLLM: the `vllm.flash_attn`, `vllm.triton_attn` and `vllm.flashinfer` rules
+whose source is vLLM 0.33.0's Python (`docs/engines.md` lists them); for `vllm.flashinfer` the
+selector only (its implementation asks the GPU for its SM count when it is built, so its
+encoder check is read). FLASHINFER's sinks are answered as on a machine that reaches NVIDIA's
+artifactory, where vLLM downloads the TensorRT-LLM kernels they run on. Read, not run: the CUDA-side rules (the
 FlashAttention fork's sink limits, the paged_attention kernels' dispatch), the silent hazards,
 and every FlashInfer, FlashAttention-2/3 and FlashMLA rule; those checks fire only inside CUDA
 code, which no CPU runs.
@@ -251,7 +267,8 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--markdown", help="write the result table to this file")
     args = parser.parse_args()
-    results, vocabulary = judge(args.examples, args.seed)
+    with set_current_vllm_config(VllmConfig()):  # vLLM's defaults, as `vllm serve` starts with
+        results, vocabulary = judge(args.examples, args.seed)
     version = metadata.version("vllm")
     lines = [f"| vLLM {version} backend | inputs | verdicts agree | texts agree |",
              "|---|---|---|---|"]

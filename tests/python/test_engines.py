@@ -23,7 +23,7 @@ def test_a_config_dict_gives_every_kernel_its_verdict():
     assert m["arch"] == "sm90"
     assert m["config"]["num_q_heads"] == 28 and m["config"]["num_kv_heads"] == 4
     v = verdicts(m)
-    assert len(v) == 11
+    assert len(v) == 12
     assert v["flashinfer.decode"] == "rejects"
     assert v["flashinfer.decode.tensor_cores"] == "accepts"
     assert v["flash_attn2"] == "rejects"

@@ -106,6 +106,7 @@ constexpr EngineKernel kVlV1 = EngineKernel::kVllmPagedAttentionV1;
 constexpr EngineKernel kVlV2 = EngineKernel::kVllmPagedAttentionV2;
 constexpr EngineKernel kVlFa = EngineKernel::kVllmFlashAttn;
 constexpr EngineKernel kVlTr = EngineKernel::kVllmTritonAttn;
+constexpr EngineKernel kVlFi = EngineKernel::kVllmFlashInfer;
 constexpr EngineKernel kFa2 = EngineKernel::kFlashAttention2;
 constexpr EngineKernel kFa3 = EngineKernel::kFlashAttention3;
 constexpr EngineKernel kMla = EngineKernel::kFlashMlaDecode;
@@ -604,6 +605,65 @@ std::vector<RuleCase> rule_cases() {
        "sink's "
        "logit is not offset, so with 64 query tokens per request rows after the first weigh the "
        "sink wrongly"},
+      // vLLM FLASHINFER backend (0.33.0).
+      {kVlFi,
+       90,
+       {},
+       0,
+       dims(L, 96),
+       "vllm.flashinfer.head_size",
+       Severity::kRejects,
+       "head_size not supported"},
+      {kVlFi,
+       90,
+       {},
+       0,
+       dtypes(L, kF32, kF32),
+       "vllm.flashinfer.dtype",
+       Severity::kRejects,
+       "dtype not supported"},
+      {kVlFi,
+       90,
+       {},
+       0,
+       dtypes(L, kBf16, DType::kInt8),
+       "vllm.flashinfer.kv_dtype",
+       Severity::kRejects,
+       "kv_cache_dtype not supported"},
+      {kVlFi,
+       89,
+       {},
+       0,
+       page(L, 8),
+       "vllm.flashinfer.block_size",
+       Severity::kRejects,
+       "block_size not supported"},
+      {kVlFi,
+       89,
+       {},
+       0,
+       sinks(L),
+       "vllm.flashinfer.sinks",
+       Severity::kRejects,
+       "attention sinks not supported"},
+      {kVlFi,
+       100,
+       {},
+       0,
+       non_causal(L),
+       "vllm.flashinfer.causal",
+       Severity::kRejects,
+       "Encoder self-attention and encoder/decoder cross-attention are not implemented for "
+       "FlashInferImpl"},
+      {kVlFi,
+       120,
+       {},
+       0,
+       alibi(L),
+       "vllm.flashinfer.alibi",
+       Severity::kSilentlyWrong,
+       "FlashInferImpl keeps the layer's ALiBi slopes but never passes them to FlashInfer's "
+       "wrappers: the logits get no ALiBi bias"},
       // FlashAttention-2.
       {kFa2,
        90,
@@ -992,6 +1052,9 @@ TEST(EngineRules, ConfigurationsEachKernelTakesPass) {
        "head_dim 80, float32, fp8 K/V"},
       {EngineKernel::kVllmTritonAttn, 90, q_len(alibi(soft_cap(kLlama3_8b)), 512),
        "ALiBi and a soft cap in a prefill"},
+      {EngineKernel::kVllmFlashInfer, 100, sinks(window(heads(dims(kLlama3_8b, 64), 64, 8), 128)),
+       "gpt-oss-20b on sm100"},
+      {EngineKernel::kVllmFlashInfer, 80, dtypes(kLlama3_8b, kF16, kE5m2), "fp8_e5m2 K/V"},
       {EngineKernel::kFlashAttention2, 80, alibi(kLlama3_8bPages256), "ALiBi, pages of 256"},
       {EngineKernel::kFlashAttention2, 90, page(kLlama3_8b, 0), "not paged"},
       {EngineKernel::kFlashAttention3, 90, dtypes(kLlama3_8b, kE4m3, kE4m3), "fp8 on sm90"},
@@ -1173,7 +1236,8 @@ TEST(EngineTargets, UnknownNamesListTheKnownOnes) {
   EXPECT_NE(s.hint().find("flashinfer.decode, flashinfer.decode.tensor_cores"), std::string::npos);
   EXPECT_TRUE(attnref::parse_engine_kernel("vllm.triton_attn", &k).ok());
   EXPECT_EQ(k, EngineKernel::kVllmTritonAttn);
-  EXPECT_NE(s.hint().find("vllm.flash_attn, vllm.triton_attn, flash_attn2"), std::string::npos);
+  EXPECT_NE(s.hint().find("vllm.flash_attn, vllm.triton_attn, vllm.flashinfer, flash_attn2"),
+            std::string::npos);
   int arch = 0;
   EXPECT_TRUE(attnref::parse_engine_arch("sm120", &arch).ok());
   EXPECT_EQ(arch, 120);

@@ -63,6 +63,8 @@ constexpr EngineRuleTable engine_rules(EngineKernel kernel) noexcept {
       return detail::table_of(kVllmFlashAttnRules);
     case EngineKernel::kVllmTritonAttn:
       return detail::table_of(kVllmTritonAttnRules);
+    case EngineKernel::kVllmFlashInfer:
+      return detail::table_of(kVllmFlashInferRules);
     case EngineKernel::kFlashAttention2:
       return detail::table_of(kFlashAttention2Rules);
     case EngineKernel::kFlashAttention3:

@@ -48,6 +48,11 @@ constexpr AttentionConventions engine_conventions(EngineKernel k) noexcept {
       // from the chunk's first query has a rule of its own (vllm.triton_attn.alibi_sinks).
       return {WindowConvention::kKeys, AlibiConvention::kSigned, SoftCapOrder::kCapThenAlibi,
               kBottomRight};
+    case EngineKernel::kVllmFlashInfer:
+      // vLLM passes window_left = W - 1 to FlashInfer's wrappers, whose logits get the cap
+      // after any bias (DefaultAttention); the slopes never reach them (vllm.flashinfer.alibi).
+      return {WindowConvention::kKeys, AlibiConvention::kSigned, SoftCapOrder::kAlibiThenCap,
+              kBottomRight};
     case EngineKernel::kFlashMlaDecode:
       // Row s_q_idx masks its last s_q - s_q_idx - 1 keys (csrc/sm90/decode/dense/splitkv_mla.cuh
       // get_mask_len).
@@ -73,7 +78,7 @@ constexpr bool kernel_takes_window(EngineKernel k) noexcept {
 }
 constexpr bool kernel_takes_alibi(EngineKernel k) noexcept {
   return k != EngineKernel::kFlashInferPrefillFa3 && k != EngineKernel::kFlashAttention3 &&
-         k != EngineKernel::kFlashMlaDecode;
+         k != EngineKernel::kFlashMlaDecode && k != EngineKernel::kVllmFlashInfer;
 }
 constexpr bool kernel_takes_soft_cap(EngineKernel k) noexcept {
   return k != EngineKernel::kVllmPagedAttentionV1 && k != EngineKernel::kVllmPagedAttentionV2 &&

@@ -30,6 +30,7 @@ enum class EngineKernel : int {
   kVllmPagedAttentionV2,         ///< vLLM's paged_attention_v2 CUDA kernel
   kVllmFlashAttn,                ///< vLLM's FLASH_ATTN backend (its FlashAttention fork)
   kVllmTritonAttn,               ///< vLLM's TRITON_ATTN backend (its unified Triton kernel)
+  kVllmFlashInfer,               ///< vLLM's FLASHINFER backend (FlashInfer's wrappers)
   kFlashAttention2,              ///< FlashAttention-2 upstream: varlen, paged KV, kvcache
   kFlashAttention3,              ///< FlashAttention-3 upstream (hopper/)
   kFlashMlaDecode,               ///< FlashMLA dense decode
@@ -41,8 +42,8 @@ inline constexpr EngineKernel kEngineKernels[] = {
     EngineKernel::kFlashInferPrefillFa2, EngineKernel::kFlashInferPrefillFa3,
     EngineKernel::kVllmPagedAttentionV1, EngineKernel::kVllmPagedAttentionV2,
     EngineKernel::kVllmFlashAttn,        EngineKernel::kVllmTritonAttn,
-    EngineKernel::kFlashAttention2,      EngineKernel::kFlashAttention3,
-    EngineKernel::kFlashMlaDecode,
+    EngineKernel::kVllmFlashInfer,       EngineKernel::kFlashAttention2,
+    EngineKernel::kFlashAttention3,      EngineKernel::kFlashMlaDecode,
 };
 
 /// Stable name of a kernel: "flashinfer.decode", "vllm.paged_attention_v1", ...
@@ -64,6 +65,8 @@ constexpr const char* engine_kernel_name(EngineKernel k) noexcept {
       return "vllm.flash_attn";
     case EngineKernel::kVllmTritonAttn:
       return "vllm.triton_attn";
+    case EngineKernel::kVllmFlashInfer:
+      return "vllm.flashinfer";
     case EngineKernel::kFlashAttention2:
       return "flash_attn2";
     case EngineKernel::kFlashAttention3:
@@ -106,6 +109,7 @@ constexpr EngineVersion pinned_engine_version(EngineKernel k) noexcept {
     case EngineKernel::kVllmPagedAttentionV2:
     case EngineKernel::kVllmFlashAttn:
     case EngineKernel::kVllmTritonAttn:
+    case EngineKernel::kVllmFlashInfer:
       return {0, 33, 0};
     default:
       return {0, 0, 0};  // FlashMLA has no releases: its rules are read at one commit
@@ -148,6 +152,7 @@ constexpr EngineVersion engine_version_in(const EngineVersions& versions, Engine
     case EngineKernel::kVllmPagedAttentionV2:
     case EngineKernel::kVllmFlashAttn:
     case EngineKernel::kVllmTritonAttn:
+    case EngineKernel::kVllmFlashInfer:
       return versions.vllm;
     case EngineKernel::kFlashAttention2:
     case EngineKernel::kFlashAttention3:
@@ -176,6 +181,7 @@ constexpr const char* engine_package(EngineKernel k) noexcept {
     case EngineKernel::kVllmPagedAttentionV2:
     case EngineKernel::kVllmFlashAttn:
     case EngineKernel::kVllmTritonAttn:
+    case EngineKernel::kVllmFlashInfer:
       return "vllm";
     case EngineKernel::kFlashAttention2:
     case EngineKernel::kFlashAttention3:

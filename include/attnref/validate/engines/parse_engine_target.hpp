@@ -21,11 +21,12 @@ constexpr Status parse_engine_kernel(std::string_view name, EngineKernel* kernel
       return Status();
     }
   }
-  return Status(ErrorCode::kUnknownEngineTarget, "", "attnref has no engine kernel of that name.",
-                "known kernels: flashinfer.decode, flashinfer.decode.tensor_cores, "
-                "flashinfer.prefill.fa2, flashinfer.prefill.fa3, vllm.paged_attention_v1, "
-                "vllm.paged_attention_v2, vllm.flash_attn, vllm.triton_attn, flash_attn2, "
-                "flash_attn3, flashmla.decode");
+  return Status(
+      ErrorCode::kUnknownEngineTarget, "", "attnref has no engine kernel of that name.",
+      "known kernels: flashinfer.decode, flashinfer.decode.tensor_cores, "
+      "flashinfer.prefill.fa2, flashinfer.prefill.fa3, vllm.paged_attention_v1, "
+      "vllm.paged_attention_v2, vllm.flash_attn, vllm.triton_attn, vllm.flashinfer, flash_attn2, "
+      "flash_attn3, flashmla.decode");
 }
 
 /// The architecture named "sm<NN>" (sm80, sm86, sm89, sm90, sm100, sm120), as NN.

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file vllm_rules.hpp
-/// vLLM's paged_attention_v1/v2 CUDA kernels and its FLASH_ATTN and TRITON_ATTN backends as rule
-/// tables. The backends' rules from 0.33.0 on are vLLM 0.33.0's own Python checks (its selector's
-/// validate_configuration and the backends' implementations), judged by running them
-/// (tests/engines/vllm_judge.py); the rows that end at 0.33.0 were read from earlier
+/// vLLM's paged_attention_v1/v2 CUDA kernels and its FLASH_ATTN, TRITON_ATTN and FLASHINFER
+/// backends as rule tables. The backends' rules from 0.33.0 on are vLLM 0.33.0's own Python checks
+/// (its selector's validate_configuration and the backends' implementations), judged by running
+/// them (tests/engines/vllm_judge.py); the rows that end at 0.33.0 were read from earlier
 /// vllm-project/vllm files (each names its commit); the CUDA-side rows come from
 /// vllm-project/flash-attention at 617264c1c795 (the fork's sink limits) and csrc/.
 #pragma once
@@ -114,6 +114,14 @@ constexpr bool vl_fa_sinks_capability(const EngineConfig& c, const EngineTarget&
 }
 constexpr bool vl_fa_alibi_on_fa4(const EngineConfig& c, const EngineTarget& t) noexcept {
   return !c.alibi || t.arch != 100;
+}
+constexpr bool vl_fi_head_size(const EngineConfig& c, const EngineTarget&) noexcept {
+  return c.head_dim == 64 || c.head_dim == 128 || c.head_dim == 256 || c.head_dim == 512;
+}
+// Sinks run on TensorRT-LLM's kernels through FlashInfer: XQA decode on sm90 and sm12x,
+// trtllm-gen on sm100 (their cubins are downloaded from NVIDIA's artifactory at first use).
+constexpr bool vl_fi_sinks(const EngineConfig& c, const EngineTarget& t) noexcept {
+  return !c.sinks || t.arch == 90 || t.arch == 100 || t.arch == 120;
 }
 constexpr bool vl_tr_fp8_arch(const EngineConfig& c, const EngineTarget& t) noexcept {
   return !is_fp8(c.kv_dtype) || c.kv_dtype == c.q_dtype || t.arch >= 89;
@@ -523,6 +531,83 @@ inline constexpr EngineRule kVllmTritonAttnAlibiSinks{
     "vllm-project/vllm vllm/attention/ops/triton_unified_attention.py@001ceb3e "
     "kernel_unified_attention_2d"};
 
+// --- FLASHINFER backend (vLLM 0.33.0) ---------------------------------------------------
+
+inline constexpr EngineRule kVllmFlashInferHeadSize{
+    "vllm.flashinfer.head_size",
+    Severity::kRejects,
+    detail::vl_fi_head_size,
+    "head_size not supported",
+    "the FLASHINFER backend takes head sizes 64, 128, 256 and 512",
+    "a head_dim of 64, 128, 256 or 512, or the TRITON_ATTN backend",
+    ATTNREF_VLLM_033_SOURCE("backends/flashinfer.py FlashInferBackend.get_supported_head_sizes"),
+    kVllm033};
+
+inline constexpr EngineRule kVllmFlashInferDtype{
+    "vllm.flashinfer.dtype",
+    Severity::kRejects,
+    detail::q_is_16_bit,
+    "dtype not supported",
+    "the FLASHINFER backend runs float16 and bfloat16 models",
+    "dtype float16 or bfloat16",
+    ATTNREF_VLLM_033_SOURCE("backends/flashinfer.py FlashInferBackend.supported_dtypes"),
+    kVllm033};
+
+inline constexpr EngineRule kVllmFlashInferKvDtype{
+    "vllm.flashinfer.kv_dtype",
+    Severity::kRejects,
+    detail::vl_kv_same_or_fp8,
+    "kv_cache_dtype not supported",
+    "the FLASHINFER backend stores K/V in the model's dtype or in fp8 (e4m3 or e5m2)",
+    "kv_cache_dtype 'auto', fp8 or fp8_e5m2",
+    ATTNREF_VLLM_033_SOURCE("backends/flashinfer.py FlashInferBackend.supported_kv_cache_dtypes"),
+    kVllm033};
+
+inline constexpr EngineRule kVllmFlashInferBlockSize{
+    "vllm.flashinfer.block_size",
+    Severity::kRejects,
+    detail::vl_fa_block_size,
+    "block_size not supported",
+    "the FLASHINFER backend's kernel pages hold 16, 32 or 64 tokens: a page must be a multiple "
+    "of 16",
+    "a page_size that is a multiple of 16",
+    ATTNREF_VLLM_033_SOURCE("backends/flashinfer.py get_supported_kernel_block_sizes"),
+    kVllm033};
+
+inline constexpr EngineRule kVllmFlashInferSinks{
+    "vllm.flashinfer.sinks",
+    Severity::kRejects,
+    detail::vl_fi_sinks,
+    "attention sinks not supported",
+    "the FLASHINFER backend takes sinks through TensorRT-LLM's kernels: XQA decode on sm90 and "
+    "sm120, trtllm-gen on sm100",
+    "the TRITON_ATTN backend (it takes sinks on any GPU), or an sm90, sm100 or sm120 GPU",
+    ATTNREF_VLLM_033_SOURCE("backends/flashinfer.py FlashInferBackend.supports_sink"),
+    kVllm033};
+
+inline constexpr EngineRule kVllmFlashInferCausal{
+    "vllm.flashinfer.causal",
+    Severity::kRejects,
+    detail::vl_causal,
+    "Encoder self-attention and encoder/decoder cross-attention are not implemented for "
+    "FlashInferImpl",
+    "the FLASHINFER backend runs decoder (causal) attention only",
+    "a causal configuration, or the FLASH_ATTN backend for encoder attention",
+    ATTNREF_VLLM_033_SOURCE("backends/flashinfer.py FlashInferImpl.__init__"),
+    kVllm033};
+
+inline constexpr EngineRule kVllmFlashInferAlibi{
+    "vllm.flashinfer.alibi",
+    Severity::kSilentlyWrong,
+    detail::no_alibi,
+    "",
+    "FlashInferImpl keeps the layer's ALiBi slopes but never passes them to FlashInfer's "
+    "wrappers: the logits get no ALiBi bias",
+    "the TRITON_ATTN or FLASH_ATTN backend (they apply ALiBi)",
+    ATTNREF_VLLM_033_SOURCE("backends/flashinfer.py FlashInferImpl (self.alibi_slopes is set "
+                            "and never read)"),
+    kVllm033};
+
 /// The rules of each vLLM kernel (v1 and v2 share theirs).
 inline constexpr const EngineRule* kVllmPagedAttentionRules[] = {
     &kVllmPagedHeadSize, &kVllmPagedBlockSize,       &kVllmPagedQueryDtype, &kVllmPagedKvDtype,
@@ -541,6 +626,11 @@ inline constexpr const EngineRule* kVllmTritonAttnRules[] = {
     &kVllmTritonAttnDtype,      &kVllmTritonAttnKvDtype,   &kVllmTritonAttnFp8Arch,
     &kVllmTritonAttnHeadDimV,   &kVllmTritonAttnCausal,    &kVllmTritonAttnHeads,
     &kVllmTritonAttnAlibiSinks,
+};
+inline constexpr const EngineRule* kVllmFlashInferRules[] = {
+    &kVllmFlashInferHeadSize,  &kVllmFlashInferDtype, &kVllmFlashInferKvDtype,
+    &kVllmFlashInferBlockSize, &kVllmFlashInferSinks, &kVllmFlashInferCausal,
+    &kVllmFlashInferAlibi,
 };
 
 #undef ATTNREF_VLLM_033_SOURCE
