@@ -85,8 +85,12 @@ inline void apply_change(EngineConfig& c, const EngineConfigChange& ch) noexcept
   if (f == "sinks") c.sinks = ch.to != 0;
 }
 
-inline std::int64_t distance(std::int64_t a, std::int64_t b) noexcept {
-  return a > b ? a - b : b - a;
+// How far apart two sizes are, as a cost: at most 1 << 20, so costs add without overflow.
+inline int distance_cost(std::int64_t a, std::int64_t b, std::int64_t per) noexcept {
+  const std::uint64_t d = a > b ? static_cast<std::uint64_t>(a) - static_cast<std::uint64_t>(b)
+                                : static_cast<std::uint64_t>(b) - static_cast<std::uint64_t>(a);
+  const std::uint64_t cost = d / static_cast<std::uint64_t>(per);
+  return cost > (1u << 20) ? (1 << 20) : static_cast<int>(cost);
 }
 
 // The single-field changes worth trying, each with its cost.
@@ -96,15 +100,15 @@ inline std::vector<CandidateChange> candidate_changes(const EngineConfig& c) {
     if (from != to) out.push_back({{field, from, to}, cost});
   };
   for (std::int64_t p : {8, 16, 32, 64, 128, 256}) {
-    add("page_size", c.page_size, p, 10 + static_cast<int>(distance(c.page_size, p) / 8));
+    add("page_size", c.page_size, p, 10 + distance_cost(c.page_size, p, 8));
   }
   for (std::int64_t kv = 1; kv <= c.num_q_heads && kv <= 1024; ++kv) {
     if (c.num_q_heads % kv == 0) {
-      add("num_kv_heads", c.num_kv_heads, kv, 20 + static_cast<int>(distance(c.num_kv_heads, kv)));
+      add("num_kv_heads", c.num_kv_heads, kv, 20 + distance_cost(c.num_kv_heads, kv, 1));
     }
   }
   for (std::int64_t d : {32, 64, 80, 96, 112, 128, 192, 256, 512, 576}) {
-    if (d >= c.head_dim) add("head_dim", c.head_dim, d, 30 + static_cast<int>(d - c.head_dim) / 8);
+    if (d >= c.head_dim) add("head_dim", c.head_dim, d, 30 + distance_cost(d, c.head_dim, 8));
   }
   if (c.head_dim_v != 0) add("head_dim_v", c.head_dim_v, 0, 35);
   for (std::int64_t dv : {128, 512}) add("head_dim_v", c.head_dim_v, dv, 36);
