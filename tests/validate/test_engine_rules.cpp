@@ -1273,11 +1273,19 @@ TEST(EngineTargets, EngineVersionsNameTheirPackages) {
   EXPECT_EQ(attnref::engine_version_name({kVlFa, 90}), "vllm 0.33.0");
   EXPECT_EQ(attnref::engine_version_name({EngineKernel::kFlashMlaDecode, 90}),
             "FlashMLA@9241ae3ef9ba");
-  for (const char* bad : {"vllm", "sglang=0.5.23", "vllm=0.32.0,", "vllm=x", "=0.1"}) {
+  for (const char* bad : {"vllm", "sglang=0.5.23", "vllm=0.32.0,", "=0.1"}) {
     const attnref::Status s = attnref::parse_engine_versions(bad, &v);
     EXPECT_EQ(s.code(), attnref::ErrorCode::kUnknownEngineTarget) << bad;
-    EXPECT_FALSE(s.hint().empty()) << bad;
+    EXPECT_EQ(s.message(),
+              "an engine version is PACKAGE=VERSION, PACKAGE one of flashinfer-python, vllm, "
+              "flash-attn.")
+        << bad;
+    EXPECT_EQ(s.hint(), "e.g. vllm=0.32.0,flashinfer-python=0.6.17") << bad;
   }
+  // A known package with a malformed release gets the version parser's own error.
+  const attnref::Status s = attnref::parse_engine_versions("vllm=x", &v);
+  EXPECT_EQ(s.code(), attnref::ErrorCode::kUnknownEngineTarget);
+  EXPECT_EQ(s.message(), "an engine version is MAJOR.MINOR or MAJOR.MINOR.PATCH.");
   // Each matrix row is checked as, and names, the release asked for.
   const auto rows = attnref::engine_matrix(page(kLlama3_8b, 8), 90, 0, {{}, {0, 32, 0}, {}});
   EXPECT_EQ(rows[6].findings[0].status().message(), "Block size must be a multiple of 16.");
