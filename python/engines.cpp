@@ -89,7 +89,10 @@ engine_version ("vllm=0.32.0,flashinfer-python=0.6.17") checks against those rel
 of the pinned ones; each kernel's "version" says which release it describes.
 Returns attnref-run engines --json as a dict: "arch", "config", "notes", and "kernels", one
 entry per kernel with "version" ("vllm 0.33.0"), "verdict" ("accepts", "hazard" or "rejects"), "findings" (id, severity,
-message, upstream, explanation, hint, source), "conventions" and "nearest" (or None).
+message, upstream, explanation, hint, source), "conventions" and "nearest" (or None); and
+"vllm_selection": the backend vLLM 0.33.0 would select ("selected", "kernel"), the ones it
+passes over with their "reasons", and what the selected one refuses once built (None where
+vLLM's choice is not modelled: other releases, non-causal layers).
 Raises ShapeError for an unknown arch, a malformed config.json or a missing field.)");
 }
 

@@ -45,7 +45,47 @@ TEST_F(EnginesCli, Qwen2ConfigOnSm90NamesTheGroupSizeAndTheNearestConfig) {
             "\u2714 flash_attn3                     2.8.3         accepts\n"
             "\u2718 flashmla.decode                 @9241ae3ef9ba rejects  head_dim, head_dim_v, "
             "page_size (nearest: "
-            "page_size 16 -> 64, head_dim 128 -> 512)\n");
+            "page_size 16 -> 64, head_dim 128 -> 512)\n"
+            "\u2714 sglang.triton_decode            0.5.23        accepts\n"
+            "\u2714 sglang.triton_extend            0.5.23        accepts\n"
+            "vllm 0.33.0 selects FLASH_ATTN\n");
+}
+
+TEST_F(EnginesCli, DeepSeekOnPagesOf16NamesTheMlaBackendVllmSelectsAndWhy) {
+  const std::string args = "--hf-config " + source_path("examples/configs/deepseek-v3.json") +
+                           " --arch sm100 --page-size 16";
+  Result r = run_subcommand("engines", args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\u2714 vllm.triton_mla                 0.33.0        accepts\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\u2718 vllm.cutlass_mla                0.33.0        rejects  block_size "
+                       "(nearest: page_size 16 -> 128)\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("vllm 0.33.0 selects TRITON_MLA (passed over FLASHINFER_MLA: block_size "
+                       "not supported; CUTLASS_MLA: block_size not supported; FLASH_ATTN_MLA: "
+                       "compute capability not supported, FlashAttention MLA not supported on "
+                       "this device; FLASHMLA: block_size not supported, FlashMLA Dense is only "
+                       "supported on Hopper devices.)\n"),
+            std::string::npos)
+      << r.out;
+  r = run_subcommand("engines", args + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  attnref::JsonValue v;
+  ASSERT_TRUE(attnref::parse_json(r.out, &v).ok()) << r.out;
+  const attnref::JsonValue* selection = v.find("vllm_selection");
+  ASSERT_NE(selection, nullptr);
+  EXPECT_EQ(selection->find("selected")->string, "TRITON_MLA");
+  EXPECT_EQ(selection->find("kernel")->string, "vllm.triton_mla");
+  EXPECT_EQ(selection->find("passed_over")->array.size(), 4u);
+  EXPECT_EQ(selection->find("passed_over")->array[0].find("reasons")->array[0].string,
+            "block_size not supported");
+  // vLLM's choice is modelled for its pinned release only.
+  r = run_subcommand("engines", args + " --json --engine-version vllm=0.32.0");
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_TRUE(attnref::parse_json(r.out, &v).ok());
+  EXPECT_EQ(v.find("vllm_selection")->kind, attnref::JsonValue::Kind::kNull);
 }
 
 TEST_F(EnginesCli, ExplicitFieldsWithDetailsGiveMessagesHintsAndSources) {
@@ -73,7 +113,7 @@ TEST_F(EnginesCli, JsonHoldsEveryKernelWithItsFindings) {
   EXPECT_EQ(v.find("arch")->string, "sm80");
   EXPECT_EQ(v.find("config")->find("kv_dtype")->string, "float8_e4m3fn");
   const attnref::JsonValue* kernels = v.find("kernels");
-  ASSERT_EQ(kernels->array.size(), 12u);
+  ASSERT_EQ(kernels->array.size(), 14u);
   const attnref::JsonValue& vllm_fa = kernels->array[6];
   EXPECT_EQ(vllm_fa.find("kernel")->string, "vllm.flash_attn");
   EXPECT_EQ(vllm_fa.find("verdict")->string, "rejects");
@@ -104,7 +144,7 @@ TEST_F(EnginesCli, AnEngineVersionSelectsTheRulesOfThatRelease) {
             std::string::npos);
   EXPECT_NE(r.out.find("flashinfer.decode               0.6.18 "), std::string::npos);
 
-  r = run_subcommand("engines", fields + " --engine-version sglang=0.5.23");
+  r = run_subcommand("engines", fields + " --engine-version tensorrt-llm=1.0");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.first_err_line().find("error[unknown_engine_target]"), std::string::npos) << r.err;
 }

@@ -9,9 +9,10 @@
 //  - nothing crashes, overflows or hangs, whatever the numbers;
 //  - every error renders (a named code, a message) and an unknown architecture or version is
 //    kUnknownEngineTarget;
-//  - a configuration check_engine_config accepts gives one matrix row per kernel, each naming
-//    its release, whose verdict is what its findings add up to; a row's nearest configuration
-//    is itself accepted by that kernel.
+//  - a configuration check_engine_config accepts gives one matrix row per kernel (vLLM's MLA
+//    backends for MLA layers only), each naming its release, whose verdict is what its findings
+//    add up to; a row's nearest configuration is itself accepted by that kernel;
+//  - vLLM's choice of backend gives every backend it passes over a reason.
 #include <cstdint>
 #include <string>
 
@@ -46,7 +47,15 @@ EngineConfig drawn_fields(attnref_fuzz::Reader& r) {
 void check_matrix(const EngineConfig& c, int arch, const attnref::EngineVersions& versions) {
   if (!attnref::check_engine_config(c).ok()) return;
   const auto rows = attnref::engine_matrix(c, arch, 0, versions);
-  ATTNREF_FUZZ_CHECK(rows.size() == std::size(attnref::kEngineKernels), "a kernel without a row");
+  std::size_t listed = 0;
+  for (attnref::EngineKernel k : attnref::kEngineKernels) {
+    listed += !attnref::is_vllm_mla_kernel(k) || attnref::value_head_dim(c) != c.head_dim;
+  }
+  ATTNREF_FUZZ_CHECK(rows.size() == listed, "a kernel without a row");
+  const attnref::VllmSelection selection = attnref::vllm_selection(c, arch, versions.vllm);
+  for (const attnref::VllmPassedOver& p : selection.passed_over) {
+    ATTNREF_FUZZ_CHECK(!p.reasons.empty(), "a backend passed over without a reason");
+  }
   for (const attnref::EngineMatrixRow& row : rows) {
     ATTNREF_FUZZ_CHECK(!attnref::engine_version_name(row.target).empty(),
                        "a row without a release");

@@ -41,9 +41,9 @@ struct RuleCase {
   attnref::EngineVersion version;
   std::uint32_t flags;
   EngineConfig config;
-  const char* id;
+  std::string id;
   Severity severity;
-  const char* message;  // the finding's Status message: upstream text, else the explanation
+  std::string message;  // the finding's Status message: upstream text, else the explanation
 };
 
 EngineConfig heads(EngineConfig c, std::int64_t hq, std::int64_t hkv) {
@@ -107,6 +107,11 @@ constexpr EngineKernel kVlV2 = EngineKernel::kVllmPagedAttentionV2;
 constexpr EngineKernel kVlFa = EngineKernel::kVllmFlashAttn;
 constexpr EngineKernel kVlTr = EngineKernel::kVllmTritonAttn;
 constexpr EngineKernel kVlFi = EngineKernel::kVllmFlashInfer;
+constexpr EngineKernel kVlFam = EngineKernel::kVllmFlashAttnMla;
+constexpr EngineKernel kVlFm = EngineKernel::kVllmFlashMla;
+constexpr EngineKernel kVlCm = EngineKernel::kVllmCutlassMla;
+constexpr EngineKernel kVlTm = EngineKernel::kVllmTritonMla;
+constexpr EngineKernel kVlFim = EngineKernel::kVllmFlashInferMla;
 constexpr EngineKernel kFa2 = EngineKernel::kFlashAttention2;
 constexpr EngineKernel kFa3 = EngineKernel::kFlashAttention3;
 constexpr EngineKernel kMla = EngineKernel::kFlashMlaDecode;
@@ -238,10 +243,18 @@ std::vector<RuleCase> rule_cases() {
        90,
        {},
        0,
-       dtypes(dims(L, 512), kBf16, kE4m3),
+       dtypes(dims(L, 320), kBf16, kE4m3),
        "flashinfer.prefill.large_head_arch",
        Severity::kFailsToBuild,
        "fp8 K/V with a head_dim above 256 is built for sm100 and later only"},
+      {kFa2Pf,
+       100,
+       {},
+       0,
+       dims(L, 512),
+       "flashinfer.prefill.fa2_head_dim_512",
+       Severity::kRejects,
+       "FlashInfer Internal Error: Invalid configuration : NUM_MMA_Q=…"},
       {kFa2Pf,
        90,
        {},
@@ -592,7 +605,9 @@ std::vector<RuleCase> rule_cases() {
        "vllm.triton_attn.heads",
        Severity::kSilentlyWrong,
        "the kernel computes num_q_heads // num_kv_heads = 3 query heads per KV head and never "
-       "checks that it divides: the query heads past num_kv_heads x 3 are never written"},
+       "checks that it divides: the query heads past num_kv_heads x 3 are never written (vLLM's "
+       "Attention layer refuses such a model; a direct caller of the kernel or of "
+       "TritonAttentionImpl gets no check)"},
       {kVlTr,
        86,
        {},
@@ -602,9 +617,8 @@ std::vector<RuleCase> rule_cases() {
        Severity::kSilentlyWrong,
        "the kernel measures ALiBi distances from a chunk's first query (slope * (key_pos - "
        "context_len)), not from each query: the softmax cancels that per-row offset, but a "
-       "sink's "
-       "logit is not offset, so with 64 query tokens per request rows after the first weigh the "
-       "sink wrongly"},
+       "sink's logit is not offset, so with 64 query tokens per request rows after the first "
+       "weigh the sink wrongly (chunked prefill and speculative decoding alike)"},
       // vLLM FLASHINFER backend (0.33.0).
       {kVlFi,
        90,
@@ -939,22 +953,235 @@ std::vector<RuleCase> rule_cases() {
   };
 }
 
+// vLLM's MLA backends, on the architectures each takes (CUTLASS_MLA on its pages of 128).
+std::vector<RuleCase> vllm_mla_rule_cases() {
+  const EngineConfig M = kDeepSeekV3Mla;
+  const EngineConfig C = page(kDeepSeekV3Mla, 128);
+  const char* const features =
+      " does not support one of the following: alibi_slopes, sliding_window, logits_soft_cap";
+  std::vector<RuleCase> cases;
+  const struct {
+    EngineKernel kernel;
+    int arch;
+    EngineConfig mla;
+    const char* name;
+    const char* impl;
+    std::int64_t odd_page;
+  } backends[] = {{kVlFam, 90, M, "vllm.flash_attn_mla", "FlashAttnMLAImpl", 24},
+                  {kVlFm, 90, M, "vllm.flashmla", "FlashMLAImpl", 32},
+                  {kVlCm, 100, C, "vllm.cutlass_mla", "CutlassMLAImpl", 64},
+                  {kVlTm, 90, M, "vllm.triton_mla", "TritonMLAImpl", 24},
+                  {kVlFim, 100, M, "vllm.flashinfer_mla", "FlashInferMLAImpl", 16}};
+  for (const auto& b : backends) {
+    const auto add = [&](const EngineConfig& config, const char* rule, std::string message) {
+      cases.push_back({b.kernel,
+                       b.arch,
+                       {},
+                       0,
+                       config,
+                       std::string(b.name) + "." + rule,
+                       Severity::kRejects,
+                       message});
+    };
+    add(dtypes(b.mla, kF32, kF32), "dtype", "dtype not supported");
+    add(dtypes(b.mla, kBf16, kE5m2), "kv_dtype", "kv_cache_dtype not supported");
+    add(page(b.mla, b.odd_page), "block_size", "block_size not supported");
+    add(sinks(b.mla), "sinks", "attention sinks not supported");
+    add(window(b.mla, 4096), "sliding_window", "sliding window not supported");
+    add(alibi(b.mla), "alibi_soft_cap", b.impl + std::string(features));
+    if (b.kernel != kVlCm) add(dims(b.mla, 576, 576), "mla", "non-MLA not supported");
+  }
+  cases.push_back({kVlFam,
+                   90,
+                   {},
+                   0,
+                   dims(M, 544, 512),
+                   "vllm.flash_attn_mla.head_size",
+                   Severity::kRejects,
+                   "head_size not supported"});
+  cases.push_back({kVlFm,
+                   90,
+                   {},
+                   0,
+                   dims(M, 544, 512),
+                   "vllm.flashmla.head_size",
+                   Severity::kRejects,
+                   "head_size not supported"});
+  cases.push_back({kVlFim,
+                   100,
+                   {},
+                   0,
+                   dims(M, 544, 512),
+                   "vllm.flashinfer_mla.head_size",
+                   Severity::kRejects,
+                   "head_size not supported"});
+  cases.push_back({kVlFm,
+                   100,
+                   {},
+                   0,
+                   M,
+                   "vllm.flashmla.dense_hopper",
+                   Severity::kRejects,
+                   "FlashMLA Dense is only supported on Hopper devices."});
+  cases.push_back({kVlCm,
+                   90,
+                   {},
+                   0,
+                   C,
+                   "vllm.cutlass_mla.compute_capability",
+                   Severity::kRejects,
+                   "compute capability not supported"});
+  cases.push_back({kVlFim,
+                   90,
+                   {},
+                   0,
+                   M,
+                   "vllm.flashinfer_mla.compute_capability",
+                   Severity::kRejects,
+                   "compute capability not supported"});
+  cases.push_back({kVlCm,
+                   100,
+                   {},
+                   0,
+                   dims(C, 512, 448),
+                   "vllm.cutlass_mla.head_dims",
+                   Severity::kRejects,
+                   "the SM100 CUTLASS MLA decode asserts a latent of 512 and 64 rotary dims "
+                   "(head_dim 576, head_dim_v 512; 512 and 448 here); the assert has no message"});
+  cases.push_back({kVlCm,
+                   100,
+                   {},
+                   0,
+                   heads(C, 256, 1),
+                   "vllm.cutlass_mla.q_heads",
+                   Severity::kRejects,
+                   "H must be <= 128, but got 256"});
+  cases.push_back({kVlTm,
+                   86,
+                   {},
+                   0,
+                   dtypes(M, kBf16, kE4m3),
+                   "vllm.triton_mla.fp8_kv_arch",
+                   Severity::kRejects,
+                   "FP8 KV cache is not supported by the Triton MLA backend"});
+  // TritonMLAImpl refuses ALiBi before it looks at the fp8 cache.
+  cases.push_back({kVlTm,
+                   86,
+                   {},
+                   0,
+                   alibi(dtypes(M, kBf16, kE4m3)),
+                   "vllm.triton_mla.alibi_soft_cap",
+                   Severity::kRejects,
+                   std::string("TritonMLAImpl") + features});
+  cases.push_back({kVlFa,
+                   90,
+                   {},
+                   0,
+                   dims(kLlama3_8b, 128, 64),
+                   "vllm.flash_attn.mla",
+                   Severity::kRejects,
+                   "MLA not supported"});
+  cases.push_back({kVlFi,
+                   90,
+                   {},
+                   0,
+                   dims(kLlama3_8b, 128, 64),
+                   "vllm.flashinfer.mla",
+                   Severity::kRejects,
+                   "MLA not supported"});
+  return cases;
+}
+
+// SGLang's Triton kernels, every rule read from v0.5.23 and run by tests/engines/sglang_judge.py.
+std::vector<RuleCase> sglang_rule_cases() {
+  constexpr EngineKernel kDecode = EngineKernel::kSglangTritonDecode;
+  constexpr EngineKernel kExtend = EngineKernel::kSglangTritonExtend;
+  const char* const heads_text =
+      "the kernel reads KV head h // 1 for query head h and never checks that num_kv_heads (8) "
+      "divides num_q_heads (12): the heads past num_kv_heads x 1 read a KV head past the last, "
+      "the next token slot's row, and past the cache at its last slot";
+  const char* const alibi_text =
+      "SGLang's Triton kernels take no ALiBi slopes (Baichuan passes them on NPU only): the "
+      "logits get no bias";
+  return {
+      {kDecode,
+       90,
+       {},
+       0,
+       heads(kLlama3_8b, 12, 8),
+       "sglang.triton_decode.heads",
+       Severity::kOutOfBounds,
+       heads_text},
+      {kExtend,
+       90,
+       {},
+       0,
+       heads(kLlama3_8b, 12, 8),
+       "sglang.triton_extend.heads",
+       Severity::kOutOfBounds,
+       heads_text},
+      {kDecode,
+       80,
+       {},
+       0,
+       alibi(kLlama3_8b),
+       "sglang.triton_decode.alibi",
+       Severity::kSilentlyWrong,
+       alibi_text},
+      {kExtend,
+       80,
+       {},
+       0,
+       alibi(kLlama3_8b),
+       "sglang.triton_extend.alibi",
+       Severity::kSilentlyWrong,
+       alibi_text},
+      {kDecode,
+       100,
+       {},
+       0,
+       q_len(kLlama3_8b, 4),
+       "sglang.triton_decode.q_len",
+       Severity::kRejects,
+       "decode_attention_fwd takes one query token per request (4 here): its assert "
+       "q.shape[0] <= kv_indptr.shape[0] - 1 fails, without a message"},
+      {kDecode,
+       90,
+       {},
+       0,
+       window(kLlama3_8b, 4096),
+       "sglang.triton_decode.sliding_window",
+       Severity::kSilentlyWrong,
+       "SGLang's models pass sliding_window - 1 as sliding_window_size, which extend counts as "
+       "the keys left of the query; for decode the backend keeps only the last "
+       "sliding_window_size keys, the query's own included: one key fewer than the model's "
+       "window"},
+  };
+}
+
 std::string describe(const RuleCase& c) {
   return std::string(attnref::engine_kernel_name(c.kernel)) + " " + c.id;
 }
 
+std::vector<RuleCase> all_rule_cases() {
+  std::vector<RuleCase> cases = rule_cases();
+  for (const RuleCase& c : vllm_mla_rule_cases()) cases.push_back(c);
+  for (const RuleCase& c : sglang_rule_cases()) cases.push_back(c);
+  return cases;
+}
+
 TEST(EngineRules, EveryRuleTrippedAloneGivesItsSeverityIdAndMessage) {
-  for (const RuleCase& c : rule_cases()) {
+  for (const RuleCase& c : all_rule_cases()) {
     const EngineTarget target{c.kernel, c.arch, c.version, c.flags};
     const attnref::EngineReport r = attnref::check_engine(c.config, target);
     ASSERT_TRUE(r.status.ok()) << describe(c) << ": " << r.status.to_string();
     ASSERT_EQ(r.findings.size(), 1u) << describe(c);
     const attnref::EngineFinding& f = r.findings[0];
-    EXPECT_STREQ(f.id(), c.id);
+    EXPECT_EQ(f.id(), c.id);
     EXPECT_EQ(f.severity(), c.severity) << describe(c);
     EXPECT_EQ(f.status().message(), c.message) << describe(c);
     EXPECT_EQ(f.status().code(), attnref::ErrorCode::kEngineRule);
-    EXPECT_STREQ(f.status().field(), c.id);
+    EXPECT_EQ(f.status().field(), c.id);
     EXPECT_FALSE(f.hint().empty()) << describe(c);
     EXPECT_FALSE(f.explanation().empty()) << describe(c);
     EXPECT_EQ(attnref::engine_finding_count(c.config, target), 1) << describe(c);
@@ -971,10 +1198,33 @@ struct TogetherCase {
 
 std::vector<TogetherCase> together_cases() {
   // vLLM's selector refuses sinks below sm90 twice: no FA3/FA4 there, and its combination check.
+  // FLASHMLA below sm90: neither listed nor dense there. CUTLASS_MLA's decode asserts
+  // DeepSeek's dims, which every other head size and a non-MLA layer break too.
   return {{kVlFa,
            86,
            sinks(kLlama3_8b),
-           {"vllm.flash_attn.sinks", "vllm.flash_attn.sinks_compute_capability"}}};
+           {"vllm.flash_attn.sinks", "vllm.flash_attn.sinks_compute_capability"}},
+          {kVlFm,
+           80,
+           kDeepSeekV3Mla,
+           {"vllm.flashmla.compute_capability", "vllm.flashmla.dense_hopper"}},
+          {kVlFam,
+           100,
+           kDeepSeekV3Mla,
+           {"vllm.flash_attn_mla.compute_capability", "vllm.flash_attn_mla.fa3"}},
+          {kVlCm,
+           100,
+           dims(page(kDeepSeekV3Mla, 128), 544, 512),
+           {"vllm.cutlass_mla.head_size", "vllm.cutlass_mla.head_dims"}},
+          {kVlCm,
+           100,
+           dims(page(kDeepSeekV3Mla, 128), 576, 576),
+           {"vllm.cutlass_mla.mla", "vllm.cutlass_mla.head_dims"}},
+          // The decode asserts the head dims before the head count.
+          {kVlCm,
+           100,
+           heads(dims(page(kDeepSeekV3Mla, 128), 512, 448), 256, 1),
+           {"vllm.cutlass_mla.head_dims"}}};
 }
 
 TEST(EngineRules, RulesThatBreakTogetherAreReportedTogether) {
@@ -987,7 +1237,7 @@ TEST(EngineRules, RulesThatBreakTogetherAreReportedTogether) {
 
 TEST(EngineRules, EveryRuleOfEveryTableIsTrippedByACase) {
   std::set<std::string> tripped;
-  for (const RuleCase& c : rule_cases()) tripped.insert(describe(c));
+  for (const RuleCase& c : all_rule_cases()) tripped.insert(describe(c));
   for (const TogetherCase& c : together_cases()) {
     for (const char* id : c.ids) {
       tripped.insert(std::string(attnref::engine_kernel_name(c.kernel)) + " " + id);
@@ -1039,7 +1289,7 @@ TEST(EngineRules, ConfigurationsEachKernelTakesPass) {
       {EngineKernel::kFlashInferDecode, 80, heads(kLlama3_8b, 48, 8), "group 6 at v0.6.18"},
       {EngineKernel::kFlashInferDecode, 89, dtypes(kLlama3_8b, kF16, kE5m2), "fp8 K/V"},
       {EngineKernel::kFlashInferDecodeTensorCores, 90, heads(kLlama3_8b, 28, 4), "Qwen2-7B"},
-      {EngineKernel::kFlashInferDecodeTensorCores, 90, kDeepSeekV3Mla, "MLA head dims"},
+      {EngineKernel::kFlashInferDecodeTensorCores, 90, dims(kLlama3_8b, 192, 128), "(192, 128)"},
       {EngineKernel::kFlashInferPrefillFa2, 86, gemma2_9b, "Gemma-2-9B"},
       {EngineKernel::kFlashInferPrefillFa3, 90, dims(kLlama3_8b, 192, 128), "(192, 128)"},
       {EngineKernel::kVllmPagedAttentionV1, 80, alibi(kLlama3_8b), "ALiBi"},
@@ -1059,7 +1309,19 @@ TEST(EngineRules, ConfigurationsEachKernelTakesPass) {
       {EngineKernel::kFlashAttention2, 90, page(kLlama3_8b, 0), "not paged"},
       {EngineKernel::kFlashAttention3, 90, dtypes(kLlama3_8b, kE4m3, kE4m3), "fp8 on sm90"},
       {EngineKernel::kFlashAttention3, 90, dims(kLlama3_8b, 64, 512), "V up to 512"},
+      {EngineKernel::kVllmFlashAttnMla, 90, page(kDeepSeekV3Mla, 16), "pages of 16"},
+      {EngineKernel::kVllmFlashMla, 90, dtypes(kDeepSeekV3Mla, kBf16, kE4m3), "fp8 latent"},
+      {EngineKernel::kVllmCutlassMla, 100, page(kDeepSeekV3Mla, 256), "pages of 256"},
+      {EngineKernel::kVllmTritonMla, 80, dims(kDeepSeekV3Mla, 544, 512), "any head size"},
+      {EngineKernel::kVllmTritonMla, 89, dtypes(kDeepSeekV3Mla, kF16, kE4m3), "fp8 on sm89"},
+      {EngineKernel::kVllmFlashInferMla, 100, page(kDeepSeekV3Mla, 32), "pages of 32"},
       {EngineKernel::kFlashMlaDecode, 90, kDeepSeekV3Mla, "DeepSeek-V3"},
+      {EngineKernel::kSglangTritonDecode, 80,
+       soft_cap(sinks(dtypes(dims(page(kLlama3_8b, 1), 80), kF16, kE4m3))),
+       "head_dim 80, pages of 1, fp8 K/V, sinks, soft cap"},
+      {EngineKernel::kSglangTritonDecode, 90, kDeepSeekV3Mla, "MLA"},
+      {EngineKernel::kSglangTritonExtend, 90, q_len(window(soft_cap(kLlama3_8b), 4096), 512),
+       "a window, a soft cap and 512 query tokens"},
       {EngineKernel::kFlashMlaDecode, 90, dtypes(dims(kDeepSeekV3Mla, 512, 512), kF16, kF16),
        "512 latent, float16"},
   };
@@ -1236,8 +1498,15 @@ TEST(EngineTargets, UnknownNamesListTheKnownOnes) {
   EXPECT_NE(s.hint().find("flashinfer.decode, flashinfer.decode.tensor_cores"), std::string::npos);
   EXPECT_TRUE(attnref::parse_engine_kernel("vllm.triton_attn", &k).ok());
   EXPECT_EQ(k, EngineKernel::kVllmTritonAttn);
-  EXPECT_NE(s.hint().find("vllm.flash_attn, vllm.triton_attn, vllm.flashinfer, flash_attn2"),
+  EXPECT_NE(s.hint().find("vllm.flashinfer, vllm.flash_attn_mla, vllm.flashmla, "
+                          "vllm.cutlass_mla, vllm.triton_mla, vllm.flashinfer_mla, flash_attn2"),
             std::string::npos);
+  // Every kernel's name parses back to it, and the hint lists every one.
+  for (EngineKernel kernel : attnref::kEngineKernels) {
+    EXPECT_TRUE(attnref::parse_engine_kernel(attnref::engine_kernel_name(kernel), &k).ok());
+    EXPECT_EQ(k, kernel);
+    EXPECT_NE(s.hint().find(attnref::engine_kernel_name(kernel)), std::string::npos);
+  }
   int arch = 0;
   EXPECT_TRUE(attnref::parse_engine_arch("sm120", &arch).ok());
   EXPECT_EQ(arch, 120);
@@ -1273,12 +1542,17 @@ TEST(EngineTargets, EngineVersionsNameTheirPackages) {
   EXPECT_EQ(attnref::engine_version_name({kVlFa, 90}), "vllm 0.33.0");
   EXPECT_EQ(attnref::engine_version_name({EngineKernel::kFlashMlaDecode, 90}),
             "FlashMLA@9241ae3ef9ba");
-  for (const char* bad : {"vllm", "sglang=0.5.23", "vllm=0.32.0,", "=0.1"}) {
+  ASSERT_TRUE(attnref::parse_engine_versions("sglang=0.5.22", &v).ok());
+  EXPECT_TRUE((v.sglang == attnref::EngineVersion{0, 5, 22}));
+  EXPECT_EQ(attnref::engine_version_name({EngineKernel::kSglangTritonExtend, 90, v.sglang}),
+            "sglang 0.5.22");
+  EXPECT_EQ(attnref::engine_version_name({EngineKernel::kSglangTritonDecode, 90}), "sglang 0.5.23");
+  for (const char* bad : {"vllm", "tensorrt-llm=1.0", "vllm=0.32.0,", "=0.1"}) {
     const attnref::Status s = attnref::parse_engine_versions(bad, &v);
     EXPECT_EQ(s.code(), attnref::ErrorCode::kUnknownEngineTarget) << bad;
     EXPECT_EQ(s.message(),
               "an engine version is PACKAGE=VERSION, PACKAGE one of flashinfer-python, vllm, "
-              "flash-attn.")
+              "flash-attn, sglang.")
         << bad;
     EXPECT_EQ(s.hint(), "e.g. vllm=0.32.0,flashinfer-python=0.6.17") << bad;
   }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The engine compatibility matrix as attnref-run prints it and as the Python module returns it:
 // a configuration from a model's config.json or from explicit fields, the matrix on one
-// architecture, and its text and JSON renderings. Private to the front ends (not installed).
+// architecture with the backend vLLM would select, and its text and JSON renderings. Private to the
+// front ends (not installed).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,7 @@ struct EngineAnswer {
   std::vector<std::string> notes;
   int arch = 0;
   std::vector<EngineMatrixRow> rows;
+  VllmSelection vllm;  ///< vLLM's choice of backend (modelled for its pinned release)
 };
 
 inline Status answer_engine_query(const EngineQuery& q, EngineAnswer* out) {
@@ -59,6 +61,7 @@ inline Status answer_engine_query(const EngineQuery& q, EngineAnswer* out) {
   ATTNREF_RETURN_IF_ERROR(check_engine_config(out->config));
   out->rows = engine_matrix(out->config, out->arch,
                             q.fa2_uneven_k_disabled ? kFa2DisableUnevenK : 0u, versions);
+  out->vllm = vllm_selection(out->config, out->arch, versions.vllm);
   return Status();
 }
 
@@ -115,8 +118,37 @@ inline std::string version_column(const EngineTarget& t) {
   return at == std::string::npos ? name : name.substr(at);
 }
 
-/// One line per kernel, with the engine release it describes; with `details`, every finding with
-/// its message, hint and source, and every convention to convert.
+// "FLASH_ATTN: head_size not supported, block_size not supported; FLASHINFER: ...".
+inline std::string describe_passed_over(const std::vector<VllmPassedOver>& passed) {
+  std::string out;
+  for (std::size_t i = 0; i < passed.size(); ++i) {
+    out += (i ? "; " : "") + passed[i].backend + ":";
+    for (std::size_t j = 0; j < passed[i].reasons.size(); ++j) {
+      out += (j ? ", " : " ") + passed[i].reasons[j];
+    }
+  }
+  return out;
+}
+
+/// "vllm 0.33.0 selects TRITON_ATTN (passed over FLASH_ATTN: ...)", and what the selected
+/// backend then refuses; "" where vLLM's choice is not modelled.
+inline std::string describe_vllm_selection(const VllmSelection& v) {
+  if (!v.modelled) return "";
+  const std::string version = engine_version_name({EngineKernel::kVllmFlashAttn});
+  if (v.selected.empty()) {
+    return version + " finds no attention backend (" + describe_passed_over(v.passed_over) + ")";
+  }
+  std::string out = version + " selects " + v.selected;
+  if (!v.passed_over.empty()) out += " (passed over " + describe_passed_over(v.passed_over) + ")";
+  for (std::size_t i = 0; i < v.refused_after_selection.size(); ++i) {
+    out += (i ? "; " : ", which then refuses the layer: ") + v.refused_after_selection[i];
+  }
+  return out;
+}
+
+/// One line per kernel, with the engine release it describes, then vLLM's choice of backend;
+/// with `details`, every finding with its message, hint and source, and every convention to
+/// convert.
 inline std::string engine_matrix_text(const EngineAnswer& a, bool details) {
   std::ostringstream s;
   s << describe_config(a.config, a.arch) << "\n";
@@ -144,6 +176,8 @@ inline std::string engine_matrix_text(const EngineAnswer& a, bool details) {
       s << "    convention " << m.convention << ": " << m.what << "; " << m.conversion << "\n";
     }
   }
+  const std::string selection = describe_vllm_selection(a.vllm);
+  if (!selection.empty()) s << selection << "\n";
   return s.str();
 }
 
@@ -212,7 +246,31 @@ inline std::string json_row(const EngineMatrixRow& row) {
   return s.str() + "]}}";
 }
 
-/// The whole answer as one JSON object: arch, config, notes, and one entry per kernel.
+inline std::string json_strings(const std::vector<std::string>& texts) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < texts.size(); ++i) out += (i ? ", " : "") + json_string(texts[i]);
+  return out + "]";
+}
+
+// {"version", "selected", "kernel", "passed_over": [{"backend", "reasons"}],
+// "refused_after_selection"}, or null where vLLM's choice is not modelled.
+inline std::string json_vllm_selection(const VllmSelection& v) {
+  if (!v.modelled) return "null";
+  std::ostringstream s;
+  s << "{\"version\": " << json_string(engine_version_name({EngineKernel::kVllmFlashAttn}))
+    << ", \"selected\": " << (v.selected.empty() ? "null" : json_string(v.selected))
+    << ", \"kernel\": " << (v.has_kernel ? json_string(engine_kernel_name(v.kernel)) : "null")
+    << ", \"passed_over\": [";
+  for (std::size_t i = 0; i < v.passed_over.size(); ++i) {
+    s << (i ? ", " : "") << "{\"backend\": " << json_string(v.passed_over[i].backend)
+      << ", \"reasons\": " << json_strings(v.passed_over[i].reasons) << "}";
+  }
+  s << "], \"refused_after_selection\": " << json_strings(v.refused_after_selection) << "}";
+  return s.str();
+}
+
+/// The whole answer as one JSON object: arch, config, notes, one entry per kernel, and vLLM's
+/// choice of backend ("vllm_selection").
 inline std::string engine_matrix_json(const EngineAnswer& a) {
   std::ostringstream s;
   s << "{\"arch\": " << json_string("sm" + std::to_string(a.arch))
@@ -221,7 +279,7 @@ inline std::string engine_matrix_json(const EngineAnswer& a) {
   s << "], \"kernels\": [";
   for (std::size_t i = 0; i < a.rows.size(); ++i)
     s << (i ? ",\n  " : "\n  ") << json_row(a.rows[i]);
-  s << "\n]}\n";
+  s << "\n], \"vllm_selection\": " << json_vllm_selection(a.vllm) << "}\n";
   return s.str();
 }
 

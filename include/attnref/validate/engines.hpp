@@ -11,3 +11,4 @@
 #include "attnref/validate/engines/engine_rule.hpp"
 #include "attnref/validate/engines/engine_target.hpp"
 #include "attnref/validate/engines/parse_engine_target.hpp"
+#include "attnref/validate/engines/vllm_selection.hpp"

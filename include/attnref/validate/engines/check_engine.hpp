@@ -27,6 +27,8 @@
 #include "attnref/validate/engines/flash_attention_rules.hpp"
 #include "attnref/validate/engines/flash_mla_rules.hpp"
 #include "attnref/validate/engines/flashinfer_rules.hpp"
+#include "attnref/validate/engines/sglang_rules.hpp"
+#include "attnref/validate/engines/vllm_mla_rules.hpp"
 #include "attnref/validate/engines/vllm_rules.hpp"
 
 namespace attnref {
@@ -65,12 +67,26 @@ constexpr EngineRuleTable engine_rules(EngineKernel kernel) noexcept {
       return detail::table_of(kVllmTritonAttnRules);
     case EngineKernel::kVllmFlashInfer:
       return detail::table_of(kVllmFlashInferRules);
+    case EngineKernel::kVllmFlashAttnMla:
+      return detail::table_of(kVllmFlashAttnMlaRules);
+    case EngineKernel::kVllmFlashMla:
+      return detail::table_of(kVllmFlashMlaRules);
+    case EngineKernel::kVllmCutlassMla:
+      return detail::table_of(kVllmCutlassMlaRules);
+    case EngineKernel::kVllmTritonMla:
+      return detail::table_of(kVllmTritonMlaRules);
+    case EngineKernel::kVllmFlashInferMla:
+      return detail::table_of(kVllmFlashInferMlaRules);
     case EngineKernel::kFlashAttention2:
       return detail::table_of(kFlashAttention2Rules);
     case EngineKernel::kFlashAttention3:
       return detail::table_of(kFlashAttention3Rules);
     case EngineKernel::kFlashMlaDecode:
       return detail::table_of(kFlashMlaDecodeRules);
+    case EngineKernel::kSglangTritonDecode:
+      return detail::table_of(kSglangTritonDecodeRules);
+    case EngineKernel::kSglangTritonExtend:
+      return detail::table_of(kSglangTritonExtendRules);
   }
   return {};
 }

@@ -44,7 +44,7 @@ constexpr AttentionConventions engine_conventions(EngineKernel k) noexcept {
     case EngineKernel::kVllmTritonAttn:
       // vLLM passes (W - 1, 0) and the kernel adds 1 back (SLIDING_WINDOW); it caps, then adds
       // slope * (key_pos - context_len), signed, and keys t < context_len + q_pos + 1 are
-      // visible (triton_unified_attention.py kernel_unified_attention_2d). Its ALiBi distance
+      // visible (v1/attention/ops/triton_unified_attention.py at 0.33.0). Its ALiBi distance
       // from the chunk's first query has a rule of its own (vllm.triton_attn.alibi_sinks).
       return {WindowConvention::kKeys, AlibiConvention::kSigned, SoftCapOrder::kCapThenAlibi,
               kBottomRight};
@@ -53,6 +53,16 @@ constexpr AttentionConventions engine_conventions(EngineKernel k) noexcept {
       // after any bias (DefaultAttention); the slopes never reach them (vllm.flashinfer.alibi).
       return {WindowConvention::kKeys, AlibiConvention::kSigned, SoftCapOrder::kAlibiThenCap,
               kBottomRight};
+    case EngineKernel::kSglangTritonDecode:
+      // The backend hands decode the last sliding_window_size keys, the query's own included
+      // (triton_backend.py update_sliding_window_buffer); the cap is c * tanh(s / c).
+      return {WindowConvention::kKeys, AlibiConvention::kSigned, SoftCapOrder::kCapThenAlibi,
+              kBottomRight};
+    case EngineKernel::kSglangTritonExtend:
+      // Keys with q_pos <= k_pos + sliding_window_size (extend_attention.py _fwd_kernel); every
+      // prefix key is visible and the chunk masks bottom-right.
+      return {WindowConvention::kKeysLeftOfQuery, AlibiConvention::kSigned,
+              SoftCapOrder::kCapThenAlibi, kBottomRight};
     case EngineKernel::kFlashMlaDecode:
       // Row s_q_idx masks its last s_q - s_q_idx - 1 keys (csrc/sm90/decode/dense/splitkv_mla.cuh
       // get_mask_len).
@@ -72,17 +82,25 @@ constexpr AttentionConventions engine_conventions(const EngineTarget& t) noexcep
 
 /// Whether a kernel takes a sliding window, ALiBi slopes and a soft cap at all (a kernel without
 /// one has a rule of its own saying so; conventions are compared only where both sides have it).
+/// vLLM's MLA backends take none of the three.
+constexpr bool is_vllm_mla_kernel(EngineKernel k) noexcept {
+  return k == EngineKernel::kVllmFlashAttnMla || k == EngineKernel::kVllmFlashMla ||
+         k == EngineKernel::kVllmCutlassMla || k == EngineKernel::kVllmTritonMla ||
+         k == EngineKernel::kVllmFlashInferMla;
+}
 constexpr bool kernel_takes_window(EngineKernel k) noexcept {
   return k != EngineKernel::kVllmPagedAttentionV1 && k != EngineKernel::kVllmPagedAttentionV2 &&
-         k != EngineKernel::kFlashMlaDecode;
+         k != EngineKernel::kFlashMlaDecode && !is_vllm_mla_kernel(k);
 }
 constexpr bool kernel_takes_alibi(EngineKernel k) noexcept {
   return k != EngineKernel::kFlashInferPrefillFa3 && k != EngineKernel::kFlashAttention3 &&
-         k != EngineKernel::kFlashMlaDecode && k != EngineKernel::kVllmFlashInfer;
+         k != EngineKernel::kFlashMlaDecode && k != EngineKernel::kVllmFlashInfer &&
+         k != EngineKernel::kSglangTritonDecode && k != EngineKernel::kSglangTritonExtend &&
+         !is_vllm_mla_kernel(k);
 }
 constexpr bool kernel_takes_soft_cap(EngineKernel k) noexcept {
   return k != EngineKernel::kVllmPagedAttentionV1 && k != EngineKernel::kVllmPagedAttentionV2 &&
-         k != EngineKernel::kFlashMlaDecode;
+         k != EngineKernel::kFlashMlaDecode && !is_vllm_mla_kernel(k);
 }
 
 /// A difference between a configuration's conventions and a kernel's.

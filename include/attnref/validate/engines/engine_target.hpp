@@ -31,9 +31,16 @@ enum class EngineKernel : int {
   kVllmFlashAttn,                ///< vLLM's FLASH_ATTN backend (its FlashAttention fork)
   kVllmTritonAttn,               ///< vLLM's TRITON_ATTN backend (its unified Triton kernel)
   kVllmFlashInfer,               ///< vLLM's FLASHINFER backend (FlashInfer's wrappers)
+  kVllmFlashAttnMla,             ///< vLLM's FLASH_ATTN_MLA backend (MLA on FlashAttention 3)
+  kVllmFlashMla,                 ///< vLLM's FLASHMLA backend (MLA decode, sm90)
+  kVllmCutlassMla,               ///< vLLM's CUTLASS_MLA backend (MLA decode, sm100)
+  kVllmTritonMla,                ///< vLLM's TRITON_MLA backend (MLA decode, any GPU)
+  kVllmFlashInferMla,            ///< vLLM's FLASHINFER_MLA backend (MLA decode, sm100)
   kFlashAttention2,              ///< FlashAttention-2 upstream: varlen, paged KV, kvcache
   kFlashAttention3,              ///< FlashAttention-3 upstream (hopper/)
   kFlashMlaDecode,               ///< FlashMLA dense decode
+  kSglangTritonDecode,           ///< SGLang's Triton decode kernel (decode_attention_fwd)
+  kSglangTritonExtend,           ///< SGLang's Triton extend (prefill) kernel
 };
 
 /// Every engine kernel, in the order tables and reports list them.
@@ -42,8 +49,12 @@ inline constexpr EngineKernel kEngineKernels[] = {
     EngineKernel::kFlashInferPrefillFa2, EngineKernel::kFlashInferPrefillFa3,
     EngineKernel::kVllmPagedAttentionV1, EngineKernel::kVllmPagedAttentionV2,
     EngineKernel::kVllmFlashAttn,        EngineKernel::kVllmTritonAttn,
-    EngineKernel::kVllmFlashInfer,       EngineKernel::kFlashAttention2,
-    EngineKernel::kFlashAttention3,      EngineKernel::kFlashMlaDecode,
+    EngineKernel::kVllmFlashInfer,       EngineKernel::kVllmFlashAttnMla,
+    EngineKernel::kVllmFlashMla,         EngineKernel::kVllmCutlassMla,
+    EngineKernel::kVllmTritonMla,        EngineKernel::kVllmFlashInferMla,
+    EngineKernel::kFlashAttention2,      EngineKernel::kFlashAttention3,
+    EngineKernel::kFlashMlaDecode,       EngineKernel::kSglangTritonDecode,
+    EngineKernel::kSglangTritonExtend,
 };
 
 /// Stable name of a kernel: "flashinfer.decode", "vllm.paged_attention_v1", ...
@@ -67,12 +78,26 @@ constexpr const char* engine_kernel_name(EngineKernel k) noexcept {
       return "vllm.triton_attn";
     case EngineKernel::kVllmFlashInfer:
       return "vllm.flashinfer";
+    case EngineKernel::kVllmFlashAttnMla:
+      return "vllm.flash_attn_mla";
+    case EngineKernel::kVllmFlashMla:
+      return "vllm.flashmla";
+    case EngineKernel::kVllmCutlassMla:
+      return "vllm.cutlass_mla";
+    case EngineKernel::kVllmTritonMla:
+      return "vllm.triton_mla";
+    case EngineKernel::kVllmFlashInferMla:
+      return "vllm.flashinfer_mla";
     case EngineKernel::kFlashAttention2:
       return "flash_attn2";
     case EngineKernel::kFlashAttention3:
       return "flash_attn3";
     case EngineKernel::kFlashMlaDecode:
       return "flashmla.decode";
+    case EngineKernel::kSglangTritonDecode:
+      return "sglang.triton_decode";
+    case EngineKernel::kSglangTritonExtend:
+      return "sglang.triton_extend";
   }
   return "unknown";
 }
@@ -110,7 +135,15 @@ constexpr EngineVersion pinned_engine_version(EngineKernel k) noexcept {
     case EngineKernel::kVllmFlashAttn:
     case EngineKernel::kVllmTritonAttn:
     case EngineKernel::kVllmFlashInfer:
+    case EngineKernel::kVllmFlashAttnMla:
+    case EngineKernel::kVllmFlashMla:
+    case EngineKernel::kVllmCutlassMla:
+    case EngineKernel::kVllmTritonMla:
+    case EngineKernel::kVllmFlashInferMla:
       return {0, 33, 0};
+    case EngineKernel::kSglangTritonDecode:
+    case EngineKernel::kSglangTritonExtend:
+      return {0, 5, 23};
     default:
       return {0, 0, 0};  // FlashMLA has no releases: its rules are read at one commit
   }
@@ -138,6 +171,7 @@ struct EngineVersions {
   EngineVersion flashinfer;  ///< flashinfer-python
   EngineVersion vllm;        ///< vllm
   EngineVersion flash_attn;  ///< flash-attn
+  EngineVersion sglang;      ///< sglang
 };
 
 /// The release `versions` gives the package of kernel `k` ({0, 0, 0} for FlashMLA).
@@ -153,10 +187,18 @@ constexpr EngineVersion engine_version_in(const EngineVersions& versions, Engine
     case EngineKernel::kVllmFlashAttn:
     case EngineKernel::kVllmTritonAttn:
     case EngineKernel::kVllmFlashInfer:
+    case EngineKernel::kVllmFlashAttnMla:
+    case EngineKernel::kVllmFlashMla:
+    case EngineKernel::kVllmCutlassMla:
+    case EngineKernel::kVllmTritonMla:
+    case EngineKernel::kVllmFlashInferMla:
       return versions.vllm;
     case EngineKernel::kFlashAttention2:
     case EngineKernel::kFlashAttention3:
       return versions.flash_attn;
+    case EngineKernel::kSglangTritonDecode:
+    case EngineKernel::kSglangTritonExtend:
+      return versions.sglang;
     case EngineKernel::kFlashMlaDecode:
       return {};
   }
@@ -182,10 +224,18 @@ constexpr const char* engine_package(EngineKernel k) noexcept {
     case EngineKernel::kVllmFlashAttn:
     case EngineKernel::kVllmTritonAttn:
     case EngineKernel::kVllmFlashInfer:
+    case EngineKernel::kVllmFlashAttnMla:
+    case EngineKernel::kVllmFlashMla:
+    case EngineKernel::kVllmCutlassMla:
+    case EngineKernel::kVllmTritonMla:
+    case EngineKernel::kVllmFlashInferMla:
       return "vllm";
     case EngineKernel::kFlashAttention2:
     case EngineKernel::kFlashAttention3:
       return "flash-attn";
+    case EngineKernel::kSglangTritonDecode:
+    case EngineKernel::kSglangTritonExtend:
+      return "sglang";
     case EngineKernel::kFlashMlaDecode:
       return "FlashMLA@9241ae3ef9ba";
   }

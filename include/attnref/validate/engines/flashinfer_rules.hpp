@@ -37,8 +37,13 @@ constexpr bool fi_head_dims_multiple_of_64(const EngineConfig& c, const EngineTa
   return c.head_dim % 64 == 0 && value_head_dim(c) % 64 == 0;
 }
 // The fa2 kernels run (and so can go silently wrong) only for the configurations they take.
+// KernelTraits::IsInvalid's register budget, NUM_MMA_Q * (8 * NUM_MMA_D_VO + ...) >= 256: V's
+// head_dim of 512 is 32 MMA tiles, 256 registers before the KV term, whatever the dtypes.
+constexpr bool fi_fa2_head_dim_vo_below_512(const EngineConfig& c, const EngineTarget&) noexcept {
+  return value_head_dim(c) < 512;
+}
 constexpr bool fi_fa2_runs(const EngineConfig& c, const EngineTarget&) noexcept {
-  return value_head_dim(c) >= 64 && !is_fp8(c.q_dtype);
+  return value_head_dim(c) >= 64 && value_head_dim(c) < 512 && !is_fp8(c.q_dtype);
 }
 constexpr bool fi_fa2_runs_on_tiles_of_16(const EngineConfig& c, const EngineTarget& t) noexcept {
   return fi_fa2_runs(c, t) && fi_head_dims_multiple_of_16(c, t);
@@ -187,9 +192,22 @@ inline constexpr EngineRule kFlashInferFa2HeadDimVoMin{
     detail::fi_fa2_head_dim_vo_at_least_64,
     "FlashInfer Internal Error: Invalid configuration : NUM_MMA_Q=…",
     "the fa2 kernel traits are invalid below 4 MMA tiles of V's head_dim (head_dim_vo {3} < 64)",
-    "a head_dim of at least 64 (64, 128, 256 or 512 are built ahead of time)",
+    "a head_dim of at least 64 (64, 128 and 256 are built ahead of time)",
     "flashinfer-ai/flashinfer@fb28d7242b35 include/flashinfer/attention/prefill.cuh "
     "KernelTraits::IsInvalid"};
+
+inline constexpr EngineRule kFlashInferFa2HeadDimVo512{
+    "flashinfer.prefill.fa2_head_dim_512",
+    Severity::kRejects,
+    detail::fi_fa2_head_dim_vo_below_512,
+    "FlashInfer Internal Error: Invalid configuration : NUM_MMA_Q=…",
+    "the fa2 kernel traits are invalid for V's head_dim {3}: its 32 or more MMA tiles fill the "
+    "256-register budget of KernelTraits::IsInvalid before the KV tiles are counted (the head "
+    "dim is built ahead of time; the kernel refuses it when it runs)",
+    "a head_dim_vo of at most 256 (Gemma-style 512-wide global layers: another backend)",
+    "flashinfer-ai/flashinfer@fb28d7242b35 include/flashinfer/attention/prefill.cuh "
+    "KernelTraits::IsInvalid (NUM_MMA_Q * (8 * NUM_MMA_D_VO + 2 * sizeof(DTypeQKAccum) * "
+    "NUM_MMA_KV) >= 256)"};
 
 inline constexpr EngineRule kFlashInferFa2HeadDimMultipleOf16{
     "flashinfer.prefill.head_dim_16",
@@ -198,7 +216,7 @@ inline constexpr EngineRule kFlashInferFa2HeadDimMultipleOf16{
     "",
     "the prefill kernels tile head_dim by 16 and never check it: head dims {2} and {3} are cut "
     "to a multiple of 16 and the rest of each head is ignored",
-    "a head_dim in 64, 128, 256, 512 (or 192 with head_dim_v 128)",
+    "a head_dim of 64, 128 or 256 (or 192 with head_dim_v 128)",
     "flashinfer-ai/flashinfer@fb28d7242b35 include/flashinfer/attention/prefill.cuh "
     "NUM_MMA_D_QK = HEAD_DIM_QK / 16 (flashinfer#4299)",
     {},
@@ -212,7 +230,7 @@ inline constexpr EngineRule kFlashInferFa2HeadDimMultipleOf64{
     "",
     "the prefill kernels never check head_dim: head dims {2} and {3}, multiples of 16 but not "
     "of 64, make an illegal memory access",
-    "a head_dim in 64, 128, 256, 512 (or 192 with head_dim_v 128)",
+    "a head_dim of 64, 128 or 256 (or 192 with head_dim_v 128)",
     "flashinfer-ai/flashinfer@fb28d7242b35 include/flashinfer/attention/prefill.cuh "
     "(flashinfer#4299)",
     {},
@@ -306,13 +324,10 @@ inline constexpr const EngineRule* kFlashInferDecodeRules[] = {
     &kFlashInferDecodeSinksDropped,  &kFlashInferAlibiSoftCapScale,
 };
 inline constexpr const EngineRule* kFlashInferFa2Rules[] = {
-    &kFlashInferPrefillHeadsDivisible,
-    &kFlashInferFa2HeadDimVoMin,
-    &kFlashInferFa2HeadDimMultipleOf16,
-    &kFlashInferFa2HeadDimMultipleOf64,
-    &kFlashInferFa2Fp8Query,
-    &kFlashInferLargeHeadFp8Arch,
-    &kFlashInferPrefillSinksDropped,
+    &kFlashInferPrefillHeadsDivisible,  &kFlashInferFa2HeadDimVoMin,
+    &kFlashInferFa2HeadDimVo512,        &kFlashInferFa2HeadDimMultipleOf16,
+    &kFlashInferFa2HeadDimMultipleOf64, &kFlashInferFa2Fp8Query,
+    &kFlashInferLargeHeadFp8Arch,       &kFlashInferPrefillSinksDropped,
     &kFlashInferAlibiSoftCapScale,
 };
 inline constexpr const EngineRule* kFlashInferFa3Rules[] = {

@@ -21,12 +21,13 @@ constexpr Status parse_engine_kernel(std::string_view name, EngineKernel* kernel
       return Status();
     }
   }
-  return Status(
-      ErrorCode::kUnknownEngineTarget, "", "attnref has no engine kernel of that name.",
-      "known kernels: flashinfer.decode, flashinfer.decode.tensor_cores, "
-      "flashinfer.prefill.fa2, flashinfer.prefill.fa3, vllm.paged_attention_v1, "
-      "vllm.paged_attention_v2, vllm.flash_attn, vllm.triton_attn, vllm.flashinfer, flash_attn2, "
-      "flash_attn3, flashmla.decode");
+  return Status(ErrorCode::kUnknownEngineTarget, "", "attnref has no engine kernel of that name.",
+                "known kernels: flashinfer.decode, flashinfer.decode.tensor_cores, "
+                "flashinfer.prefill.fa2, flashinfer.prefill.fa3, vllm.paged_attention_v1, "
+                "vllm.paged_attention_v2, vllm.flash_attn, vllm.triton_attn, vllm.flashinfer, "
+                "vllm.flash_attn_mla, vllm.flashmla, vllm.cutlass_mla, vllm.triton_mla, "
+                "vllm.flashinfer_mla, flash_attn2, flash_attn3, flashmla.decode, "
+                "sglang.triton_decode, sglang.triton_extend");
 }
 
 /// The architecture named "sm<NN>" (sm80, sm86, sm89, sm90, sm100, sm120), as NN.
@@ -77,12 +78,13 @@ constexpr Status parse_engine_version(std::string_view text, EngineVersion* vers
   return Status();
 }
 
-/// Engine releases "PACKAGE=VERSION[,PACKAGE=VERSION...]" with PACKAGE flashinfer-python, vllm
-/// or flash-attn ("vllm=0.32.0,flashinfer-python=0.6.17"); the packages not named keep theirs.
+/// Engine releases "PACKAGE=VERSION[,PACKAGE=VERSION...]" with PACKAGE flashinfer-python, vllm,
+/// flash-attn or sglang ("vllm=0.32.0,flashinfer-python=0.6.17"); the packages not named keep
+/// theirs.
 constexpr Status parse_engine_versions(std::string_view text, EngineVersions* versions) noexcept {
   const Status unknown(ErrorCode::kUnknownEngineTarget, "",
                        "an engine version is PACKAGE=VERSION, PACKAGE one of flashinfer-python, "
-                       "vllm, flash-attn.",
+                       "vllm, flash-attn, sglang.",
                        "e.g. vllm=0.32.0,flashinfer-python=0.6.17");
   while (!text.empty()) {
     const std::size_t comma = text.find(',');
@@ -93,6 +95,7 @@ constexpr Status parse_engine_versions(std::string_view text, EngineVersions* ve
     EngineVersion* slot = package == "flashinfer-python" ? &versions->flashinfer
                           : package == "vllm"            ? &versions->vllm
                           : package == "flash-attn"      ? &versions->flash_attn
+                          : package == "sglang"          ? &versions->sglang
                                                          : nullptr;
     if (slot == nullptr) return unknown;
     ATTNREF_RETURN_IF_ERROR(parse_engine_version(item.substr(eq + 1), slot));

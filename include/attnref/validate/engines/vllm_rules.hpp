@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file vllm_rules.hpp
 /// vLLM's paged_attention_v1/v2 CUDA kernels and its FLASH_ATTN, TRITON_ATTN and FLASHINFER
-/// backends as rule tables. The backends' rules from 0.33.0 on are vLLM 0.33.0's own Python checks
-/// (its selector's validate_configuration and the backends' implementations), judged by running
-/// them (tests/engines/vllm_judge.py); the rows that end at 0.33.0 were read from earlier
-/// vllm-project/vllm files (each names its commit); the CUDA-side rows come from
-/// vllm-project/flash-attention at 617264c1c795 (the fork's sink limits) and csrc/.
+/// backends as rule tables (its MLA backends: vllm_mla_rules.hpp). The backends' rules from 0.33.0
+/// on are vLLM 0.33.0's own Python checks (its selector's validate_configuration and the backends'
+/// implementations), judged by running them (tests/engines/vllm_judge.py); the rows that end at
+/// 0.33.0 were read from earlier vllm-project/vllm files (each names its commit); the CUDA-side
+/// rows come from vllm-project/flash-attention at 617264c1c795 (the fork's sink limits) and csrc/.
 #pragma once
 
 #include "attnref/validate/engines/engine_rule.hpp"
@@ -424,6 +424,16 @@ inline constexpr EngineRule kVllmFlashAttnAlibiFa4{
     ATTNREF_VLLM_033_SOURCE("backends/fa_utils.py get_flash_attn_version"),
     kVllm033};
 
+inline constexpr EngineRule kVllmFlashAttnMla{
+    "vllm.flash_attn.mla",
+    Severity::kRejects,
+    detail::vl_equal_head_dims,
+    "MLA not supported",
+    "the FLASH_ATTN backend is not an MLA backend: V's head_dim ({3}) must be K's ({2})",
+    "an MLA backend (FLASHMLA, CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA) for a V narrower than K",
+    ATTNREF_VLLM_033_SOURCE("backend.py validate_configuration (is_mla)"),
+    kVllm033};
+
 // --- TRITON_ATTN backend ------------------------------------------------------------------
 
 inline constexpr EngineRule kVllmTritonAttnHeadSize{
@@ -514,9 +524,12 @@ inline constexpr EngineRule kVllmTritonAttnHeads{
     detail::heads_divide,
     "",
     "the kernel computes num_q_heads // num_kv_heads = {5} query heads per KV head and never "
-    "checks that it divides: the query heads past num_kv_heads x {5} are never written",
+    "checks that it divides: the query heads past num_kv_heads x {5} are never written (vLLM's "
+    "Attention layer refuses such a model; a direct caller of the kernel or of "
+    "TritonAttentionImpl gets no check)",
     "valid num_kv_heads for {0} query heads: {k0}",
-    "vllm-project/vllm vllm/attention/ops/triton_unified_attention.py@001ceb3e unified_attention"};
+    ATTNREF_VLLM_033_SOURCE("ops/triton_unified_attention.py unified_attention "
+                            "(num_queries_per_kv; run by tests/engines/triton_judge.py)")};
 
 inline constexpr EngineRule kVllmTritonAttnAlibiSinks{
     "vllm.triton_attn.alibi_sinks",
@@ -526,10 +539,10 @@ inline constexpr EngineRule kVllmTritonAttnAlibiSinks{
     "the kernel measures ALiBi distances from a chunk's first query (slope * (key_pos - "
     "context_len)), not from each query: the softmax cancels that per-row offset, but a sink's "
     "logit is not offset, so with {7} query tokens per request rows after the first weigh the "
-    "sink wrongly",
+    "sink wrongly (chunked prefill and speculative decoding alike)",
     "query tokens one at a time (q_len 1), or drop the sinks or ALiBi",
-    "vllm-project/vllm vllm/attention/ops/triton_unified_attention.py@001ceb3e "
-    "kernel_unified_attention_2d"};
+    ATTNREF_VLLM_033_SOURCE("ops/triton_attention_helpers.py apply_alibi_to_score (run by "
+                            "tests/engines/triton_judge.py)")};
 
 // --- FLASHINFER backend (vLLM 0.33.0) ---------------------------------------------------
 
@@ -596,6 +609,16 @@ inline constexpr EngineRule kVllmFlashInferCausal{
     ATTNREF_VLLM_033_SOURCE("backends/flashinfer.py FlashInferImpl.__init__"),
     kVllm033};
 
+inline constexpr EngineRule kVllmFlashInferMla{
+    "vllm.flashinfer.mla",
+    Severity::kRejects,
+    detail::vl_equal_head_dims,
+    "MLA not supported",
+    "the FLASHINFER backend is not an MLA backend: V's head_dim ({3}) must be K's ({2})",
+    "the FLASHINFER_MLA backend (sm100) or another MLA backend for a V narrower than K",
+    ATTNREF_VLLM_033_SOURCE("backend.py validate_configuration (is_mla)"),
+    kVllm033};
+
 inline constexpr EngineRule kVllmFlashInferAlibi{
     "vllm.flashinfer.alibi",
     Severity::kSilentlyWrong,
@@ -614,12 +637,16 @@ inline constexpr const EngineRule* kVllmPagedAttentionRules[] = {
     &kVllmPagedHeadDimV, &kVllmPagedNoSlidingWindow, &kVllmPagedNoSoftCap,  &kVllmPagedNoSinks,
 };
 inline constexpr const EngineRule* kVllmFlashAttnRules[] = {
-    &kVllmFlashAttnHeadSize,       &kVllmFlashAttnHeadSize033,     &kVllmFlashAttnBlockSize,
-    &kVllmFlashAttnBlockSize033,   &kVllmFlashAttnDtype,           &kVllmFlashAttnKvDtype,
-    &kVllmFlashAttnKvDtype033,     &kVllmFlashAttnFp8KvArch,       &kVllmFlashAttnFp8E5m2,
-    &kVllmFlashAttnFp8Combination, &kVllmFlashAttnFp8Layer,        &kVllmFlashAttnSinksArch,
-    &kVllmFlashAttnSinks033,       &kVllmFlashAttnSinksCapability, &kVllmFlashAttnSinksHeads,
-    &kVllmFlashAttnSinksBf16,      &kVllmFlashAttnAlibiFa2,        &kVllmFlashAttnAlibiFa4,
+    &kVllmFlashAttnHeadSize,   &kVllmFlashAttnHeadSize033,
+    &kVllmFlashAttnBlockSize,  &kVllmFlashAttnBlockSize033,
+    &kVllmFlashAttnDtype,      &kVllmFlashAttnKvDtype,
+    &kVllmFlashAttnKvDtype033, &kVllmFlashAttnFp8KvArch,
+    &kVllmFlashAttnFp8E5m2,    &kVllmFlashAttnFp8Combination,
+    &kVllmFlashAttnFp8Layer,   &kVllmFlashAttnSinksArch,
+    &kVllmFlashAttnSinks033,   &kVllmFlashAttnSinksCapability,
+    &kVllmFlashAttnSinksHeads, &kVllmFlashAttnSinksBf16,
+    &kVllmFlashAttnAlibiFa2,   &kVllmFlashAttnAlibiFa4,
+    &kVllmFlashAttnMla,
 };
 inline constexpr const EngineRule* kVllmTritonAttnRules[] = {
     &kVllmTritonAttnHeadSize,   &kVllmTritonAttnBlockSize, &kVllmTritonAttnBlockSize033,
@@ -630,7 +657,7 @@ inline constexpr const EngineRule* kVllmTritonAttnRules[] = {
 inline constexpr const EngineRule* kVllmFlashInferRules[] = {
     &kVllmFlashInferHeadSize,  &kVllmFlashInferDtype, &kVllmFlashInferKvDtype,
     &kVllmFlashInferBlockSize, &kVllmFlashInferSinks, &kVllmFlashInferCausal,
-    &kVllmFlashInferAlibi,
+    &kVllmFlashInferMla,       &kVllmFlashInferAlibi,
 };
 
 #undef ATTNREF_VLLM_033_SOURCE
