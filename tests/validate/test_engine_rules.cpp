@@ -1561,7 +1561,7 @@ TEST(EngineTargets, EngineVersionsNameTheirPackages) {
   EXPECT_EQ(s.code(), attnref::ErrorCode::kUnknownEngineTarget);
   EXPECT_EQ(s.message(), "an engine version is MAJOR.MINOR or MAJOR.MINOR.PATCH.");
   // Each matrix row is checked as, and names, the release asked for.
-  const auto rows = attnref::engine_matrix(page(kLlama3_8b, 8), 90, 0, {{}, {0, 32, 0}, {}});
+  const auto rows = attnref::engine_matrix(page(kLlama3_8b, 8), 90, 0, {{}, {0, 32, 0}, {}, {}});
   EXPECT_EQ(rows[6].findings[0].status().message(), "Block size must be a multiple of 16.");
 }
 
