@@ -155,18 +155,22 @@ inline void find_nearest(const EngineConfig& config, EngineMatrixRow& row) {
 
 }  // namespace detail
 
+/// Whether a matrix lists `kernel` for `config`: vLLM's MLA backends for MLA layers only, the
+/// only layers vLLM considers them for; every other kernel always.
+constexpr bool engine_matrix_lists(EngineKernel kernel, const EngineConfig& config) noexcept {
+  return !is_vllm_mla_kernel(kernel) || is_mla_layer(config);
+}
+
 /// Every kernel of `kEngineKernels` on architecture `arch` (each engine at the release
 /// `versions` names, the pinned one where it names none; `build_flags` for all) against
-/// `config`; vLLM's MLA backends only for an MLA layer (V narrower than K), the only layers
-/// vLLM considers them for. An invalid configuration or architecture gives no rows; check it
-/// first with `check_engine_config` and `check_engine_target`.
+/// `config`, those `engine_matrix_lists` for it. An invalid configuration or architecture gives no
+/// rows; check it first with `check_engine_config` and `check_engine_target`.
 inline std::vector<EngineMatrixRow> engine_matrix(const EngineConfig& config, int arch,
                                                   std::uint32_t build_flags = 0,
                                                   const EngineVersions& versions = {}) {
   std::vector<EngineMatrixRow> rows;
-  const bool mla = value_head_dim(config) != config.head_dim;
   for (EngineKernel kernel : kEngineKernels) {
-    if (is_vllm_mla_kernel(kernel) && !mla) continue;
+    if (!engine_matrix_lists(kernel, config)) continue;
     EngineMatrixRow row;
     row.target = {kernel, arch, engine_version_in(versions, kernel), build_flags};
     EngineReport report = check_engine(config, row.target);

@@ -294,6 +294,12 @@ constexpr std::int64_t value_head_dim(const EngineConfig& c) noexcept {
   return c.head_dim_v == 0 ? c.head_dim : c.head_dim_v;
 }
 
+/// An MLA layer, stated as its decode over the latent cache: V narrower than K (any V head_dim
+/// other than K's). vLLM's MLA backends take only such a layer, its other backends refuse it.
+constexpr bool is_mla_layer(const EngineConfig& c) noexcept {
+  return value_head_dim(c) != c.head_dim;
+}
+
 constexpr bool is_fp8(DType t) noexcept {
   return t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2;
 }

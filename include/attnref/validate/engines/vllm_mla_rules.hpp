@@ -16,7 +16,7 @@ namespace attnref {
 namespace detail {
 
 constexpr bool vl_is_mla(const EngineConfig& c, const EngineTarget&) noexcept {
-  return value_head_dim(c) != c.head_dim;
+  return is_mla_layer(c);
 }
 // MLACommonBackend.get_supported_head_sizes: latent plus rotary dims.
 constexpr bool vl_mla_head_size(const EngineConfig& c, const EngineTarget&) noexcept {

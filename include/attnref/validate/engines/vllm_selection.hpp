@@ -116,7 +116,7 @@ inline std::vector<std::string> flex_attention_reasons(const EngineConfig& c) {
     r.push_back("kv_cache_dtype not supported");
   }
   if (c.page_size <= 0 || c.page_size % 16 != 0) r.push_back("block_size not supported");
-  if (value_head_dim(c) != c.head_dim) r.push_back("MLA not supported");
+  if (is_mla_layer(c)) r.push_back("MLA not supported");
   if (c.sinks) r.push_back("attention sinks not supported");
   return r;
 }
@@ -130,8 +130,7 @@ inline VllmSelection vllm_selection(const EngineConfig& config, int arch, Engine
   const EngineVersion pinned = pinned_engine_version(EngineKernel::kVllmFlashAttn);
   if (!config.causal || !(vllm == EngineVersion{} || vllm == pinned)) return out;
   out.modelled = true;
-  const bool mla = value_head_dim(config) != config.head_dim;
-  for (const detail::VllmBackendEntry& b : detail::vllm_priorities(mla, arch)) {
+  for (const detail::VllmBackendEntry& b : detail::vllm_priorities(is_mla_layer(config), arch)) {
     std::vector<std::string> reasons, after;
     if (!b.has_kernel) {
       reasons = detail::flex_attention_reasons(config);
