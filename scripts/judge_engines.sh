@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The engines as judges of attnref's engine rules, with the full draw: installs the pinned
-# engines (scripts/engines_env.sh), builds the Python module (release preset) and writes
-# docs/conformance-engines.md: vLLM's backend checks (tests/engines/vllm_judge.py), then vLLM's
+# engines (scripts/engines_env.sh), builds the Python module (release preset) and writes the
+# engines section of docs/conformance.md: vLLM's backend checks (tests/engines/vllm_judge.py), then vLLM's
 # and SGLang's Triton kernels run by Triton's interpreter (tests/engines/triton_judge.py,
 # sglang_judge.py). CI runs bounded draws (test_engines_vllm, _triton, _sglang). Exits non-zero
 # on any disagreement.
@@ -14,9 +14,13 @@ cmake --preset release >/dev/null
 cmake --build --preset release --target attnref_python
 export PYTHONPATH=$PWD/build/release/python PYTHONDONTWRITEBYTECODE=1
 section=$(mktemp)
-trap 'rm -f "$section"' EXIT
-"$py" tests/engines/vllm_judge.py --examples "${1:-5000}" --markdown docs/conformance-engines.md
+part=$(mktemp)
+trap 'rm -f "$section" "$part"' EXIT
+"$py" tests/engines/vllm_judge.py --examples "${1:-5000}" --markdown "$section"
 for judge in triton sglang; do
-  "$py" tests/engines/${judge}_judge.py --examples "${2:-200}" --markdown "$section"
-  { echo; cat "$section"; } >>docs/conformance-engines.md
+  "$py" tests/engines/${judge}_judge.py --examples "${2:-200}" --markdown "$part"
+  { echo; cat "$part"; } >>"$section"
 done
+"$py" scripts/conformance_section.py engines "$section"
+echo "attnref: wrote the engines section of docs/conformance.md"
+

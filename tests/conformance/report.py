@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Writes docs/conformance.md from the JSON lines a recorded pytest run left
+"""Writes the JAX section of docs/conformance.md, as a fragment that
+scripts/conformance_section.py puts in place, from the JSON lines a recorded pytest run left
 (ATTNREF_CONFORMANCE_RECORD) and from differences.py. Usage: report.py RECORD OUT SECONDS"""
 import collections
 import json

@@ -414,7 +414,7 @@ STAGES = [(SELECTOR_TEXTS, ()), (IMPLEMENTATION_TEXTS, IMPLEMENTATION_PREFIXES),
 
 
 def markdown_report(table, args, version):
-    """docs/conformance-engines.md: what was judged, how, and the agreement."""
+    """The engines section of docs/conformance.md: what was judged, how, and the agreement."""
     versions = ", ".join(f"{p} {metadata.version(p)}" for p in ("vllm", "torch"))
     return f"""# Conformance with the engines
 
