@@ -81,7 +81,7 @@ void bind_engines(py::module_& m) {
         soft_cap=False, alibi=False, sinks=False, fa2_uneven_k_disabled=False,
         engine_version=None) -> dict
 
-Which engine kernels (FlashInfer, vLLM, FlashAttention-2/3, FlashMLA) take this attention
+Which engine kernels (FlashInfer, vLLM, FlashAttention-2/3/4, FlashMLA, SGLang) take this attention
 configuration on GPU architecture `arch` ("sm80", "sm86", "sm89", "sm90", "sm100", "sm120").
 `config` is a model's Hugging Face config.json, as a dict or a path; otherwise give the fields.
 dtype and kv_dtype (numpy names: "bfloat16", "float8_e4m3fn", ...) override the config's.

@@ -43,6 +43,7 @@ TEST_F(EnginesCli, Qwen2ConfigOnSm90NamesTheGroupSizeAndTheNearestConfig) {
             "\u2718 flash_attn2                     2.8.3         rejects  page_size (nearest: "
             "page_size 16 -> 256)\n"
             "\u2714 flash_attn3                     2.8.3         accepts\n"
+            "\u2714 flash_attn4                     vllm 0.33.0   accepts\n"
             "\u2718 flashmla.decode                 @9241ae3ef9ba rejects  head_dim, head_dim_v, "
             "page_size (nearest: "
             "page_size 16 -> 64, head_dim 128 -> 512)\n"
@@ -113,7 +114,7 @@ TEST_F(EnginesCli, JsonHoldsEveryKernelWithItsFindings) {
   EXPECT_EQ(v.find("arch")->string, "sm80");
   EXPECT_EQ(v.find("config")->find("kv_dtype")->string, "float8_e4m3fn");
   const attnref::JsonValue* kernels = v.find("kernels");
-  ASSERT_EQ(kernels->array.size(), 14u);
+  ASSERT_EQ(kernels->array.size(), 15u);
   const attnref::JsonValue& vllm_fa = kernels->array[6];
   EXPECT_EQ(vllm_fa.find("kernel")->string, "vllm.flash_attn");
   EXPECT_EQ(vllm_fa.find("verdict")->string, "rejects");
@@ -121,7 +122,13 @@ TEST_F(EnginesCli, JsonHoldsEveryKernelWithItsFindings) {
   EXPECT_EQ(vllm_fa.find("version")->string, "vllm 0.33.0");
   EXPECT_EQ(first.find("id")->string, "vllm.flash_attn.kv_dtype");
   EXPECT_EQ(first.find("upstream")->string, "kv_cache_dtype not supported");
-  EXPECT_EQ(kernels->array[11].find("version")->string, "FlashMLA@9241ae3ef9ba");
+  // FlashAttention-4 on sm80: no fp8, no paged KV.
+  const attnref::JsonValue& fa4 = kernels->array[11];
+  EXPECT_EQ(fa4.find("kernel")->string, "flash_attn4");
+  EXPECT_EQ(fa4.find("version")->string, "vllm 0.33.0");
+  EXPECT_EQ(fa4.find("findings")->array[0].find("upstream")->string,
+            "q.dtype torch.bfloat16 != k.dtype");
+  EXPECT_EQ(kernels->array[12].find("version")->string, "FlashMLA@9241ae3ef9ba");
   EXPECT_EQ(kernels->array[1].find("conventions")->array[0].find("conversion")->string,
             "pass window_left 127 for the same keys");
 }

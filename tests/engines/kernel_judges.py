@@ -1,7 +1,19 @@
-"""What the judges that run engines' kernels (triton_judge.py, sglang_judge.py) share: the
-float64 softmax with a sink, the table of case families, and attnref's head check."""
+"""What the engine judges share: their command line (all of them), and for those that run
+kernels (triton_judge.py, sglang_judge.py) the float64 softmax with a sink, the table of case
+families, and attnref's head check."""
+import argparse
+
 import attnref
 import numpy as np
+
+
+def judge_arguments(doc, examples):
+    """--examples (default `examples`), --seed and --markdown, described by the judge's `doc`."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--examples", type=int, default=examples)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--markdown", help="write the result section to this file")
+    return parser.parse_args()
 
 
 def softmax_rows(s, v, sink):

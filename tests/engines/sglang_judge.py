@@ -33,7 +33,6 @@ per-tensor scales, and reports each with the measured error.
 Usage: python sglang_judge.py [--examples N] [--seed S] [--markdown FILE]
 (with sglang, torch, triton and the attnref module importable; no GPU is used).
 """
-import argparse
 import importlib.util
 import os
 import random
@@ -58,7 +57,7 @@ sys.modules["sglang"] = _package
 import attnref  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from kernel_judges import attnref_refuses, softmax_rows, tally  # noqa: E402
+from kernel_judges import attnref_refuses, judge_arguments, softmax_rows, tally  # noqa: E402
 import triton_interpreter  # noqa: E402,F401 (Triton's interpreter computing as the GPU does)
 
 from sglang.kernels.ops.attention.decode_attention import decode_attention_fwd  # noqa: E402
@@ -644,11 +643,7 @@ def print_failures(failures):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--examples", type=int, default=30)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--markdown", help="write the result section to this file")
-    args = parser.parse_args()
+    args = judge_arguments(__doc__, 30)
     start = time.monotonic()
     rows, failures = judge(args.examples, args.seed)
     gen = torch.Generator().manual_seed(args.seed + 1)

@@ -19,7 +19,6 @@ than one query token) and says whether each reproduces, with the measured error.
 Usage: python triton_judge.py [--examples N] [--seed S] [--markdown FILE]
 (with vLLM, torch, triton and the attnref module importable; no GPU is used).
 """
-import argparse
 import os
 import random
 import sys
@@ -37,7 +36,7 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 import attnref  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from kernel_judges import attnref_refuses, softmax_rows, tally  # noqa: E402
+from kernel_judges import attnref_refuses, judge_arguments, softmax_rows, tally  # noqa: E402
 import triton_interpreter  # noqa: E402,F401 (Triton's interpreter computing as the GPU does)
 
 from vllm.v1.attention.ops.triton_unified_attention import unified_attention  # noqa: E402
@@ -381,11 +380,7 @@ def print_failures(failures):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--examples", type=int, default=50)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--markdown", help="write the result section to this file")
-    args = parser.parse_args()
+    args = judge_arguments(__doc__, 50)
     start = time.monotonic()
     rows, failures = judge(args.examples, args.seed)
     gen = torch.Generator().manual_seed(args.seed + 1)

@@ -16,7 +16,6 @@ kernel's silent hazards) are outside this judge: vLLM's Python never evaluates t
 Usage: python vllm_judge.py [--examples N] [--seed S] [--markdown FILE]
 (with vllm, torch and the attnref module importable; scripts/judge_engines.sh sets that up).
 """
-import argparse
 import contextlib
 import importlib
 import logging
@@ -28,6 +27,7 @@ from importlib import metadata
 import types
 
 import attnref
+from kernel_judges import judge_arguments
 import torch
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # vLLM's notes on versions it picks
@@ -453,7 +453,7 @@ not carry: it is neither modelled nor drawn. FLASHINFER's sinks are answered as 
 that reaches NVIDIA's artifactory, where vLLM downloads the TensorRT-LLM kernels they run on.
 
 Run below: vLLM's and SGLang's Triton kernels, which Triton's interpreter runs on the CPU, for
-attnref's numbers and their silent hazards. Read, not run: the CUDA-side rules (the
+attnref's numbers and their silent hazards, and FlashAttention-4's own checks. Read, not run: the CUDA-side rules (the
 FlashAttention fork's sink limits, the paged_attention kernels' dispatch), the other silent
 hazards, and every FlashInfer, FlashAttention-2/3 and FlashMLA rule; those checks fire only
 inside CUDA code, which no CPU runs.
@@ -467,11 +467,7 @@ answers the GPU's SM count as an H100's (132).
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--examples", type=int, default=2000)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--markdown", help="write the result table to this file")
-    args = parser.parse_args()
+    args = judge_arguments(__doc__, 2000)
     with set_current_vllm_config(VllmConfig()):  # vLLM's defaults, as `vllm serve` starts with
         results, vocabulary = judge(args.examples, args.seed)
     version = metadata.version("vllm")

@@ -23,8 +23,9 @@ def test_a_config_dict_gives_every_kernel_its_verdict():
     assert m["arch"] == "sm90"
     assert m["config"]["num_q_heads"] == 28 and m["config"]["num_kv_heads"] == 4
     v = verdicts(m)
-    assert len(v) == 14
+    assert len(v) == 15
     assert v["flashinfer.decode"] == "rejects"
+    assert v["flash_attn4"] == "accepts"
     assert v["flashinfer.decode.tensor_cores"] == "accepts"
     assert v["flash_attn2"] == "rejects"
     decode = m["kernels"][0]
@@ -58,7 +59,7 @@ def test_a_path_and_fields_and_dtype_overrides():
 def test_vllms_mla_backends_are_listed_for_an_mla_layer_only():
     # DeepSeek-V3 (a 512 + 64 latent, one KV head) on pages of 64.
     sm90 = verdicts(attnref.engines(CONFIGS / "deepseek-v3.json", arch="sm90", page_size=64))
-    assert len(sm90) == 19
+    assert len(sm90) == 20
     assert sm90["vllm.flashmla"] == "accepts" and sm90["vllm.triton_mla"] == "accepts"
     assert sm90["vllm.cutlass_mla"] == "rejects" and sm90["vllm.flashinfer_mla"] == "rejects"
     assert sm90["vllm.flash_attn"] == "rejects"  # "MLA not supported"
@@ -68,6 +69,10 @@ def test_vllms_mla_backends_are_listed_for_an_mla_layer_only():
     assert [f["upstream"] for f in flashmla["findings"]] == [
         "FlashMLA Dense is only supported on Hopper devices."]
     assert flashmla["version"] == "vllm 0.33.0"
+    # FlashAttention-4 on sm100 takes (192, 128) for DeepSeek's prefill, not its latent decode.
+    fa4 = next(k for k in sm100["kernels"] if k["kernel"] == "flash_attn4")
+    assert fa4["version"] == "vllm 0.33.0" and fa4["verdict"] == "rejects"
+    assert [f["id"] for f in fa4["findings"]] == ["flash_attn4.head_dims_sm100"]
     llama = verdicts(attnref.engines(CONFIGS / "llama-3-8b.json", arch="sm100"))
     assert "vllm.flashmla" not in llama and "vllm.cutlass_mla" not in llama
 

@@ -55,10 +55,11 @@ int run_engines(int argc, char** argv) {
   static const CommandSpec kSpec{
       "engines",
       "(--hf-config FILE | --q-heads N --kv-heads N --head-dim N [...]) [--arch smNN]",
-      "Prints which engine kernels (FlashInfer, vLLM, FlashAttention-2/3, FlashMLA) accept the\n"
-      "configuration on one GPU architecture: one line per kernel, accepts, hazard (runs but\n"
-      "computes wrong or reaches out of bounds) or rejects, the broken rules, and the nearest\n"
-      "configuration a refusing kernel takes. docs/engines.md lists the rules and their sources.",
+      "Prints which engine kernels (FlashInfer, vLLM, FlashAttention-2/3/4, FlashMLA, SGLang)\n"
+      "accept the configuration on one GPU architecture: one line per kernel, accepts, hazard\n"
+      "(runs but computes wrong or reaches out of bounds) or rejects, the broken rules, and the\n"
+      "nearest configuration a refusing kernel takes. docs/engines.md lists the rules and their\n"
+      "sources.",
       {{"--hf-config", "FILE", "a model's Hugging Face config.json"},
        {"--q-heads", "N", "number of query heads"},
        {"--kv-heads", "N", "number of KV heads"},

@@ -108,12 +108,15 @@ inline std::string short_rule_id(const char* id) {
   return dot == std::string::npos ? s : s.substr(dot + 1);
 }
 
-// The release a matrix line describes, without the package its kernel name implies: "0.33.0";
-// FlashMLA, which has no releases, by its commit.
+// The release a matrix line describes, without the package where its kernel name implies it:
+// "0.33.0" for vllm.flash_attn, "vllm 0.33.0" for flash_attn4 (the copy vLLM ships); FlashMLA,
+// which has no releases, by its commit.
 inline std::string version_column(const EngineTarget& t) {
   const std::string name = engine_version_name(t);
   const std::size_t space = name.find(' ');
-  if (space != std::string::npos) return name.substr(space + 1);
+  const std::string package = name.substr(0, name.find_first_of(" -"));
+  const bool implied = std::string(engine_kernel_name(t.kernel)).rfind(package, 0) == 0;
+  if (space != std::string::npos) return implied ? name.substr(space + 1) : name;
   const std::size_t at = name.find('@');
   return at == std::string::npos ? name : name.substr(at);
 }

@@ -24,6 +24,7 @@
 #include "attnref/validate/engines/engine_conventions.hpp"
 #include "attnref/validate/engines/engine_rule.hpp"
 #include "attnref/validate/engines/engine_target.hpp"
+#include "attnref/validate/engines/flash_attention4_rules.hpp"
 #include "attnref/validate/engines/flash_attention_rules.hpp"
 #include "attnref/validate/engines/flash_mla_rules.hpp"
 #include "attnref/validate/engines/flashinfer_rules.hpp"
@@ -81,6 +82,8 @@ constexpr EngineRuleTable engine_rules(EngineKernel kernel) noexcept {
       return detail::table_of(kFlashAttention2Rules);
     case EngineKernel::kFlashAttention3:
       return detail::table_of(kFlashAttention3Rules);
+    case EngineKernel::kFlashAttention4:
+      return detail::table_of(kFlashAttention4Rules);
     case EngineKernel::kFlashMlaDecode:
       return detail::table_of(kFlashMlaDecodeRules);
     case EngineKernel::kSglangTritonDecode:

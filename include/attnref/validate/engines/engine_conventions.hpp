@@ -31,9 +31,11 @@ constexpr AttentionConventions engine_conventions(EngineKernel k) noexcept {
               SoftCapOrder::kAlibiThenCap, kBottomRight};
     case EngineKernel::kFlashAttention2:
     case EngineKernel::kFlashAttention3:
-      // window_size[0]; apply_softcap before mask.apply_mask adds ALiBi (flash_fwd_kernel.h);
-      // non-causal ALiBi subtracts slope * |distance| (mask.h); causal keeps col_idx <
-      // row_idx + 1 + seqlen_k - seqlen_q (csrc/flash_attn/src/mask.h, hopper/mask.h).
+    case EngineKernel::kFlashAttention4:
+      // window_size[0] (FA4: window_size_left, the same causal_row_offset in cute/mask.py);
+      // apply_softcap before mask.apply_mask adds ALiBi (flash_fwd_kernel.h); non-causal ALiBi
+      // subtracts slope * |distance| (mask.h); causal keeps col_idx < row_idx + 1 + seqlen_k -
+      // seqlen_q (csrc/flash_attn/src/mask.h, hopper/mask.h).
       return {WindowConvention::kKeysLeftOfQuery, AlibiConvention::kAbsolute,
               SoftCapOrder::kCapThenAlibi, kBottomRight};
     case EngineKernel::kVllmFlashAttn:
@@ -94,9 +96,9 @@ constexpr bool kernel_takes_window(EngineKernel k) noexcept {
 }
 constexpr bool kernel_takes_alibi(EngineKernel k) noexcept {
   return k != EngineKernel::kFlashInferPrefillFa3 && k != EngineKernel::kFlashAttention3 &&
-         k != EngineKernel::kFlashMlaDecode && k != EngineKernel::kVllmFlashInfer &&
-         k != EngineKernel::kSglangTritonDecode && k != EngineKernel::kSglangTritonExtend &&
-         !is_vllm_mla_kernel(k);
+         k != EngineKernel::kFlashAttention4 && k != EngineKernel::kFlashMlaDecode &&
+         k != EngineKernel::kVllmFlashInfer && k != EngineKernel::kSglangTritonDecode &&
+         k != EngineKernel::kSglangTritonExtend && !is_vllm_mla_kernel(k);
 }
 constexpr bool kernel_takes_soft_cap(EngineKernel k) noexcept {
   return k != EngineKernel::kVllmPagedAttentionV1 && k != EngineKernel::kVllmPagedAttentionV2 &&

@@ -38,6 +38,7 @@ enum class EngineKernel : int {
   kVllmFlashInferMla,            ///< vLLM's FLASHINFER_MLA backend (MLA decode, sm100)
   kFlashAttention2,              ///< FlashAttention-2 upstream: varlen, paged KV, kvcache
   kFlashAttention3,              ///< FlashAttention-3 upstream (hopper/)
+  kFlashAttention4,              ///< FlashAttention-4 (flash_attn/cute), as vLLM ships it
   kFlashMlaDecode,               ///< FlashMLA dense decode
   kSglangTritonDecode,           ///< SGLang's Triton decode kernel (decode_attention_fwd)
   kSglangTritonExtend,           ///< SGLang's Triton extend (prefill) kernel
@@ -53,8 +54,8 @@ inline constexpr EngineKernel kEngineKernels[] = {
     EngineKernel::kVllmFlashMla,         EngineKernel::kVllmCutlassMla,
     EngineKernel::kVllmTritonMla,        EngineKernel::kVllmFlashInferMla,
     EngineKernel::kFlashAttention2,      EngineKernel::kFlashAttention3,
-    EngineKernel::kFlashMlaDecode,       EngineKernel::kSglangTritonDecode,
-    EngineKernel::kSglangTritonExtend,
+    EngineKernel::kFlashAttention4,      EngineKernel::kFlashMlaDecode,
+    EngineKernel::kSglangTritonDecode,   EngineKernel::kSglangTritonExtend,
 };
 
 /// Stable name of a kernel: "flashinfer.decode", "vllm.paged_attention_v1", ...
@@ -92,6 +93,8 @@ constexpr const char* engine_kernel_name(EngineKernel k) noexcept {
       return "flash_attn2";
     case EngineKernel::kFlashAttention3:
       return "flash_attn3";
+    case EngineKernel::kFlashAttention4:
+      return "flash_attn4";
     case EngineKernel::kFlashMlaDecode:
       return "flashmla.decode";
     case EngineKernel::kSglangTritonDecode:
@@ -140,6 +143,7 @@ constexpr EngineVersion pinned_engine_version(EngineKernel k) noexcept {
     case EngineKernel::kVllmCutlassMla:
     case EngineKernel::kVllmTritonMla:
     case EngineKernel::kVllmFlashInferMla:
+    case EngineKernel::kFlashAttention4:
       return {0, 33, 0};
     case EngineKernel::kSglangTritonDecode:
     case EngineKernel::kSglangTritonExtend:
@@ -192,6 +196,7 @@ constexpr EngineVersion engine_version_in(const EngineVersions& versions, Engine
     case EngineKernel::kVllmCutlassMla:
     case EngineKernel::kVllmTritonMla:
     case EngineKernel::kVllmFlashInferMla:
+    case EngineKernel::kFlashAttention4:
       return versions.vllm;
     case EngineKernel::kFlashAttention2:
     case EngineKernel::kFlashAttention3:
@@ -229,6 +234,7 @@ constexpr const char* engine_package(EngineKernel k) noexcept {
     case EngineKernel::kVllmCutlassMla:
     case EngineKernel::kVllmTritonMla:
     case EngineKernel::kVllmFlashInferMla:
+    case EngineKernel::kFlashAttention4:
       return "vllm";
     case EngineKernel::kFlashAttention2:
     case EngineKernel::kFlashAttention3:

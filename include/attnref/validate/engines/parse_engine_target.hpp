@@ -26,7 +26,7 @@ constexpr Status parse_engine_kernel(std::string_view name, EngineKernel* kernel
                 "flashinfer.prefill.fa2, flashinfer.prefill.fa3, vllm.paged_attention_v1, "
                 "vllm.paged_attention_v2, vllm.flash_attn, vllm.triton_attn, vllm.flashinfer, "
                 "vllm.flash_attn_mla, vllm.flashmla, vllm.cutlass_mla, vllm.triton_mla, "
-                "vllm.flashinfer_mla, flash_attn2, flash_attn3, flashmla.decode, "
+                "vllm.flashinfer_mla, flash_attn2, flash_attn3, flash_attn4, flashmla.decode, "
                 "sglang.triton_decode, sglang.triton_extend");
 }
 
