@@ -30,11 +30,11 @@ TEST_F(EnginesCli, Qwen2ConfigOnSm90NamesTheGroupSizeAndTheNearestConfig) {
             "sm90: 28 query heads, 4 KV heads, head_dim 128, pages of 16, bfloat16\n"
             "note: head_dim is absent: hidden_size / num_attention_heads = 128\n"
             "note: sliding_window 131072 is off (use_sliding_window is false)\n"
-            "\u2718 flashinfer.decode               0.6.18        rejects  group_size (nearest: "
+            "\u2718 flashinfer.decode               0.7.2         rejects  group_size (nearest: "
             "num_kv_heads 4 -> 7)\n"
-            "\u2714 flashinfer.decode.tensor_cores  0.6.18        accepts\n"
-            "\u2714 flashinfer.prefill.fa2          0.6.18        accepts\n"
-            "\u2714 flashinfer.prefill.fa3          0.6.18        accepts\n"
+            "\u2714 flashinfer.decode.tensor_cores  0.7.2         accepts\n"
+            "\u2714 flashinfer.prefill.fa2          0.7.2         accepts\n"
+            "\u2714 flashinfer.prefill.fa3          0.7.2         accepts\n"
             "\u2714 vllm.paged_attention_v1         0.33.0        accepts\n"
             "\u2714 vllm.paged_attention_v2         0.33.0        accepts\n"
             "\u2714 vllm.flash_attn                 0.33.0        accepts\n"
@@ -97,7 +97,7 @@ TEST_F(EnginesCli, ExplicitFieldsWithDetailsGiveMessagesHintsAndSources) {
                        "      hint: use_tensor_cores=True"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("      source: flashinfer-ai/flashinfer@fb28d7242b35 "
+  EXPECT_NE(r.out.find("      source: flashinfer-ai/flashinfer@v0.7.2.post1 "
                        "include/flashinfer/utils.cuh DISPATCH_GQA_GROUP_SIZE\n"),
             std::string::npos);
   EXPECT_NE(r.out.find("    silently wrong flashinfer.decode.sinks_ignored: sinks= is dropped"),
@@ -149,7 +149,7 @@ TEST_F(EnginesCli, AnEngineVersionSelectsTheRulesOfThatRelease) {
       << r.out;
   EXPECT_NE(r.out.find("rejects vllm.flash_attn.block_size: Block size must be a multiple of 16."),
             std::string::npos);
-  EXPECT_NE(r.out.find("flashinfer.decode               0.6.18 "), std::string::npos);
+  EXPECT_NE(r.out.find("flashinfer.decode               0.7.2  "), std::string::npos);
 
   r = run_subcommand("engines", fields + " --engine-version tensorrt-llm=1.0");
   EXPECT_EQ(r.code, 2);

@@ -134,6 +134,14 @@ std::vector<RuleCase> rule_cases() {
        "Unsupported group_size: 5"},
       {kFiDec,
        90,
+       {0, 6, 18},
+       0,
+       heads(L, 128, 8),
+       "flashinfer.decode.group_size",
+       Severity::kRejects,
+       "Unsupported group_size: 16"},
+      {kFiDec,
+       90,
        {0, 6, 17},
        0,
        heads(L, 48, 8),
@@ -242,20 +250,37 @@ std::vector<RuleCase> rule_cases() {
        "fp8 tensor core is not supported in fa2 backend"},
       {kFa2Pf,
        90,
-       {},
+       {0, 6, 18},
        0,
-       dtypes(dims(L, 320), kBf16, kE4m3),
+       dtypes(dims(L, 512), kBf16, kE4m3),
        "flashinfer.prefill.large_head_arch",
        Severity::kFailsToBuild,
-       "fp8 K/V with a head_dim above 256 is built for sm100 and later only"},
+       "No supported CUDA architectures found for major versions [10, 11, 12]."},
+      {kFa2Pf,
+       89,
+       {0, 6, 14},
+       0,
+       dims(L, 512),
+       "flashinfer.prefill.large_head_arch",
+       Severity::kFailsToBuild,
+       "No supported CUDA architectures found for major versions [10, 11, 12]."},
       {kFa2Pf,
        100,
-       {},
+       {0, 6, 13},
        0,
        dims(L, 512),
        "flashinfer.prefill.fa2_head_dim_512",
        Severity::kRejects,
        "FlashInfer Internal Error: Invalid configuration : NUM_MMA_Q=…"},
+      {kFa2Pf,
+       90,
+       {},
+       0,
+       dims(L, 320),
+       "flashinfer.prefill.fa2_head_dim_vo_tiles",
+       Severity::kFailsToBuild,
+       "static_assert(NUM_MMA_D_VO % NUM_MMA_D_VO_TILE == 0, \"NUM_MMA_D_VO must be divisible "
+       "by NUM_MMA_D_VO_TILE\")"},
       {kFa2Pf,
        90,
        {},
@@ -1451,7 +1476,11 @@ TEST(EngineRules, ConfigurationsEachKernelTakesPass) {
   const EngineConfig gemma2_9b = soft_cap(window(heads(dims(kLlama3_8b, 256), 16, 8), 4096));
   const Accepted cases[] = {
       {EngineKernel::kFlashInferDecode, 90, kLlama3_8b, "Llama-3-8B"},
-      {EngineKernel::kFlashInferDecode, 80, heads(kLlama3_8b, 48, 8), "group 6 at v0.6.18"},
+      {EngineKernel::kFlashInferDecode, 80, heads(kLlama3_8b, 48, 8), "group 6"},
+      {EngineKernel::kFlashInferDecode, 90, heads(kLlama3_8b, 128, 8), "group 16 at v0.7.2"},
+      {EngineKernel::kFlashInferPrefillFa2, 80, dtypes(dims(kLlama3_8b, 512), kBf16, kE4m3),
+       "head_dim 512, fp8 K/V on sm80 at v0.7.2"},
+      {EngineKernel::kFlashInferDecodeTensorCores, 90, dims(kLlama3_8b, 512), "head_dim 512"},
       {EngineKernel::kFlashInferDecode, 89, dtypes(kLlama3_8b, kF16, kE5m2), "fp8 K/V"},
       {EngineKernel::kFlashInferDecodeTensorCores, 90, heads(kLlama3_8b, 28, 4), "Qwen2-7B"},
       {EngineKernel::kFlashInferDecodeTensorCores, 90, dims(kLlama3_8b, 192, 128), "(192, 128)"},
@@ -1631,7 +1660,7 @@ TEST(EngineConventions, CausalAlignmentMattersOnlyWithMoreKeysThanQueries) {
 
 TEST(EngineRules, VersionsSelectTheGroupSizesOfTheirRelease) {
   const EngineConfig group6 = heads(kLlama3_8b, 48, 8);
-  EXPECT_TRUE(attnref::check_engine(group6, kFiDecode).ok());  // pinned v0.6.18
+  EXPECT_TRUE(attnref::check_engine(group6, kFiDecode).ok());  // pinned v0.7.2
   EXPECT_TRUE(attnref::check_engine(group6, {kFiDec, 90, {0, 7, 0}}).ok());
   EXPECT_FALSE(attnref::check_engine(group6, {kFiDec, 90, {0, 6, 17}}).ok());
   const EngineConfig group3 = heads(kLlama3_8b, 24, 8);

@@ -129,7 +129,7 @@ constexpr EngineVersion pinned_engine_version(EngineKernel k) noexcept {
     case EngineKernel::kFlashInferDecodeTensorCores:
     case EngineKernel::kFlashInferPrefillFa2:
     case EngineKernel::kFlashInferPrefillFa3:
-      return {0, 6, 18};
+      return {0, 7, 2};  // flashinfer-python 0.7.2.post1
     case EngineKernel::kFlashAttention2:
     case EngineKernel::kFlashAttention3:
       return {2, 8, 3};
