@@ -241,7 +241,7 @@ def rule_ids():
 
 
 def markdown_report(r, args, version):
-    return f"""# FlashAttention-4's own checks, run
+    return f"""## FlashAttention-4's own checks, run
 
 `tests/engines/fa4_judge.py --examples {args.examples} --seed {args.seed}`; vllm {version}
 (its FlashAttention-4, vllm/vllm_flash_attn/cute), torch {metadata.version("torch")}.

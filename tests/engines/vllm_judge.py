@@ -455,8 +455,9 @@ that reaches NVIDIA's artifactory, where vLLM downloads the TensorRT-LLM kernels
 Run below: vLLM's and SGLang's Triton kernels, which Triton's interpreter runs on the CPU, for
 attnref's numbers and their silent hazards, and FlashAttention-4's own checks. Read, not run: the CUDA-side rules (the
 FlashAttention fork's sink limits, the paged_attention kernels' dispatch), the other silent
-hazards, and every FlashInfer, FlashAttention-2/3 and FlashMLA rule; those checks fire only
-inside CUDA code, which no CPU runs.
+hazards, FlashInfer's rules but those its Python decides (judged below), and every
+FlashAttention-2/3 and FlashMLA rule; those checks fire only inside CUDA code, which no CPU
+runs.
 
 vLLM's CUDA extensions (its op library, FlashAttention 2 and 3, FlashMLA) load only with a GPU
 driver; the judge stands empty modules in for them, so vLLM sees them as present, as on a GPU
