@@ -3,12 +3,12 @@
 Imports vLLM's FLASH_ATTN, TRITON_ATTN and FLASHINFER backend classes and its MLA backends
 (FLASH_ATTN_MLA, FLASHMLA, CUTLASS_MLA, TRITON_MLA, FLASHINFER_MLA), tells vLLM's platform layer
 that it runs on a CUDA GPU of a given compute capability (nothing here runs on a GPU: the checks
-are plain Python that read the capability), and asks each backend's `validate_configuration` - the list of
-reasons vLLM's selector gives when it refuses a backend - plus the plain-Python checks the
-backend's implementation makes when it is built, and CUTLASS_MLA's decode asserts, which run
-before its kernel is called. attnref's verdict for
-the same configuration (`attnref.engines`) agrees when the rules it reports as vLLM's selector or
-build checks are exactly the ones vLLM fails, each with vLLM's own text.
+are plain Python that read the capability), and asks each backend's `validate_configuration` -
+the list of reasons vLLM's selector gives when it refuses a backend - plus the plain-Python
+checks the backend's implementation makes when it is built, and CUTLASS_MLA's decode asserts,
+which run before its kernel is called. attnref's verdict for the same configuration
+(`attnref.engines`) agrees when the rules it reports as vLLM's selector or build checks are
+exactly the ones vLLM fails, each with vLLM's own text.
 
 Rules attnref reads from the CUDA side (vLLM's FlashAttention fork's TORCH_CHECKs, the Triton
 kernel's silent hazards) are outside this judge: vLLM's Python never evaluates them.
@@ -446,18 +446,19 @@ the selector's reasons for every backend attnref says vLLM passed over (texts).
 Judged by running vLLM: the rules of `vllm.flash_attn`, `vllm.triton_attn`, `vllm.flashinfer`,
 `vllm.flash_attn_mla`, `vllm.flashmla`, `vllm.cutlass_mla`, `vllm.triton_mla` and
 `vllm.flashinfer_mla` whose source is vLLM 0.33.0's Python (`docs/engines.md` lists them); for
-`vllm.flashinfer` the selector only (its implementation's encoder check is read). FLASHMLA's availability check is answered as on a machine with vLLM's wheel (its
-FlashMLA extensions stubbed like the others). FLASHINFER_MLA's check of the model's
-qk_nope_head_dim (64, 128 or 192) reads the model's config, which attnref's configuration does
-not carry: it is neither modelled nor drawn. FLASHINFER's sinks are answered as on a machine
-that reaches NVIDIA's artifactory, where vLLM downloads the TensorRT-LLM kernels they run on.
+`vllm.flashinfer` the selector only (its implementation's encoder check is read). FLASHMLA's
+availability check is answered as on a machine with vLLM's wheel (its FlashMLA extensions
+stubbed like the others). FLASHINFER_MLA's check of the model's qk_nope_head_dim (64, 128 or
+192) reads the model's config, which attnref's configuration does not carry: it is neither
+modelled nor drawn. FLASHINFER's sinks are answered as on a machine that reaches NVIDIA's
+artifactory, where vLLM downloads the TensorRT-LLM kernels they run on.
 
 Run below: vLLM's and SGLang's Triton kernels, which Triton's interpreter runs on the CPU, for
-attnref's numbers and their silent hazards, and FlashAttention-4's own checks. Read, not run: the CUDA-side rules (the
-FlashAttention fork's sink limits, the paged_attention kernels' dispatch), the other silent
-hazards, FlashInfer's rules but those its Python decides (judged below), and every
-FlashAttention-2/3 and FlashMLA rule; those checks fire only inside CUDA code, which no CPU
-runs.
+attnref's numbers and their silent hazards, and FlashAttention-4's and FlashInfer's own checks.
+Read, not run: the CUDA-side rules (the FlashAttention fork's sink limits, the paged_attention
+kernels' dispatch), the other silent hazards, FlashInfer's rules but those its Python decides,
+and every FlashAttention-2/3 and FlashMLA rule; those checks fire only inside CUDA code, which
+no CPU runs.
 
 vLLM's CUDA extensions (its op library, FlashAttention 2 and 3, FlashMLA) load only with a GPU
 driver; the judge stands empty modules in for them, so vLLM sees them as present, as on a GPU
